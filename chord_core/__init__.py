@@ -1,0 +1,64 @@
+"""chord_core — the Chord engine: describe a video clip, or find a target in it in space and time.
+
+Public API (importing this package is cheap; torch/transformers/OpenCV load on first use)::
+
+    from chord_core import Engine, AnalysisRequest, ModelConfig, SamplingConfig
+    engine = Engine(ModelConfig(model="Qwen/Qwen2.5-VL-3B-Instruct"))
+    result = engine.analyze(AnalysisRequest("clip.mp4", "ground", "the red car"))
+    result.to_dict()   # the chord.result/v1 document
+
+``analyze(path, task, query)`` is the one-shot form; ``plan(path, task)`` probes a clip and
+returns its sampling plan without loading a model.
+"""
+
+from __future__ import annotations
+
+from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
+from chord_core.engine import AnalysisRequest, Engine, analyze, plan
+from chord_core.errors import (
+    ChordError,
+    ConfigError,
+    InputError,
+    ModelError,
+    ModelNotFoundError,
+    PlacementError,
+    VideoError,
+)
+from chord_core.types import (
+    SCHEMA,
+    Detection,
+    ModelInfo,
+    ProgressEvent,
+    Result,
+    SamplingPlan,
+    Segment,
+    Track,
+    VideoInfo,
+)
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "SCHEMA",
+    "TEST_MODEL",
+    "AnalysisRequest",
+    "ChordError",
+    "ConfigError",
+    "Detection",
+    "Engine",
+    "InputError",
+    "ModelConfig",
+    "ModelError",
+    "ModelInfo",
+    "ModelNotFoundError",
+    "PlacementError",
+    "ProgressEvent",
+    "Result",
+    "SamplingConfig",
+    "SamplingPlan",
+    "Segment",
+    "Track",
+    "VideoError",
+    "VideoInfo",
+    "analyze",
+    "plan",
+]

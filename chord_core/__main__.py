@@ -1,0 +1,193 @@
+"""Command line: ``python -m chord_core {probe,describe,ground,make-tiny-model} …``.
+
+Exit codes: 0 ok, 2 bad input or usage, 1 internal error. Errors are one ``error:`` line plus
+a ``hint:`` line on stderr — never a traceback (set CHORD_DEBUG=1 to see one).
+Results are ``chord.result/v1`` JSON on stdout, or in the file given by ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from chord_core.config import (
+    MAX_NEW_TOKENS_DEFAULT,
+    SamplingConfig,
+    model_config_from_env,
+)
+from chord_core.errors import ChordError
+from chord_core.types import ProgressEvent
+
+log = logging.getLogger("chord_core.cli")
+
+
+def _sampling_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sampling")
+    g.add_argument("--fps", type=float, default=None,
+                   help="frames per second to sample (default: automatic by task and length)")
+    g.add_argument("--max-frames", type=int, default=None, help="cap on sampled frames")
+    g.add_argument("--max-pixels", type=int, default=None,
+                   help="per-frame pixel cap (multiples of 28×28 are used)")
+    g.add_argument("--token-budget", type=int, default=None,
+                   help="visual-token budget per model request (default 24000)")
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", default=None,
+                   help="hub id, local folder, or 'test' (default: $CHORD_MODEL or "
+                        "Qwen/Qwen2.5-VL-3B-Instruct)")
+    g.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N")
+    g.add_argument("--max-memory", default=None,
+                   help="per-GPU cap: fraction (0.9) or size (20GiB)")
+    g.add_argument("--allow-offload", action="store_true", default=None,
+                   help="allow weights on CPU/disk when GPUs are present (slow)")
+    g.add_argument("--batch-size", type=int, default=None, help="frames per generate call")
+
+
+def _output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT",
+                   help="write the result JSON here instead of stdout")
+    p.add_argument("--annotated-video", default=None, metavar="OUT.mp4",
+                   help="also write an MP4 with the boxes drawn")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m chord_core", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("probe", help="show what a video file really contains, and sampling plans")
+    p.add_argument("video")
+    _sampling_args(p)
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+
+    p = sub.add_parser("describe", help="describe a clip in words")
+    p.add_argument("video")
+    p.add_argument("--prompt", default="", help="what to ask (default: a detailed description)")
+    p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT,
+                   help="maximum generated tokens, 128–2048 (default 512)")
+    _sampling_args(p), _model_args(p), _output_args(p)
+
+    p = sub.add_parser("ground", help="find a target: boxes with timestamps, tracks, segments")
+    p.add_argument("video")
+    p.add_argument("target", help='what to find, e.g. "the cyclist in a red helmet"')
+    _sampling_args(p), _model_args(p), _output_args(p)
+
+    p = sub.add_parser("make-tiny-model", help="write a random-weight Qwen2.5-VL checkpoint")
+    p.add_argument("dir")
+    p.add_argument("--shape", choices=("tiny", "3b", "7b"), default="tiny",
+                   help="tiny (< 2 MB, tests) or the real 3B/7B shapes (GPU benchmarks)")
+    p.add_argument("--device", default="cpu", help="where to initialise the weights")
+    p.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def _sampling_from(args: argparse.Namespace) -> SamplingConfig:
+    fields: dict[str, Any] = {}
+    if args.fps is not None:
+        fields["fps"] = args.fps
+    if args.max_frames is not None:
+        fields["max_frames"] = args.max_frames
+    if args.max_pixels is not None:
+        fields["max_pixels"] = args.max_pixels
+        fields["ground_max_pixels"] = args.max_pixels
+        fields["min_pixels"] = min(SamplingConfig().min_pixels, args.max_pixels)
+    if args.token_budget is not None:
+        fields["token_budget"] = args.token_budget
+    return SamplingConfig(**fields)
+
+
+def _emit(doc: dict[str, Any], json_out: str | None) -> None:
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n", encoding="utf-8")
+        print(f"wrote {json_out}", file=sys.stderr)
+    else:
+        print(text)
+
+
+def _progress_printer(quiet: bool):
+    def show(ev: ProgressEvent) -> None:
+        if quiet:
+            return
+        count = f" [{ev.done}/{ev.total}]" if ev.total else ""
+        print(f"\r{ev.elapsed_s:7.1f}s  {ev.stage:<16} {ev.message}{count}\033[K",
+              end="\n" if ev.stage in ("done", "loading_model") else "", file=sys.stderr,
+              flush=True)
+    return show
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from chord_core.video import plan_sampling, probe
+
+    info = probe(args.video)
+    sampling = _sampling_from(args)
+    plans = {task: plan_sampling(info, task, sampling).to_dict() for task in ("describe", "ground")}
+    _emit({"video": info.to_dict(), "plans": plans}, args.json_out)
+    return 0
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from chord_core.engine import AnalysisRequest, Engine
+
+    task = args.command
+    query = args.prompt if task == "describe" else args.target
+    request = AnalysisRequest(
+        video_path=args.video, task=task, query=query, sampling=_sampling_from(args),
+        max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
+        annotated_video=args.annotated_video, batch_size=args.batch_size)
+    cfg = model_config_from_env(model=args.model, device=args.device,
+                                max_memory=args.max_memory, allow_offload=args.allow_offload)
+    if cfg.is_test_model:
+        print("note: using the test model — random weights; its text is meaningless",
+              file=sys.stderr)
+    result = Engine(cfg).analyze(request, on_progress=_progress_printer(args.quiet))
+    _emit(result.to_dict(), args.json_out)
+    return 0
+
+
+def cmd_make_tiny_model(args: argparse.Namespace) -> int:
+    from chord_core.testing.tiny_model import build_checkpoint
+
+    path = build_checkpoint(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device)
+    print(f"wrote random-weight {args.shape} checkpoint to {path}", file=sys.stderr)
+    return 0
+
+
+COMMANDS = {"probe": cmd_probe, "describe": cmd_analyze, "ground": cmd_analyze,
+            "make-tiny-model": cmd_make_tiny_model}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return COMMANDS[args.command](args)
+    except ChordError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 — the CLI contract: one line, no traceback
+        if os.environ.get("CHORD_DEBUG"):
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("hint: this is a bug in Chord; rerun with CHORD_DEBUG=1 for the traceback "
+              "and report it", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Configuration: frozen dataclasses, and the one place ``CHORD_*`` variables are read.
+
+Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
+``from_env()`` is called by entry points, never at import time.
+
+| variable              | meaning                                                        |
+|-----------------------|----------------------------------------------------------------|
+| CHORD_MODEL           | hub id, local folder, or ``test`` (tiny random-weight model)   |
+| CHORD_CACHE_DIR       | where the tiny model and other caches live (~/.cache/chord)    |
+| CHORD_DATA_DIR        | job store, uploads, exports (./data)                           |
+| CHORD_DEVICE          | ``auto`` (default), ``cpu``, ``cuda``, ``cuda:N``              |
+| CHORD_MAX_MEMORY      | per-GPU cap: fraction ``0.9`` or ``20GiB``; CPU cap after ``,cpu=`` |
+| CHORD_ALLOW_OFFLOAD   | ``1`` lets weights spill to CPU/disk when GPUs are present     |
+| CHORD_DTYPE           | ``auto`` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)    |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping
+
+from chord_core.errors import ConfigError
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
+TEST_MODEL = "test"
+
+# Qwen2.5-VL geometry: 14 px patches merged 2×2 → one visual token per 28×28 px, and 2
+# frames per temporal patch. See shared/design/QWEN_FACTS.md.
+PATCH_PX = 28
+FRAME_FACTOR = 2
+MIN_PIXELS_DEFAULT = 128 * PATCH_PX * PATCH_PX
+MAX_PIXELS_DEFAULT = 768 * PATCH_PX * PATCH_PX
+TOKEN_BUDGET_DEFAULT = 24_000
+MAX_FRAMES_DEFAULT = 768
+MIN_FRAMES = 4
+GROUND_FPS_DEFAULT = 2.0
+# Grounding runs every frame as its own image request: a per-frame token cap keeps each
+# request cheap while leaving enough resolution for boxes (≈ 1 MP at most).
+GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
+MAX_NEW_TOKENS_RANGE = (128, 2048)
+MAX_NEW_TOKENS_DEFAULT = 512
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("CHORD_CACHE_DIR") or Path.home() / ".cache" / "chord")
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("CHORD_DATA_DIR") or Path.cwd() / "data")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How frames are chosen and sized. ``fps=None`` means the task's automatic default."""
+
+    fps: float | None = None
+    max_frames: int = MAX_FRAMES_DEFAULT
+    min_pixels: int = MIN_PIXELS_DEFAULT
+    max_pixels: int = MAX_PIXELS_DEFAULT
+    token_budget: int = TOKEN_BUDGET_DEFAULT
+    ground_max_pixels: int = GROUND_MAX_PIXELS_DEFAULT
+
+    def __post_init__(self) -> None:
+        if self.fps is not None and not (0 < self.fps <= 60):
+            raise ConfigError(f"sampling fps must be in (0, 60], got {self.fps}",
+                              hint="use e.g. --fps 2, or leave it unset for automatic")
+        if self.max_frames < MIN_FRAMES:
+            raise ConfigError(f"max frames must be at least {MIN_FRAMES}, got {self.max_frames}",
+                              hint="use --max-frames 4 or more")
+        if not (PATCH_PX * PATCH_PX <= self.min_pixels <= self.max_pixels):
+            raise ConfigError(
+                f"pixel bounds invalid: min {self.min_pixels} max {self.max_pixels}",
+                hint=f"max pixels must be ≥ min pixels ≥ {PATCH_PX * PATCH_PX}")
+        if self.token_budget < 64:
+            raise ConfigError(f"visual-token budget too small: {self.token_budget}",
+                              hint="use at least a few thousand tokens (default 24000)")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model to load and where. ``max_memory`` values are a fraction of each GPU's
+    memory (``0.9``) or a size string (``"20GiB"``); ``cpu_memory`` caps CPU offload."""
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    dtype: str = "auto"
+    max_memory: str | float | None = None
+    cpu_memory: str | None = None
+    allow_offload: bool = False
+    attn_implementation: str = "sdpa"
+    cache_dir: Path | None = None
+    batch_size: int = 8
+    local_files_only: bool = False
+
+    @property
+    def is_test_model(self) -> bool:
+        return self.model == TEST_MODEL
+
+    def with_overrides(self, **kwargs: object) -> ModelConfig:
+        return replace(self, **{k: v for k, v in kwargs.items() if v is not None})
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: object) -> ModelConfig:
+    """ModelConfig from ``CHORD_*`` variables, then explicit ``overrides`` (None = unset)."""
+    env = os.environ if env is None else env
+    cfg = ModelConfig(
+        model=env.get("CHORD_MODEL") or DEFAULT_MODEL,
+        device=env.get("CHORD_DEVICE") or "auto",
+        dtype=env.get("CHORD_DTYPE") or "auto",
+        max_memory=env.get("CHORD_MAX_MEMORY") or None,
+        allow_offload=_truthy(env.get("CHORD_ALLOW_OFFLOAD")),
+        cache_dir=Path(env["CHORD_CACHE_DIR"]) if env.get("CHORD_CACHE_DIR") else None,
+    )
+    return cfg.with_overrides(**overrides)
+
+
+def check_max_new_tokens(value: int) -> int:
+    lo, hi = MAX_NEW_TOKENS_RANGE
+    if not (lo <= value <= hi):
+        raise ConfigError(f"max new tokens must be between {lo} and {hi}, got {value}",
+                          hint=f"use --max-new-tokens {MAX_NEW_TOKENS_DEFAULT} (default)")
+    return value

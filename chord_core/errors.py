@@ -1,0 +1,70 @@
+"""Chord's exception tree: every error a user can hit says what failed and how to fix it.
+
+    ChordError                      base; ``hint`` says what to do about it
+    ├── InputError                  the user's input is wrong (CLI exit code 2)
+    │   ├── VideoError              not a video, empty, unreadable, truncated, missing
+    │   ├── ConfigError             an option or config value out of range / malformed
+    │   └── ModelNotFoundError      weights missing locally and the hub unreachable
+    ├── ModelError                  the model could not be loaded or placed (exit 1)
+    │   └── PlacementError          weights would silently land on CPU/disk while GPUs exist
+    ├── ResourceError               out of memory even after every degradation step
+    └── JobCancelled                a job was cancelled by its owner
+
+Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
+``error: <message>`` and ``hint: <hint>`` and never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class ChordError(Exception):
+    """Base of all Chord errors. ``hint`` tells the user what to do next."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} (hint: {self.hint})" if self.hint else self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": type(self).__name__, "message": self.message, "hint": self.hint}
+
+
+class InputError(ChordError):
+    """Something the user gave us is wrong; fixing the input fixes it."""
+
+    exit_code = 2
+
+
+class VideoError(InputError):
+    """The file is missing, empty, not a video, or cannot be decoded."""
+
+
+class ConfigError(InputError):
+    """An option, environment variable or config file value is invalid."""
+
+
+class ModelNotFoundError(InputError):
+    """Model weights are not available locally and cannot be downloaded."""
+
+
+class ModelError(ChordError):
+    """The model exists but could not be loaded or placed on devices."""
+
+
+class PlacementError(ModelError):
+    """Part of the model would run from CPU/disk although GPUs are present."""
+
+
+class ResourceError(ChordError):
+    """The work does not fit in memory even after lowering batch, frames and pixels."""
+
+
+class JobCancelled(ChordError):
+    """The job was cancelled before it finished."""
+
+    exit_code = 1

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install Chord's test dependencies into .venv and run the whole test suite (CPU only).
+# Usage: bash run_tests.sh [pytest args…]      e.g. bash run_tests.sh -m "not e2e"
+# The browser test needs Chromium from the system's packages (Debian/Ubuntu:
+# `apt-get install chromium`); without it that test is skipped with a reason.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+stamp=.venv/.chord-dev-installed
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ requirements-dev.txt -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+    touch "$stamp"
+fi
+exec .venv/bin/python -m pytest "$@"
