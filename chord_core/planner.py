@@ -1,0 +1,193 @@
+"""GPU planner: from a model's size and the GPUs' free memory, choose replica groups.
+
+    strategy "replicate"  one replica per GPU (data parallel) — each GPU must hold the model
+    strategy "shard"      one model across all selected GPUs (``device_map="auto"``)
+    strategy "auto"       the smallest group size that holds the model, dividing the GPUs
+                          evenly; as many groups (replicas) as fit
+
+The estimate is weights × 1.2 (activations, KV cache, CUDA context — the real-use factor in
+shared/design/QWEN_FACTS.md) against each GPU's free memory × ``max_memory_fraction``.
+Everything here is pure: the planner is tested on made-up inventories.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from chord_core.errors import ConfigError, ResourceError
+
+GIB = 1024**3
+OVERHEAD = 1.2
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+STRATEGIES = ("auto", "replicate", "shard")
+# Names users of the original design documents write, mapped to ours.
+STRATEGY_ALIASES = {"data_parallel": "replicate", "dp": "replicate", "model_parallel": "shard",
+                    "pipeline": "shard", "tensor_parallel": "shard"}
+
+# Known official checkpoints (parameters, vision tower included) for a plan before download.
+KNOWN_PARAMS = {
+    "qwen2.5-vl-3b": 3.75e9, "qwen2.5-vl-7b": 8.29e9,
+    "qwen2.5-vl-32b": 33.5e9, "qwen2.5-vl-72b": 73.4e9,
+}
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as the planner sees it: CUDA ordinal, name, total and free memory in bytes."""
+
+    index: int
+    name: str
+    total_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """The chosen placement. ``groups`` lists CUDA ordinals; each group loads one replica."""
+
+    strategy: str
+    groups: tuple[tuple[int, ...], ...]
+    model_bytes: int
+    need_bytes: int
+    per_gpu_budget_bytes: dict[int, int] = field(default_factory=dict)
+    unused: tuple[int, ...] = ()
+    explanation: str = ""
+
+    @property
+    def replicas(self) -> int:
+        return len(self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "groups": [list(g) for g in self.groups],
+                "model_gib": round(self.model_bytes / GIB, 2),
+                "need_gib": round(self.need_bytes / GIB, 2),
+                "per_gpu_budget_gib": {str(k): round(v / GIB, 2)
+                                       for k, v in self.per_gpu_budget_bytes.items()},
+                "unused": list(self.unused), "explanation": self.explanation}
+
+
+def normalise_strategy(name: str) -> str:
+    key = (name or "auto").strip().lower()
+    key = STRATEGY_ALIASES.get(key, key)
+    if key not in STRATEGIES:
+        raise ConfigError(f"unknown parallel strategy {name!r}",
+                          hint="use auto, replicate (data_parallel) or shard")
+    return key
+
+
+def params_from_config(config: dict[str, Any]) -> int:
+    """Parameter count of a Qwen2.5-VL config.json (text decoder + vision tower)."""
+    text = config.get("text_config") or config
+    vision = config.get("vision_config") or {}
+    h, inter = text["hidden_size"], text["intermediate_size"]
+    heads, kv = text["num_attention_heads"], text.get("num_key_value_heads") or \
+        text["num_attention_heads"]
+    head_dim = h // heads
+    attn = h * h * 2 + 2 * h * kv * head_dim + h + 2 * kv * head_dim
+    layer = attn + 3 * h * inter + 2 * h
+    embed = text["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
+    total = text["num_hidden_layers"] * layer + embed + h
+    if vision:
+        vh = vision.get("hidden_size", 1280)
+        vi = vision.get("intermediate_size", 3420)
+        depth = vision.get("depth", 32)
+        patch = vision.get("patch_size", 14) ** 2 * vision.get("temporal_patch_size", 2) * 3
+        merger_in = vh * vision.get("spatial_merge_size", 2) ** 2
+        out = vision.get("out_hidden_size", h)
+        total += depth * (4 * vh * vh + 3 * vh * vi + 4 * vh) + patch * vh
+        total += merger_in * merger_in + merger_in * out
+    return int(total)
+
+
+def model_params(model: str, config_path: Path | None = None) -> int:
+    """Parameters of ``model``: from its config.json when local, else the known table."""
+    if config_path is not None and config_path.is_file():
+        return params_from_config(json.loads(config_path.read_text()))
+    key = Path(model).name.lower().replace("-instruct", "")
+    for name, count in KNOWN_PARAMS.items():
+        if name in key:
+            return int(count)
+    raise ConfigError(f"cannot tell the size of model {model!r}",
+                      hint="download it first, or give a local folder with config.json")
+
+
+def plan_gpus(model_bytes: int, gpus: Sequence[GpuInfo], *, strategy: str = "auto",
+              max_memory_fraction: float = 0.9, reserve_bytes: int = 0) -> GpuPlan:
+    """Choose replica groups for a model of ``model_bytes`` weights on ``gpus``."""
+    strategy = normalise_strategy(strategy)
+    if not 0 < max_memory_fraction <= 1:
+        raise ConfigError(f"max_memory fraction must be in (0, 1], got {max_memory_fraction}",
+                          hint="use e.g. 0.9")
+    need = int(model_bytes * OVERHEAD)
+    if not gpus:
+        raise ResourceError("no GPU available for a GPU plan",
+                            hint="run on CPU workers (--cpu-workers N) or on a machine with GPUs")
+    budget = {g.index: max(0, int(g.free_bytes * max_memory_fraction) - reserve_bytes)
+              for g in gpus}
+    order = sorted(gpus, key=lambda g: g.index)
+    if strategy == "replicate":
+        return _replicate(model_bytes, need, order, budget)
+    if strategy == "shard":
+        return _group(model_bytes, need, order, budget, len(order), "shard")
+    for size in _divisors(len(order)):
+        groups = _chunks(order, size)
+        if all(sum(budget[g.index] for g in grp) >= need for grp in groups):
+            return _group(model_bytes, need, order, budget, size, "auto")
+    return _group(model_bytes, need, order, budget, len(order), "auto")
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _chunks(order: Sequence[GpuInfo], size: int) -> list[list[GpuInfo]]:
+    return [list(order[i:i + size]) for i in range(0, len(order) - size + 1, size)]
+
+
+def _replicate(model_bytes: int, need: int, order: Sequence[GpuInfo],
+               budget: dict[int, int]) -> GpuPlan:
+    fit = [g.index for g in order if budget[g.index] >= need]
+    if not fit:
+        raise ResourceError(_too_big(need, order, budget, per_gpu=True),
+                            hint="use strategy shard or auto, or a smaller model")
+    unused = tuple(g.index for g in order if g.index not in fit)
+    return GpuPlan("replicate", tuple((i,) for i in fit), model_bytes, need,
+                   {i: budget[i] for i in fit}, unused,
+                   f"{len(fit)} replica(s), one per GPU; each needs ≈ {need / GIB:.1f} GiB")
+
+
+def _group(model_bytes: int, need: int, order: Sequence[GpuInfo], budget: dict[int, int],
+           size: int, strategy: str) -> GpuPlan:
+    groups = _chunks(order, size)
+    if not all(sum(budget[g.index] for g in grp) >= need for grp in groups):
+        raise ResourceError(_too_big(need, order, budget, per_gpu=False),
+                            hint=_what_would_fit(need, order))
+    used = {g.index for grp in groups for g in grp}
+    per_group_gib = need / GIB
+    kind = "one replica per GPU" if size == 1 else f"{len(groups)} group(s) of {size} GPUs"
+    return GpuPlan(strategy, tuple(tuple(g.index for g in grp) for grp in groups), model_bytes,
+                   need, {i: budget[i] for i in used},
+                   tuple(g.index for g in order if g.index not in used),
+                   f"{kind}; each replica needs ≈ {per_group_gib:.1f} GiB")
+
+
+def _too_big(need: int, order: Sequence[GpuInfo], budget: dict[int, int], *,
+             per_gpu: bool) -> str:
+    have = max(budget.values()) if per_gpu else sum(budget.values())
+    where = "on any single GPU" if per_gpu else f"on all {len(order)} GPU(s) together"
+    return (f"the model does not fit: it needs ≈ {need / GIB:.0f} GiB of GPU memory, "
+            f"{where} ≈ {have / GIB:.0f} GiB is usable")
+
+
+def _what_would_fit(need: int, order: Sequence[GpuInfo]) -> str:
+    per = max(g.total_bytes for g in order) * 0.9
+    k = int(-(-need // per)) if per > 0 else 0
+    options = [f"{k} GPU(s) like {order[0].name} would hold it" if k else ""]
+    smaller = [n for n, p in KNOWN_PARAMS.items() if p * 2 * OVERHEAD <= per]
+    if smaller:
+        options.append(f"{max(smaller, key=lambda n: KNOWN_PARAMS[n])} fits one of these GPUs")
+    options.append("or CHORD_ALLOW_OFFLOAD=1 to spill to CPU memory (slow)")
+    return "; ".join(o for o in options if o)
