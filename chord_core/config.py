@@ -126,3 +126,14 @@ def check_max_new_tokens(value: int) -> int:
         raise ConfigError(f"max new tokens must be between {lo} and {hi}, got {value}",
                           hint=f"use --max-new-tokens {MAX_NEW_TOKENS_DEFAULT} (default)")
     return value
+
+
+def injected_oom_faults(env: Mapping[str, str] | None = None) -> int:
+    """``CHORD_FAULT_OOM=N``: the first N model calls of a worker raise CUDA out-of-memory.
+    A fault-injection hook for tests of the degradation path; unset (0) in normal use."""
+    env = os.environ if env is None else env
+    try:
+        return max(0, int(env.get("CHORD_FAULT_OOM") or 0))
+    except ValueError as exc:
+        raise ConfigError(f"CHORD_FAULT_OOM must be an integer, got {env['CHORD_FAULT_OOM']!r}",
+                          hint="unset it; it is a test hook") from exc

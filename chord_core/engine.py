@@ -23,8 +23,9 @@ from chord_core.config import (
     ModelConfig,
     SamplingConfig,
     check_max_new_tokens,
+    injected_oom_faults,
 )
-from chord_core.errors import ConfigError, JobCancelled
+from chord_core.errors import ConfigError, JobCancelled, ResourceError
 from chord_core.types import (
     Detection,
     ModelInfo,
@@ -102,6 +103,7 @@ class Engine:
         self.model_cfg = model_cfg or ModelConfig()
         self._lm: LoadedModel | None = None
         self._lock = threading.Lock()
+        self._faults_left = injected_oom_faults()
 
     # -- model ------------------------------------------------------------------------
     @property
@@ -151,11 +153,8 @@ class Engine:
         t = time.perf_counter()
         lm = self.load()
         load_s = time.perf_counter() - t
-        frames, sampling_plan, warnings, decode_s = self._read(info, sampling_plan, clock)
-        if request.task == "describe":
-            body = self._describe(lm, info, sampling_plan, frames, request, clock)
-        else:
-            body = self._ground(lm, info, sampling_plan, frames, request, clock)
+        body, sampling_plan, warnings, decode_s = self._run_with_budget(
+            lm, info, sampling_plan, request, clock)
         timing = Timing(probe_s=probe_s, load_s=load_s, decode_s=decode_s,
                         preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
                         postprocess_s=body.pop("postprocess_s", 0.0), total_s=clock.elapsed())
@@ -168,6 +167,34 @@ class Engine:
             self._export(result, request.annotated_video, clock)
         clock.emit("done", "analysis finished", 1, 1)
         return result
+
+    def _run_with_budget(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
+                         request: AnalysisRequest, clock: _Clock
+                         ) -> tuple[dict, SamplingPlan, list[str], float]:
+        """Read + model; when even batch 1 runs out of memory, halve the pixel and token
+        budget and try again (twice), recording each reduction in the warnings."""
+        from chord_core.video import plan_sampling
+
+        sampling, reductions = request.sampling, []
+        for attempt in range(3):
+            frames, sampling_plan, warnings, decode_s = self._read(info, sampling_plan, clock)
+            try:
+                if request.task == "describe":
+                    body = self._describe(lm, info, sampling_plan, frames, request, clock)
+                else:
+                    body = self._ground(lm, info, sampling_plan, frames, request, clock)
+                return body, sampling_plan, reductions + warnings, decode_s
+            except _OutOfMemory:
+                if attempt == 2:
+                    raise
+                sampling = _halved(sampling)
+                sampling_plan = plan_sampling(info, request.task, sampling)
+                reductions.append(
+                    f"out of GPU memory at batch size 1: resolution lowered to "
+                    f"{sampling_plan.input_wh[0]}×{sampling_plan.input_wh[1]}, "
+                    f"{sampling_plan.num_frames} frames")
+                log.warning(reductions[-1])
+        raise AssertionError("unreachable")
 
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: _Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
@@ -200,39 +227,83 @@ class Engine:
         from chord_core.video import video_metadata
 
         clock.emit("generating", f"describing {sampling_plan.num_frames} frames", 0, 1)
-        out = m.describe(lm, frames, video_metadata(info, sampling_plan.frame_indices),
-                         request.query.strip() or DEFAULT_DESCRIBE_PROMPT,
-                         request.max_new_tokens, cancel=clock.cancel)
+        reductions: list[str] = []
+        out = self._oom_guard(lambda: m.describe(
+            lm, frames, video_metadata(info, sampling_plan.frame_indices),
+            request.query.strip() or DEFAULT_DESCRIBE_PROMPT, request.max_new_tokens,
+            cancel=clock.cancel), reductions)
         clock.emit("generating", f"{out.new_tokens} tokens generated", 1, 1)
         return {"text": out.text, "raw_outputs": (out.text,), "preprocess_s": out.preprocess_s,
-                "generate_s": out.generate_s}
+                "generate_s": out.generate_s, "warnings": reductions}
 
     def _ground(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                 frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
-        from chord_core import grounding as g
+        chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
+        t = time.perf_counter()
+        clock.emit("tracking", "linking detections into tracks")
+        body = assemble_ground(info, sampling_plan, request.query, [chunk], lm.coord_mode)
+        body["postprocess_s"] = time.perf_counter() - t
+        return body
+
+    def ground_chunk(self, info: VideoInfo, sampling_plan: SamplingPlan, request: AnalysisRequest,
+                     *, on_progress: ProgressFn | None = None,
+                     cancel: threading.Event | None = None) -> GroundChunk:
+        """Ground one slice of a plan (a worker's share of a split job): read its frames,
+        run the model, return the raw per-frame outputs. Tracking happens after merging."""
+        clock = _Clock(on_progress, cancel)
+        lm = self.load()
+        frames, sampling_plan, warnings, decode_s = self._read(info, sampling_plan, clock)
+        chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
+        return replace(chunk, decode_s=decode_s, warnings=tuple(warnings) + chunk.warnings)
+
+    def _ground_frames(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
+                       request: AnalysisRequest, clock: _Clock) -> GroundChunk:
         from chord_core import model as m
 
         n = sampling_plan.num_frames
         clock.emit("grounding_frames", f"frame 0/{n}", 0, n)
-        outputs = m.ground_images(
-            lm, list(frames), request.query, batch_size=request.batch_size or
-            self.model_cfg.batch_size,
-            on_batch=lambda done, total: clock.emit("grounding_frames", f"frame {done}/{total}",
-                                                    done, total),
-            cancel=clock.cancel)
+        reductions: list[str] = []
+        batch = [request.batch_size or self.model_cfg.batch_size]
         t = time.perf_counter()
-        clock.emit("tracking", "linking detections into tracks")
-        detections, warnings = _detections(outputs, sampling_plan, info, request.query,
-                                           lm.coord_mode)
-        gap = g.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
-        detections, tracks = g.link_tracks(detections, max_gap_s=gap)
-        segments = g.segments_from_tracks(detections, tracks, max_gap_s=gap,
-                                          duration_s=info.duration_s)
-        return {"detections": detections, "tracks": tracks, "segments": segments,
-                "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
-                "preprocess_s": sum(o.preprocess_s for o in outputs),
-                "generate_s": sum(o.generate_s for o in outputs),
-                "postprocess_s": time.perf_counter() - t}
+
+        def run():
+            return m.ground_images(
+                lm, list(frames), request.query, batch_size=batch[0],
+                on_batch=lambda done, total: clock.emit(
+                    "grounding_frames", f"frame {done}/{total}", done, total),
+                cancel=clock.cancel)
+
+        outputs = self._oom_guard(run, reductions, batch)
+        outs = tuple(FrameOutput(idx, ts, o.text, tuple(o.input_wh)) for o, idx, ts in
+                     zip(outputs, sampling_plan.frame_indices, sampling_plan.timestamps_s))
+        return GroundChunk(outs, preprocess_s=sum(getattr(o, "preprocess_s", 0.0)
+                                                  for o in outputs),
+                           generate_s=time.perf_counter() - t, warnings=tuple(reductions))
+
+    def _oom_guard(self, call: Callable, reductions: list[str], batch: list[int] | None = None):
+        """Run a model call; on CUDA out-of-memory free the cache and retry with half the
+        batch (down to 1). What was reduced is recorded for the result's warnings."""
+        import torch
+
+        while True:
+            try:
+                if self._faults_left > 0:
+                    self._faults_left -= 1
+                    raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
+                return call()
+            except torch.cuda.OutOfMemoryError:
+                from chord_core.model import release_memory
+
+                release_memory()
+                if batch is None or batch[0] <= 1:
+                    raise _OutOfMemory(
+                        "the GPU ran out of memory even at batch size 1",
+                        hint="lower --max-pixels or --max-frames, or use a GPU with more "
+                             "free memory") from None
+                reductions.append(f"out of GPU memory: batch size reduced "
+                                  f"{batch[0]} → {batch[0] // 2}")
+                log.warning(reductions[-1])
+                batch[0] //= 2
 
     def _export(self, result: Result, out_path: str, clock: _Clock) -> None:
         from chord_core.render import export_annotated_video
@@ -246,19 +317,59 @@ class Engine:
             cancel=clock.cancel)
 
 
-def _detections(outputs: Sequence, sampling_plan: SamplingPlan, info: VideoInfo, target: str,
-                coord_mode: str) -> tuple[list[Detection], list[str]]:
-    """Parse each frame's model text into detections on the original frame; keep warnings."""
+class _OutOfMemory(ResourceError):
+    """Out of memory at batch size 1: the caller may lower the pixel/frame budget."""
+
+
+def _halved(sampling: SamplingConfig) -> SamplingConfig:
+    max_px = max(sampling.min_pixels, sampling.max_pixels // 2)
+    return replace(sampling, max_pixels=max_px,
+                   ground_max_pixels=max(sampling.min_pixels, sampling.ground_max_pixels // 2),
+                   token_budget=max(64, sampling.token_budget // 2))
+
+
+@dataclass(frozen=True)
+class FrameOutput:
+    """The model's raw answer for one grounded frame."""
+
+    frame_index: int
+    t_s: float
+    text: str
+    input_wh: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class GroundChunk:
+    """Raw grounding outputs of a slice of frames; plain data (crosses processes)."""
+
+    outputs: tuple[FrameOutput, ...]
+    preprocess_s: float = 0.0
+    generate_s: float = 0.0
+    decode_s: float = 0.0
+    warnings: tuple[str, ...] = ()
+
+
+def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
+                    chunks: Sequence[GroundChunk], coord_mode: str) -> dict:
+    """Merge chunk outputs (in frame order), parse, link tracks, cut segments — pure."""
     from chord_core import grounding as g
 
+    outputs = sorted((o for c in chunks for o in c.outputs), key=lambda o: o.frame_index)
     detections: list[Detection] = []
-    warnings: list[str] = []
-    for out, idx, t_s in zip(outputs, sampling_plan.frame_indices, sampling_plan.timestamps_s):
+    warnings: list[str] = [w for c in chunks for w in c.warnings]
+    for out in outputs:
         parsed = g.parse_boxes(out.text, out.input_wh, coords=coord_mode, default_label=target)
-        warnings.extend(f"frame {idx} (t={t_s:.2f} s): {w}" for w in parsed.warnings)
-        detections.extend(g.to_detection(box, info.size_wh, t_s=t_s, frame_index=idx)
-                          for box in parsed.boxes)
-    return detections, warnings
+        warnings.extend(f"frame {out.frame_index} (t={out.t_s:.2f} s): {w}"
+                        for w in parsed.warnings)
+        detections.extend(g.to_detection(box, info.size_wh, t_s=out.t_s,
+                                         frame_index=out.frame_index) for box in parsed.boxes)
+    gap = g.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
+    linked, tracks = g.link_tracks(detections, max_gap_s=gap)
+    segments = g.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
+    return {"detections": tuple(linked), "tracks": tuple(tracks), "segments": tuple(segments),
+            "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
+            "preprocess_s": sum(c.preprocess_s for c in chunks),
+            "generate_s": sum(c.generate_s for c in chunks)}
 
 
 def analyze(video_path: str | Path, task: str, query: str = "", *,
