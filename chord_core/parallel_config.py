@@ -1,0 +1,508 @@
+"""Multi-GPU settings: the ``multigpu_config.yaml`` users already have, plus env and CLI flags.
+
+The file layout is the one the original Chord design documents show::
+
+    parallel:            strategy, num_gpus, gpus, batch_size_per_gpu, gpu_weights,
+                         cpu_workers, gradient_accumulation_steps (training only: ignored)
+    memory:              max_memory_allocated (fraction of each GPU), pin_memory
+    communication:       backend, timeout (training collectives only: ignored)
+    memory_optimization: enable, max_allocated_ratio, reserved_memory (MB, read as MiB),
+                         fragmentation_threshold (ignored)
+
+Precedence: explicit ``overrides`` (CLI flags, UI) > environment > file > defaults.
+
+Environment: CHORD_STRATEGY, CHORD_NUM_GPUS (a number or ``all``), CHORD_GPUS (CUDA ordinals
+``0,1``), CHORD_BATCH_SIZE (per GPU), CHORD_MAX_MEMORY (only a fraction such as ``0.9`` counts
+here; sizes such as ``20GiB`` are for the model loader), CHORD_CPU_WORKERS (workers used where
+no GPU is available), CHORD_GPU_WEIGHTS (``0:1.0,1:0.8``: load-balancer share per GPU).
+
+Unknown keys never fail a load: they are listed in ``unknown`` with a suggestion (difflib),
+and keys we accept but do not use are listed in ``ignored`` with the reason. Bad values raise
+``ConfigError`` naming the file, the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from chord_core.errors import ConfigError
+from chord_core.planner import STRATEGIES, STRATEGY_ALIASES, normalise_strategy
+
+log = logging.getLogger(__name__)
+
+MIB = 1024**2
+# section -> file key -> ParallelConfig field ("" = accepted, never used)
+SECTIONS: dict[str, dict[str, str]] = {
+    "parallel": {"strategy": "strategy", "num_gpus": "num_gpus", "gpus": "gpus",
+                 "batch_size_per_gpu": "batch_size_per_gpu", "gpu_weights": "gpu_weights",
+                 "cpu_workers": "cpu_workers", "gradient_accumulation_steps": ""},
+    "memory": {"max_memory_allocated": "max_memory_fraction", "pin_memory": "pin_memory"},
+    "communication": {"backend": "comm_backend", "timeout": "comm_timeout_s"},
+    "memory_optimization": {"enable": "memory_optimization",
+                            "max_allocated_ratio": "max_allocated_ratio",
+                            "reserved_memory": "reserved_memory_mib",
+                            "fragmentation_threshold": "fragmentation_threshold"},
+}
+_COMM = ("for multi-process training collectives only; Chord's workers are independent "
+         "processes that do not use NCCL")
+IGNORED_REASONS: dict[str, str] = {
+    "parallel.gradient_accumulation_steps": "training only; Chord runs inference",
+    "communication.backend": _COMM,
+    "communication.timeout": _COMM,
+    "memory_optimization.fragmentation_threshold":
+        "not used; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+}
+ENV_VARS: dict[str, str] = {
+    "CHORD_STRATEGY": "strategy", "CHORD_NUM_GPUS": "num_gpus", "CHORD_GPUS": "gpus",
+    "CHORD_BATCH_SIZE": "batch_size_per_gpu", "CHORD_CPU_WORKERS": "cpu_workers",
+    "CHORD_GPU_WEIGHTS": "gpu_weights",
+}
+_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*[KMGT]i?B\s*$", re.IGNORECASE)
+_RANK = {"default": 0, "file": 1, "env": 2, "option": 3}
+
+
+def _bad(where: str, must: str, value: Any, hint: str) -> ConfigError:
+    return ConfigError(f"{where} must be {must}, got {value!r}", hint=hint)
+
+
+def _as_int(value: Any, where: str, minimum: int) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _bad(where, f"a whole number ≥ {minimum}", value, f"use e.g. {max(minimum, 1)}")
+    return value
+
+
+def _as_float(value: Any, where: str, lo: float, hi: float, *, lo_open: bool,
+              hint: str) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            pass
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi)
+    if not ok:
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise _bad(where, f"in {interval}", value, hint)
+    return float(value)
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else ""
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise _bad(where, "true or false", value, "write true or false")
+
+
+def _strategy(value: Any, where: str) -> str:
+    try:
+        return normalise_strategy("auto" if value is None else value
+                                  if isinstance(value, str) else "?")
+    except ConfigError:
+        allowed = ", ".join(STRATEGIES) + " (or " + ", ".join(STRATEGY_ALIASES) + ")"
+        raise _bad(where, f"one of {allowed}", value,
+                   "use auto, replicate (data_parallel) or shard") from None
+
+
+def _num_gpus(value: Any, where: str) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"all", "auto"}):
+        return None
+    try:
+        return _as_int(value, where, 1)
+    except ConfigError:
+        raise _bad(where, "a whole number ≥ 1 or 'all'", value,
+                   "use e.g. 2, or all for every visible GPU") from None
+
+
+def _gpus(value: Any, where: str) -> tuple[int, ...] | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in {"all", ""}):
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    hint = "list CUDA ordinals, e.g. 0,1 (as numbered inside CUDA_VISIBLE_DEVICES)"
+    if isinstance(items, (int, bool)) or not isinstance(items, (list, tuple)):
+        items = [items]
+    try:
+        out = tuple(_as_int(i, where, 0) for i in items)
+    except ConfigError:
+        raise _bad(where, "a list of GPU numbers ≥ 0", value, hint) from None
+    if not out or len(set(out)) != len(out):
+        raise _bad(where, "a non-empty list without repeats", value, hint)
+    return out
+
+
+def _gpu_weights(value: Any, where: str) -> dict[int, float]:
+    if value is None or value == "":
+        return {}
+    hint = "give a positive weight per GPU, e.g. 0:1.0,1:0.8 (a faster card gets more work)"
+    if isinstance(value, str):
+        pairs = [p.split(":", 1) for p in value.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise _bad(where, "GPU:weight pairs like 0:1.0,1:0.8", value, hint)
+        value = dict(pairs)
+    if not isinstance(value, Mapping):
+        raise _bad(where, "a mapping of GPU number to weight", value, hint)
+    out: dict[int, float] = {}
+    for gpu, weight in value.items():
+        index = _as_int(gpu, f"{where} (GPU {gpu!r})", 0)
+        out[index] = _as_float(weight, f"{where} (GPU {gpu})", 0.0, 1e6, lo_open=True, hint=hint)
+    return out
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(where, "a name such as nccl", value, "write e.g. nccl (it is not used)")
+    return value.strip()
+
+
+def _fraction(value: Any, where: str) -> float:
+    return _as_float(value, where, 0.0, 1.0, lo_open=True,
+                     hint="use a fraction of each GPU's memory, e.g. 0.9")
+
+
+VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
+    "strategy": _strategy,
+    "num_gpus": _num_gpus,
+    "gpus": _gpus,
+    "batch_size_per_gpu": lambda v, w: _as_int(v, w, 1),
+    "max_memory_fraction": _fraction,
+    "pin_memory": _as_bool,
+    "comm_backend": _text,
+    "comm_timeout_s": lambda v, w: _as_float(v, w, 0.0, 1e9, lo_open=True,
+                                             hint="use seconds, e.g. 1800"),
+    "memory_optimization": _as_bool,
+    "max_allocated_ratio": lambda v, w: None if v is None else _fraction(v, w),
+    "reserved_memory_mib": lambda v, w: _as_int(v, w, 0),
+    "fragmentation_threshold": lambda v, w: None if v is None else _as_float(
+        v, w, 0.0, 1.0, lo_open=False, hint="use e.g. 0.1"),
+    "gpu_weights": _gpu_weights,
+    "cpu_workers": lambda v, w: _as_int(v, w, 0),
+}
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How Chord spreads work over GPUs (and CPU workers). Validated on construction.
+
+    ``max_memory_fraction`` is the effective fraction: ``load_parallel_config`` has already
+    tightened it to ``max_allocated_ratio`` when memory optimisation is enabled. GPU numbers are CUDA ordinals as the
+    process sees them (inside ``CUDA_VISIBLE_DEVICES``). ``num_gpus``/``gpus`` None = all.
+    """
+
+    strategy: str = "auto"
+    num_gpus: int | None = None
+    gpus: tuple[int, ...] | None = None
+    batch_size_per_gpu: int = 8
+    max_memory_fraction: float = 0.9
+    pin_memory: bool = True
+    comm_backend: str = "nccl"
+    comm_timeout_s: float = 1800.0
+    memory_optimization: bool = False
+    max_allocated_ratio: float | None = None
+    reserved_memory_mib: int = 0
+    fragmentation_threshold: float | None = None
+    gpu_weights: dict[int, float] = field(default_factory=dict)
+    cpu_workers: int = 0
+    strategy_given: str = ""
+    source: str = ""
+    ignored: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.strategy_given:
+            object.__setattr__(self, "strategy_given", str(self.strategy or "auto").strip())
+        for name, check in VALIDATORS.items():
+            object.__setattr__(self, name, check(getattr(self, name), f"ParallelConfig.{name}"))
+
+    @property
+    def reserve_bytes(self) -> int:
+        """Memory to keep free on each GPU, for ``planner.plan_gpus(reserve_bytes=...)``."""
+        return self.reserved_memory_mib * MIB
+
+    def weight(self, gpu: int) -> float:
+        """Load-balancer share of ``gpu`` (1.0 unless ``gpu_weights`` says otherwise)."""
+        return self.gpu_weights.get(gpu, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update({k: list(v) for k, v in out.items() if isinstance(v, tuple)})
+        out["gpu_weights"] = {str(k): v for k, v in sorted(self.gpu_weights.items())}
+        out["sources"] = dict(self.sources)
+        return out
+
+    def report(self) -> list[str]:
+        """Human lines for the CLI and the GPU page."""
+        return _report(self)
+
+
+def _src(cfg: ParallelConfig, name: str) -> str:
+    src = cfg.sources.get(name, "default")
+    return "" if src in ("default", "file") else f" ({src})"
+
+
+def _report(cfg: ParallelConfig) -> list[str]:
+    lines = [f"config: {cfg.source}" if cfg.source else "config: defaults (no file)"]
+    given = cfg.strategy_given
+    given = "" if given.lower() == cfg.strategy else f" (from {given})"
+    lines.append(f"strategy {cfg.strategy}{given}{_src(cfg, 'strategy')}")
+    if cfg.gpus is not None:
+        lines.append("GPUs: " + ", ".join(map(str, cfg.gpus)) + _src(cfg, "gpus"))
+    elif cfg.num_gpus is not None:
+        lines.append(f"GPUs: the first {cfg.num_gpus} visible{_src(cfg, 'num_gpus')}")
+    else:
+        lines.append("GPUs: all visible")
+    lines.append(f"batch size per GPU {cfg.batch_size_per_gpu}{_src(cfg, 'batch_size_per_gpu')}")
+    lines.append(f"max memory fraction {cfg.max_memory_fraction:g}"
+                 f"{_src(cfg, 'max_memory_fraction')}")
+    if cfg.reserved_memory_mib:
+        lines.append(f"reserved memory {cfg.reserved_memory_mib} MiB per GPU")
+    if any(w != 1.0 for w in cfg.gpu_weights.values()):
+        lines.append("GPU weights: " + ", ".join(f"{k}={v:g}"
+                                                 for k, v in sorted(cfg.gpu_weights.items())))
+    if cfg.cpu_workers:
+        lines.append(f"CPU workers {cfg.cpu_workers} (used where no GPU is available)")
+    lines.append(f"pin memory {'on' if cfg.pin_memory else 'off'}")
+    lines.extend(cfg.notes)
+    lines.extend(f"ignored: {item}" for item in cfg.ignored)
+    lines.extend(f"unknown: {item}" for item in cfg.unknown)
+    return lines
+
+
+# -- loading ------------------------------------------------------------------------------
+
+Layer = dict[str, tuple[Any, str]]  # field -> (raw value, where it was written)
+
+
+def load_parallel_config(path: str | Path | None = None, *,
+                         env: Mapping[str, str] | None = None,
+                         overrides: Mapping[str, Any] | None = None) -> ParallelConfig:
+    """Defaults < ``path`` (YAML) < ``env`` (``os.environ`` when None) < ``overrides``."""
+    env = os.environ if env is None else env
+    file_layer: Layer = {}
+    ignored: list[str] = []
+    unknown: list[str] = []
+    source = ""
+    if path is not None:
+        path = Path(path)
+        source = str(path)
+        file_layer = _file_layer(_read_yaml(path), path, ignored, unknown)
+    notes: list[str] = []
+    layers = {"file": file_layer, "env": _env_layer(env, notes),
+              "option": _option_layer(overrides or {})}
+    values, sources = _merge(layers)
+    _drop_disabled_optimisation(values, sources, ignored)
+    _reconcile_gpus(values, sources, notes)
+    _apply_memory_ratio(values, notes)
+    for line in unknown:
+        log.warning("%s: %s", source, line)
+    return ParallelConfig(**values, source=source, ignored=tuple(ignored),
+                          unknown=tuple(unknown), notes=tuple(notes), sources=sources)
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    import yaml
+
+    hint = f"fix the file {path}, or leave it out to use defaults"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"parallel config file not found: {path}",
+                          hint="check the path, or leave the option out to use defaults") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read parallel config {path}: {exc}", hint=hint) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path.name}{where}: invalid YAML ({problem})", hint=hint) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"{path.name}: the top level must be a mapping of sections, "
+                          f"got {type(doc).__name__}", hint=f"start with 'parallel:' ({hint})")
+    return doc
+
+
+def _file_layer(doc: Mapping[str, Any], path: Path, ignored: list[str],
+                unknown: list[str]) -> Layer:
+    layer: Layer = {}
+    for section, body in doc.items():
+        name = str(section)
+        if name not in SECTIONS:
+            unknown.append(_unknown_section(name, body))
+            continue
+        if body is None:
+            continue
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{path.name}: {name} must be a mapping of keys, got {body!r}",
+                              hint=f"indent its keys under '{name}:' in {path}")
+        for key, value in body.items():
+            _file_key(layer, name, str(key), value, path, ignored, unknown)
+    _check_layer(layer, f" (in {path})")
+    return layer
+
+
+def _file_key(layer: Layer, section: str, key: str, value: Any, path: Path,
+              ignored: list[str], unknown: list[str]) -> None:
+    dotted = f"{section}.{key}"
+    target = SECTIONS[section].get(key)
+    if target is None:
+        unknown.append(_unknown_key(section, key))
+        return
+    if dotted in IGNORED_REASONS:
+        ignored.append(f"{dotted} — {IGNORED_REASONS[dotted]}")
+    if target:
+        layer[target] = (value, f"{path.name}: {dotted}")
+
+
+def _unknown_section(name: str, body: Any) -> str:
+    guess = difflib.get_close_matches(name, list(SECTIONS), n=1)
+    if guess:
+        return f"{name} is not a known section; did you mean {guess[0]}?"
+    for section, known in SECTIONS.items():
+        if name in known:
+            return f"{name} is not a known section; did you mean {section}.{name}?"
+    if isinstance(body, Mapping):
+        keys = [str(k) for k in body]
+        homes = [f"{s}.{k}" for k in keys for s, known in SECTIONS.items() if k in known]
+        if homes:
+            return f"{name} is not a known section; did you mean {homes[0]}?"
+    return f"{name} is not a known section (known: {', '.join(SECTIONS)})"
+
+
+def _unknown_key(section: str, key: str) -> str:
+    dotted = f"{section}.{key}"
+    guess = difflib.get_close_matches(key, list(SECTIONS[section]), n=1)
+    if guess:
+        return f"{dotted} is not a known key; did you mean {guess[0]}?"
+    for other, known in SECTIONS.items():
+        if key in known:
+            return f"{dotted} is not a known key; did you mean {other}.{key}?"
+    return f"{dotted} is not a known key (known in {section}: {', '.join(SECTIONS[section])})"
+
+
+def _check_layer(layer: Layer, hint_suffix: str = "") -> None:
+    """Validate every value of a layer (even ones a higher layer overrides)."""
+    for name, (value, where) in layer.items():
+        try:
+            checked = VALIDATORS[name](value, where)
+            # the strategy keeps the user's spelling: ParallelConfig reports "(from ...)"
+            keep = name == "strategy" and isinstance(value, str)
+            layer[name] = (value.strip() if keep else checked, where)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, hint=exc.hint + hint_suffix) from None
+
+
+def _env_layer(env: Mapping[str, str], notes: list[str]) -> Layer:
+    layer: Layer = {name: (env[var], f"environment variable {var}")
+                    for var, name in ENV_VARS.items() if (env.get(var) or "").strip()}
+    memory = _env_fraction(env.get("CHORD_MAX_MEMORY") or "", notes)
+    if memory is not None:
+        layer["max_memory_fraction"] = (memory, "environment variable CHORD_MAX_MEMORY")
+    _check_layer(layer)
+    return layer
+
+
+def _env_fraction(raw: str, notes: list[str]) -> str | None:
+    """The GPU fraction in CHORD_MAX_MEMORY ("0.9", "0.9,cpu=30GiB"); sizes belong to the
+    model loader (config.ModelConfig) and leave the planner's fraction alone."""
+    gpu = next((p.strip() for p in raw.split(",") if p.strip() and "=" not in p), "")
+    if not gpu:
+        return None
+    if _SIZE.match(gpu):
+        notes.append(f"CHORD_MAX_MEMORY={gpu} is a size: it caps model loading, "
+                     "the planner keeps its memory fraction")
+        return None
+    try:
+        float(gpu)
+    except ValueError:
+        raise _bad("environment variable CHORD_MAX_MEMORY", "a fraction such as 0.9 or a size "
+                   "such as 20GiB", raw, "e.g. CHORD_MAX_MEMORY=0.9") from None
+    return gpu
+
+
+def _option_layer(overrides: Mapping[str, Any]) -> Layer:
+    extra = sorted(set(overrides) - set(VALIDATORS))
+    if extra:
+        raise ConfigError(f"unknown parallel option(s): {', '.join(extra)}",
+                          hint=f"known options: {', '.join(VALIDATORS)}")
+    layer: Layer = {k: (v, f"option {k}") for k, v in overrides.items() if v is not None}
+    _check_layer(layer)
+    return layer
+
+
+def _merge(layers: Mapping[str, Layer]) -> tuple[dict[str, Any], dict[str, str]]:
+    ordered = [(name, layer, value) for layer in ("file", "env", "option")
+               for name, (value, _where) in layers[layer].items()]
+    return ({n: v for n, _, v in ordered}, {n: layer for n, layer, _ in ordered})
+
+
+def _reconcile_gpus(values: dict[str, Any], sources: dict[str, str], notes: list[str]) -> None:
+    """Make ``num_gpus`` and an explicit ``gpus`` list agree; the higher layer wins."""
+    gpus = values.get("gpus")
+    if gpus is None:
+        return
+    weights = values.get("gpu_weights") or {}
+    stray = sorted(set(weights) - set(gpus))
+    if stray:
+        raise ConfigError(f"gpu_weights names GPU(s) {stray} that are not in gpus {list(gpus)}",
+                          hint="give weights only for the GPUs listed in gpus")
+    _resolve_gpu_count(values, sources, notes)
+    values["gpu_weights"] = {g: weights.get(g, 1.0) for g in values["gpus"]}
+
+
+def _resolve_gpu_count(values: dict[str, Any], sources: dict[str, str],
+                       notes: list[str]) -> None:
+    gpus, num = values["gpus"], values.get("num_gpus")
+    if num is None or num == len(gpus):
+        values["num_gpus"] = len(gpus)
+        return
+    rank_gpus = _RANK[sources["gpus"]]
+    rank_num = _RANK[sources["num_gpus"]]
+    if rank_gpus > rank_num:
+        notes.append(f"num_gpus {num} ({sources['num_gpus']}) replaced by the {len(gpus)} GPUs "
+                     f"listed in gpus ({sources['gpus']})")
+        values["num_gpus"] = len(gpus)
+    elif rank_num > rank_gpus and num < len(gpus):
+        notes.append(f"num_gpus {num} ({sources['num_gpus']}) keeps the first {num} of gpus "
+                     f"{list(gpus)}")
+        values["gpus"] = gpus[:num]
+    else:
+        raise ConfigError(f"num_gpus is {num} but gpus lists {len(gpus)} GPU(s) {list(gpus)}",
+                          hint="make them agree, or give only one of the two")
+
+
+def _drop_disabled_optimisation(values: dict[str, Any], sources: dict[str, str],
+                                ignored: list[str]) -> None:
+    """File values under ``memory_optimization`` count only when its ``enable`` is true."""
+    if values.get("memory_optimization"):
+        return
+    for name, key in (("max_allocated_ratio", "max_allocated_ratio"),
+                      ("reserved_memory_mib", "reserved_memory")):
+        if sources.get(name) == "file":
+            del values[name], sources[name]
+            ignored.append(f"memory_optimization.{key} — memory_optimization.enable is not true")
+
+
+def _apply_memory_ratio(values: dict[str, Any], notes: list[str]) -> None:
+    ratio = values.get("max_allocated_ratio")
+    fraction = values.get("max_memory_fraction", 0.9)
+    if ratio is not None and ratio < fraction:
+        notes.append(f"max memory fraction {fraction:g} tightened to {ratio:g} by "
+                     "memory_optimization.max_allocated_ratio")
+        values["max_memory_fraction"] = ratio

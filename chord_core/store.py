@@ -1,0 +1,418 @@
+"""Jobs, results and batches kept in SQLite, so history and batches survive restarts.
+
+    batches (batch_id, created_at, out_dir, summary_json)
+    jobs    (job_id, batch_id, key, state, video_path, video_name, task, query, model,
+             spec_json, submitted_at, started_at, finished_at, worker, attempts,
+             error_json, progress_json)
+    results (job_id → jobs, result_json = the chord.result/v1 document, created_at)
+
+One ``Store`` is shared by the job manager thread and Streamlit script threads: it keeps one
+connection behind a lock. Several processes may open the same file: WAL journal, a 5 s busy
+timeout, and every write in a ``BEGIN IMMEDIATE`` transaction (it takes the write lock up
+front, so two writers wait for each other instead of failing with "database is locked").
+
+States: queued → running → done | failed | cancelled; running → queued (``requeue_running``
+after a crash); failed | cancelled → queued (retry). ``done`` is only reached through
+``save_result``, so a done job always has its result. Times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from chord_core.config import default_data_dir
+from chord_core.errors import ChordError, VideoError
+from chord_core.types import SCHEMA
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 5000
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED = frozenset({"done", "failed", "cancelled"})
+# Allowed moves through update_state (done only via save_result; same state = progress update).
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "queued": frozenset({"running", "failed", "cancelled"}),
+    "running": frozenset({"queued", "failed", "cancelled"}),
+    "failed": frozenset({"queued"}),
+    "cancelled": frozenset({"queued"}),
+    "done": frozenset(),
+}
+_DDL = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    batch_id TEXT PRIMARY KEY, created_at REAL NOT NULL, out_dir TEXT NOT NULL DEFAULT '',
+    summary_json TEXT);
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY, batch_id TEXT, key TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL, video_path TEXT NOT NULL DEFAULT '', video_name TEXT NOT NULL DEFAULT '',
+    task TEXT NOT NULL DEFAULT '', query TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',
+    spec_json TEXT NOT NULL DEFAULT '{}', submitted_at REAL NOT NULL, started_at REAL,
+    finished_at REAL, worker TEXT, attempts INTEGER NOT NULL DEFAULT 0, error_json TEXT,
+    progress_json TEXT);
+CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs (submitted_at);
+CREATE INDEX IF NOT EXISTS jobs_key_state ON jobs (key, state);
+CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
+CREATE TABLE IF NOT EXISTS results (
+    job_id TEXT PRIMARY KEY REFERENCES jobs (job_id) ON DELETE CASCADE,
+    result_json TEXT NOT NULL, created_at REAL NOT NULL);
+"""
+_JOB_COLUMNS = ("job_id", "batch_id", "key", "state", "video_path", "video_name", "task",
+                "query", "model", "spec_json", "submitted_at", "started_at", "finished_at",
+                "worker", "attempts", "error_json", "progress_json")
+
+
+def default_store_path() -> Path:
+    return default_data_dir() / "chord.sqlite3"
+
+
+def _state(value: Any) -> str:
+    text = str(getattr(value, "value", value))
+    if text not in STATES:
+        raise ValueError(f"unknown job state {value!r}; states are {', '.join(STATES)}")
+    return text
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class Store:
+    """The SQLite store. Thread-safe; plain dicts in and out."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = self._open()
+
+    # -- connection -----------------------------------------------------------------------
+    def _open(self) -> sqlite3.Connection:
+        conn = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+                                   isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                log.warning("%s: journal mode is %s, not WAL (network file system?)",
+                            self.path, mode)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if not isinstance(exc, (sqlite3.DatabaseError, OSError)):
+                raise
+            raise ChordError(f"cannot open the job store {self.path}: {exc}",
+                             hint="check that its folder is writable; if the file is "
+                                  "damaged, move it aside (history is lost); or set "
+                                  "CHORD_DATA_DIR to another folder") from None
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _DDL.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            if row[0] is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)",
+                             (SCHEMA_VERSION,))
+            elif row[0] > SCHEMA_VERSION:
+                raise ChordError(
+                    f"{self.path} was written by a newer Chord (store schema {row[0]}, "
+                    f"this version reads {SCHEMA_VERSION})",
+                    hint="upgrade Chord, or set CHORD_DATA_DIR to another folder")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ChordError(f"the job store {self.path} is closed",
+                             hint="this is a bug in Chord: a closed Store was used")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it or nothing."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._connection().execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def journal_mode(self) -> str:
+        return str(self._read("PRAGMA journal_mode")[0][0]).lower()
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._read("SELECT MAX(version) FROM schema_version")[0][0])
+
+    # -- jobs -----------------------------------------------------------------------------
+    def add_job(self, job_id: str, *, video_path: str, task: str, query: str = "",
+                model: str = "", key: str = "", spec: Mapping[str, Any] | None = None,
+                batch_id: str | None = None, video_name: str | None = None,
+                state: str = "queued", submitted_at: float | None = None) -> None:
+        """Record a new job (``queued`` unless told otherwise). A known ``job_id`` raises."""
+        row = {"job_id": job_id, "batch_id": batch_id, "key": key, "state": _state(state),
+               "video_path": str(video_path),
+               "video_name": video_name if video_name is not None else Path(video_path).name,
+               "task": task, "query": query, "model": model,
+               "spec_json": _dumps(dict(spec or {})),
+               "submitted_at": time.time() if submitted_at is None else submitted_at}
+        names = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        try:
+            with self._write() as conn:
+                conn.execute(f"INSERT INTO jobs ({names}) VALUES ({marks})", tuple(row.values()))
+        except sqlite3.IntegrityError:
+            raise ValueError(f"job {job_id!r} already exists in {self.path}") from None
+
+    def update_state(self, job_id: str, state: str, *, worker: str | None = None,
+                     error: Mapping[str, Any] | None = None,
+                     progress: Mapping[str, Any] | None = None) -> None:
+        """Move a job to ``state`` (see TRANSITIONS) and record worker, error or progress.
+
+        Entering ``running`` stamps ``started_at`` and counts an attempt; a finished state
+        stamps ``finished_at``. Raises KeyError for an unknown job, ValueError for a move
+        that is not allowed (e.g. ``done`` → anything; use ``save_result`` for ``done``)."""
+        new = _state(state)
+        with self._write() as conn:
+            old = self._current_state(conn, job_id)
+            if new != old and new not in TRANSITIONS[old]:
+                raise ValueError(f"job {job_id} cannot go from {old} to {new}"
+                                 + (" (use save_result)" if new == "done" else ""))
+            sets, params = self._state_columns(old, new)
+            for column, value in (("worker", worker), ("error_json", _dumps(error)),
+                                  ("progress_json", _dumps(progress))):
+                if value is not None:
+                    sets.append(f"{column} = ?")
+                    params.append(value)
+            conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE job_id = ?",
+                         (*params, job_id))
+
+    @staticmethod
+    def _state_columns(old: str, new: str) -> tuple[list[str], list[Any]]:
+        sets, params = ["state = ?"], [new]
+        if new == old:
+            return sets, params
+        now = time.time()
+        if new == "running":
+            sets += ["started_at = ?", "finished_at = NULL", "attempts = attempts + 1",
+                     "error_json = NULL"]
+            params.append(now)
+        elif new == "queued":
+            sets += ["started_at = NULL", "finished_at = NULL", "worker = NULL",
+                     "progress_json = NULL"]
+        elif new in FINISHED:
+            sets.append("finished_at = ?")
+            params.append(now)
+        return sets, params
+
+    @staticmethod
+    def _current_state(conn: sqlite3.Connection, job_id: str) -> str:
+        row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no job {job_id!r}")
+        return str(row["state"])
+
+    def save_result(self, job_id: str, result: Mapping[str, Any] | Any) -> None:
+        """Store the job's ``chord.result/v1`` document and mark it done — one transaction.
+        Saving again replaces the stored result (never a second copy)."""
+        doc = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        if doc.get("schema") != SCHEMA:
+            raise ValueError(f"not a {SCHEMA} document (schema={doc.get('schema')!r})")
+        text = json.dumps(doc, ensure_ascii=False)
+        with self._write() as conn:
+            old = self._current_state(conn, job_id)
+            if old not in ("queued", "running", "done"):
+                raise ValueError(f"job {job_id} is {old}; a result cannot be saved for it")
+            now = time.time()
+            conn.execute(
+                "INSERT INTO results (job_id, result_json, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (job_id) DO UPDATE SET result_json = excluded.result_json, "
+                "created_at = excluded.created_at", (job_id, text, now))
+            conn.execute("UPDATE jobs SET state = 'done', finished_at = ?, error_json = NULL "
+                         "WHERE job_id = ?", (now, job_id))
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE job_id = ?",
+                          (job_id,))
+        return _job_dict(rows[0]) if rows else None
+
+    def get_result(self, job_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT result_json FROM results WHERE job_id = ?", (job_id,))
+        return json.loads(rows[0]["result_json"]) if rows else None
+
+    def find_done(self, key: str) -> str | None:
+        """The newest finished job with this content key and a stored result, if any."""
+        if not key:
+            return None
+        rows = self._read("SELECT j.job_id FROM jobs j JOIN results r ON r.job_id = j.job_id "
+                          "WHERE j.key = ? AND j.state = 'done' "
+                          "ORDER BY j.finished_at DESC, j.rowid DESC LIMIT 1", (key,))
+        return str(rows[0]["job_id"]) if rows else None
+
+    def list_jobs(self, limit: int = 50, offset: int = 0, state: str | None = None,
+                  batch_id: str | None = None) -> list[dict[str, Any]]:
+        """Jobs newest first (without results), for the History and Batch pages."""
+        where, params = _filters(state, batch_id)
+        rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "
+                          "ORDER BY submitted_at DESC, rowid DESC LIMIT ? OFFSET ?",
+                          (*params, int(limit), int(offset)))
+        return [_job_dict(r) for r in rows]
+
+    def count_jobs(self, state: str | None = None, batch_id: str | None = None) -> int:
+        where, params = _filters(state, batch_id)
+        return int(self._read(f"SELECT COUNT(*) FROM jobs{where}", params)[0][0])
+
+    def delete_job(self, job_id: str) -> bool:
+        """Delete a job and its result. Returns False when there was no such job."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM results WHERE job_id = ?", (job_id,))
+            return conn.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount > 0
+
+    def requeue_running(self) -> list[str]:
+        """After a crash: jobs left ``running`` go back to ``queued``; returns their ids."""
+        with self._write() as conn:
+            ids = [str(r["job_id"]) for r in conn.execute(
+                "SELECT job_id FROM jobs WHERE state = 'running' ORDER BY submitted_at, rowid")]
+            conn.execute("UPDATE jobs SET state = 'queued', started_at = NULL, worker = NULL, "
+                         "progress_json = NULL WHERE state = 'running'")
+        if ids:
+            log.info("requeued %d job(s) left running by a previous run: %s", len(ids),
+                     ", ".join(ids))
+        return ids
+
+    # -- batches --------------------------------------------------------------------------
+    def add_batch(self, batch_id: str, out_dir: str | Path = "", *,
+                  created_at: float | None = None) -> None:
+        """Record a batch; adding a known ``batch_id`` again is a no-op (resumed batches)."""
+        with self._write() as conn:
+            conn.execute("INSERT OR IGNORE INTO batches (batch_id, created_at, out_dir) "
+                         "VALUES (?, ?, ?)",
+                         (batch_id, time.time() if created_at is None else created_at,
+                          str(out_dir)))
+
+    def get_batch(self, batch_id: str) -> dict[str, Any] | None:
+        """The batch with ``counts`` = number of its jobs per state."""
+        rows = self._read("SELECT batch_id, created_at, out_dir, summary_json FROM batches "
+                          "WHERE batch_id = ?", (batch_id,))
+        if not rows:
+            return None
+        out = dict(rows[0])
+        out["summary"] = json.loads(out.pop("summary_json") or "null")
+        counts = self._read("SELECT state, COUNT(*) FROM jobs WHERE batch_id = ? "
+                            "GROUP BY state", (batch_id,))
+        out["counts"] = {str(r[0]): int(r[1]) for r in counts}
+        return out
+
+    def set_batch_summary(self, batch_id: str, summary: Mapping[str, Any]) -> None:
+        with self._write() as conn:
+            cur = conn.execute("UPDATE batches SET summary_json = ? WHERE batch_id = ?",
+                               (_dumps(dict(summary)), batch_id))
+            if cur.rowcount == 0:
+                raise KeyError(f"no batch {batch_id!r}")
+
+
+def _filters(state: str | None, batch_id: str | None) -> tuple[str, tuple[Any, ...]]:
+    clauses, params = [], []
+    if state is not None:
+        clauses.append("state = ?")
+        params.append(_state(state))
+    if batch_id is not None:
+        clauses.append("batch_id = ?")
+        params.append(batch_id)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def _job_dict(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    out["spec"] = json.loads(out.pop("spec_json") or "{}")
+    out["error"] = json.loads(out.pop("error_json") or "null")
+    out["progress"] = json.loads(out.pop("progress_json") or "null")
+    return out
+
+
+# -- content keys -------------------------------------------------------------------------
+
+_HASH_CACHE: dict[tuple[str, int, int], str] = {}
+_HASH_LOCK = threading.Lock()
+_HASH_CACHE_MAX = 4096
+CHUNK = 1024 * 1024
+
+
+def file_hash(path: str | Path) -> str:
+    """sha256 of the file's bytes, streamed in 1 MiB chunks; cached per (path, size, mtime)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise VideoError(f"cannot read video {path}: {exc.strerror or exc}",
+                         hint="check that the file exists and is readable") from None
+    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _HASH_LOCK:
+        if cache_key in _HASH_CACHE:
+            return _HASH_CACHE[cache_key]
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    value = digest.hexdigest()
+    with _HASH_LOCK:
+        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
+            _HASH_CACHE.pop(next(iter(_HASH_CACHE)))
+        _HASH_CACHE[cache_key] = value
+    return value
+
+
+def content_key(video_path: str | Path, task: str, query: str, model: str,
+                sampling: Mapping[str, Any] | None = None) -> str:
+    """What makes two analyses the same: file content, task, query, model and sampling.
+    A renamed or copied file gives the same key; an edited one does not."""
+    payload = json.dumps({"video_sha256": file_hash(video_path), "task": task,
+                          "query": query.strip(), "model": model,
+                          "sampling": dict(sampling or {})},
+                         sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+__all__ = ["Store", "content_key", "file_hash", "default_store_path", "STATES"]
