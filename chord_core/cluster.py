@@ -1,0 +1,123 @@
+"""From settings to running workers: GPU inventory → plan → worker specs → JobManager.
+
+``plan_workers`` decides (and explains, before anything loads) which worker processes to
+start: one per planned GPU group, or CPU workers where no GPU is present or when asked for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from chord_core.config import TEST_MODEL, ModelConfig
+from chord_core.parallel_config import ParallelConfig
+from chord_core.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
+from chord_core.workers import WorkerSpec
+
+log = logging.getLogger(__name__)
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """Which workers to start and why (``lines`` are shown to the user before loading)."""
+
+    specs: tuple[WorkerSpec, ...]
+    weights: dict[str, float] = field(default_factory=dict)
+    gpu_plan: GpuPlan | None = None
+    lines: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workers": [{"worker": s.worker_id, "devices": list(s.devices)}
+                            for s in self.specs],
+                "weights": self.weights, "lines": list(self.lines),
+                "gpu_plan": self.gpu_plan.to_dict() if self.gpu_plan else None}
+
+
+def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
+    """GPUs visible to this process (CUDA ordinals, free memory) and, if none, why."""
+    from chord_core.gpu import Nvml
+
+    nvml = nvml or Nvml()
+    if not nvml.available:
+        return [], nvml.reason
+    ordinals = nvml.cuda_ordinal_map()
+    out = []
+    for s in nvml.sample_all():
+        cuda = ordinals.get(s.index)
+        if cuda is None or s.memory_total_mib is None:
+            continue
+        free = (s.memory_total_mib - (s.memory_used_mib or 0.0)) * MIB
+        out.append(GpuInfo(cuda, s.name, int(s.memory_total_mib * MIB), int(free)))
+    return sorted(out, key=lambda g: g.index), ("" if out else "no usable NVIDIA GPU")
+
+
+def model_bytes(model_cfg: ModelConfig) -> int:
+    """Weight bytes of the model in the dtype it will load in (bf16 on GPUs)."""
+    config_path: Path | None = None
+    if model_cfg.model == TEST_MODEL:
+        from chord_core.testing.tiny_model import ensure_test_model
+
+        config_path = ensure_test_model(model_cfg.cache_dir) / "config.json"
+    elif Path(model_cfg.model).expanduser().is_dir():
+        config_path = Path(model_cfg.model).expanduser() / "config.json"
+    else:
+        from chord_core.hub import local_snapshot
+
+        snap = local_snapshot(model_cfg.model)
+        config_path = snap / "config.json" if snap else None
+    bytes_per = DTYPE_BYTES.get(model_cfg.dtype, 2)
+    return model_params(model_cfg.model, config_path) * bytes_per
+
+
+def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
+                 inventory: list[GpuInfo] | None = None, reason: str = "") -> WorkerPlan:
+    """Decide the workers. ``inventory`` None = ask NVML (tests pass made-up lists)."""
+    if inventory is None:
+        inventory, reason = ([], "CPU workers requested") if parallel.cpu_workers else \
+            gpu_inventory()
+    if parallel.gpus is not None:
+        inventory = [g for g in inventory if g.index in parallel.gpus]
+    if parallel.num_gpus is not None:
+        inventory = inventory[:parallel.num_gpus]
+    model_cfg = replace(model_cfg, batch_size=parallel.batch_size_per_gpu)
+    if not inventory or model_cfg.device == "cpu":
+        n = max(1, parallel.cpu_workers)
+        threads = max(1, (os.cpu_count() or 1) // n)
+        specs = tuple(WorkerSpec(f"cpu{i}", (), model_cfg, cpu_threads=threads)
+                      for i in range(n))
+        why = reason or "CPU requested"
+        return WorkerPlan(specs, {s.worker_id: 1.0 for s in specs}, None,
+                          (f"{n} CPU worker(s), {threads} thread(s) each ({why})",))
+    size = model_bytes(model_cfg)
+    plan = plan_gpus(size, inventory, strategy=parallel.strategy,
+                     max_memory_fraction=parallel.max_memory_fraction,
+                     reserve_bytes=parallel.reserve_bytes)
+    specs = tuple(WorkerSpec("gpu" + "-".join(map(str, grp)), tuple(grp), model_cfg,
+                             parallel.max_memory_fraction) for grp in plan.groups)
+    weights = {s.worker_id: sum(parallel.weight(d) for d in s.devices) / len(s.devices)
+               for s in specs}
+    names = {g.index: g.name for g in inventory}
+    lines = [f"model {model_cfg.model}: ≈ {size / GIB:.1f} GiB of weights, "
+             f"≈ {plan.need_bytes / GIB:.1f} GiB with working memory",
+             f"strategy {plan.strategy}: {plan.explanation}"]
+    lines += [f"worker {s.worker_id}: " + ", ".join(f"cuda:{d} {names.get(d, '')}".strip()
+                                                   for d in s.devices) for s in specs]
+    if plan.unused:
+        lines.append(f"unused GPUs: {', '.join(map(str, plan.unused))}")
+    return WorkerPlan(specs, weights, plan, tuple(lines) + tuple(parallel.report()))
+
+
+def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
+                  worker_plan: WorkerPlan | None = None) -> tuple[Any, WorkerPlan]:
+    """Plan, then start a JobManager with one process per planned worker."""
+    from chord_core.manager import JobManager
+
+    wp = worker_plan or plan_workers(model_cfg, parallel)
+    for line in wp.lines:
+        log.info("%s", line)
+    manager = JobManager(list(wp.specs), weights=wp.weights, store=store)
+    return manager, wp

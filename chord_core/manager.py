@@ -1,0 +1,447 @@
+"""Job manager: worker processes per GPU group, a balancer, split jobs, restarts, a store.
+
+``JobManager`` offers the same interface as ``jobs.JobRunner`` (submit / status / jobs / cancel
+/ wait / model_state / shutdown), so the app and the CLI use either. One dispatcher thread owns
+all bookkeeping: it reads the workers' outbox, notices dead workers (restart + re-queue of the
+task they held: nothing lost, nothing done twice), plans new jobs (probe + sampling plan, in this
+process: no model needed), splits long grounding jobs over all replicas, and hands each idle
+worker its next task (its own queue first, else stolen from the longest queue).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing as mp
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chord_core.balancer import Balancer, plan_cost
+from chord_core.config import ModelConfig
+from chord_core.engine import GroundChunk, assemble_ground
+from chord_core.errors import ChordError
+from chord_core.jobs import JobSpec, JobState, JobStatus
+from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
+from chord_core.workers import Task, WorkerSpec, worker_main
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+MIN_FRAMES_PER_CHUNK = 4
+
+
+@dataclass
+class _Worker:
+    spec: WorkerSpec
+    proc: Any = None
+    inbox: Any = None
+    control: Any = None
+    state: str = "starting"          # starting | ready | failed | stopped
+    current: str | None = None
+    queue: deque = field(default_factory=deque)
+    restarts: int = 0
+    busy_s: float = 0.0
+    tasks_done: int = 0
+    model_info: dict | None = None
+    error: dict | None = None
+
+
+@dataclass
+class _TaskState:
+    task: Task
+    worker: str | None = None
+    state: str = "pending"           # pending | running | done | failed
+    attempts: int = 0
+    last_event: ProgressEvent | None = None
+    payload: Any = None
+
+
+@dataclass
+class _Job:
+    status: JobStatus
+    tasks: list[str] = field(default_factory=list)
+    planned: bool = False
+    info: Any = None
+    plan: Any = None
+    t0: float = 0.0
+    probe_s: float = 0.0
+
+
+class JobManager:
+    """Process workers + balancer. ``workers`` is a list of WorkerSpec (see ``build_specs``)."""
+
+    def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
+                 split_ground: bool = True, store: Any = None) -> None:
+        if not specs:
+            raise ValueError("JobManager needs at least one worker spec")
+        self._ctx = mp.get_context("spawn")
+        self._outbox = self._ctx.Queue()
+        self._workers = {s.worker_id: _Worker(s) for s in specs}
+        self._balancer = Balancer({s.worker_id: (weights or {}).get(s.worker_id, 1.0)
+                                   for s in specs})
+        self._jobs: dict[str, _Job] = {}
+        self._tasks: dict[str, _TaskState] = {}
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._split = split_ground
+        self._store = store
+        self._stop = threading.Event()
+        self._t_started = time.time()
+        for w in self._workers.values():
+            self._spawn(w)
+        self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
+        self._thread.start()
+
+    # -- public API (same as JobRunner) ----------------------------------------------------
+    def submit(self, spec: JobSpec) -> str:
+        job_id = f"job-{next(self._ids):05d}-{int(time.time() * 1000) % 100000:05d}"
+        with self._lock:
+            self._jobs[job_id] = _Job(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
+        if self._store is not None:
+            req = spec.request
+            self._store.add_job(job_id, video_path=req.video_path, task=req.task,
+                                query=req.query, model=spec.model or self._model_name(),
+                                spec={"label": spec.label, "max_new_tokens": req.max_new_tokens})
+        return job_id
+
+    def _model_name(self) -> str:
+        return next(iter(self._workers.values())).spec.model_cfg.model
+
+    def status(self, job_id: str) -> JobStatus:
+        with self._lock:
+            if job_id not in self._jobs:
+                raise KeyError(f"no job {job_id!r}")
+            return self._jobs[job_id].status
+
+    def jobs(self) -> list[JobStatus]:
+        with self._lock:
+            return [j.status for j in self._jobs.values()]
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.status.state.finished:
+                return False
+            for tid in job.tasks:
+                ts = self._tasks[tid]
+                if ts.state == "running" and ts.worker:
+                    self._workers[ts.worker].control.put(tid)
+                elif ts.state == "pending" and ts.worker:
+                    self._dequeue(ts)
+                ts.state = "failed"
+            self._finish(job, JobState.CANCELLED)
+            return True
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.status(job_id)
+            if st.state.finished:
+                return st
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
+            time.sleep(0.05)
+
+    def wait_ready(self, timeout: float = 600.0) -> None:
+        """Block until every worker has loaded its model (or failed to)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(w.state in ("ready", "failed") for w in self._workers.values()):
+                    return
+            time.sleep(0.05)
+        raise TimeoutError(f"workers not ready after {timeout} s")
+
+    def model_state(self) -> dict[str, Any]:
+        with self._lock:
+            states = {w.state for w in self._workers.values()}
+            info = next((w.model_info for w in self._workers.values() if w.model_info), None)
+            error = next((w.error for w in self._workers.values() if w.error), None)
+            state = ("ready" if "ready" in states else "failed" if states == {"failed"}
+                     else "loading")
+            model = next(iter(self._workers.values())).spec.model_cfg.model
+            return {"state": state, "model": model, "info": info, "error": error}
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Per-worker view for the UI: devices, state, current job, busy time, restarts."""
+        with self._lock:
+            out = []
+            speeds = self._balancer.speeds()
+            for wid, w in self._workers.items():
+                cur = self._tasks.get(w.current) if w.current else None
+                out.append({"worker": wid, "devices": list(w.spec.devices), "state": w.state,
+                            "job": cur.task.job_id if cur else None, "queued": len(w.queue),
+                            "busy_s": w.busy_s, "tasks_done": w.tasks_done,
+                            "restarts": w.restarts, "speed": speeds.get(wid, 1.0),
+                            "pid": w.proc.pid if w.proc else None})
+            return out
+
+    def summary(self) -> dict[str, Any]:
+        """Per-worker busy time, wall time and speed-up (Σ busy / wall) since start."""
+        rows = self.workers()
+        wall = time.time() - self._t_started
+        busy = sum(r["busy_s"] for r in rows)
+        return {"workers": rows, "wall_s": wall, "busy_s": busy,
+                "speedup": busy / wall if wall > 0 else 0.0}
+
+    def kill_worker(self, worker_id: str) -> None:
+        """Terminate a worker process abruptly (fault testing); the dispatcher restarts it."""
+        with self._lock:
+            self._workers[worker_id].proc.kill()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        for w in self._workers.values():
+            if w.proc is not None and w.proc.is_alive():
+                w.inbox.put(None)
+                w.control.put(None)
+        for w in self._workers.values():
+            if w.proc is not None:
+                w.proc.join(timeout)
+                if w.proc.is_alive():
+                    w.proc.kill()
+
+    # -- workers ----------------------------------------------------------------------------
+    def _spawn(self, w: _Worker) -> None:
+        w.inbox, w.control = self._ctx.Queue(), self._ctx.Queue()
+        w.proc = self._ctx.Process(target=worker_main, name=f"chord-{w.spec.worker_id}",
+                                   args=(w.spec, w.inbox, self._outbox, w.control), daemon=True)
+        w.proc.start()
+        w.state, w.current = "starting", None
+
+    def _check_alive(self) -> None:
+        for wid, w in self._workers.items():
+            if w.proc is None or w.proc.is_alive() or w.state in ("failed", "stopped"):
+                continue
+            self._drain()  # a "done" sent just before dying still counts
+            if w.current:
+                ts = self._tasks[w.current]
+                if ts.state == "running":
+                    ts.state, ts.attempts = "pending", ts.attempts + 1
+                    w.queue.appendleft(w.current)
+                    log.warning("worker %s died running %s; re-queued (attempt %d)",
+                                wid, w.current, ts.attempts + 1)
+            w.restarts += 1
+            if w.restarts > 5:
+                w.state, w.error = "failed", {"type": "WorkerCrashed", "hint": "",
+                                              "message": f"worker {wid} crashed 5 times"}
+                continue
+            self._spawn(w)
+
+    # -- dispatcher -------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._drain(block=0.05)
+                with self._lock:
+                    self._check_alive()
+                    self._plan_new_jobs()
+                    self._feed_idle_workers()
+            except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
+                log.exception("dispatcher error")
+
+    def _drain(self, block: float = 0.0) -> None:
+        try:
+            msg = self._outbox.get(timeout=block) if block else self._outbox.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            with self._lock:
+                self._handle(msg)
+            try:
+                msg = self._outbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle(self, msg: tuple) -> None:
+        kind, wid = msg[0], msg[1]
+        w = self._workers[wid]
+        if kind == "ready":
+            w.model_info, w.error = msg[2], msg[3]
+            w.state = "ready" if msg[3] is None else "failed"
+            if msg[3] is not None:
+                self._fail_orphans()
+        elif kind == "started":
+            w.current = msg[2]
+        elif kind == "progress":
+            self._on_progress(msg[2], msg[3])
+        elif kind == "done":
+            self._on_done(w, msg[2], msg[3], msg[4])
+        elif kind == "failed":
+            self._on_failed(w, msg[2], msg[3])
+        elif kind == "stopped":
+            w.state = "stopped"
+
+    def _plan_new_jobs(self) -> None:
+        for job in self._jobs.values():
+            if job.planned or job.status.state is not JobState.QUEUED:
+                continue
+            job.planned, job.t0 = True, time.time()
+            try:
+                self._make_tasks(job)
+            except ChordError as exc:
+                self._finish(job, JobState.FAILED, error=exc.to_dict())
+
+    def _make_tasks(self, job: _Job) -> None:
+        from chord_core.video import plan_sampling, probe
+
+        req = job.status.spec.request
+        t = time.perf_counter()
+        job.info = probe(req.video_path)
+        job.probe_s = time.perf_counter() - t
+        job.plan = plan_sampling(job.info, req.task, req.sampling)
+        cost = plan_cost(job.plan, req.max_new_tokens)
+        ready = [wid for wid, w in self._workers.items() if w.state != "failed"]
+        if (req.task == "ground" and self._split and len(ready) > 1
+                and job.plan.num_frames >= MIN_FRAMES_PER_CHUNK * 2 and not req.annotated_video):
+            parts = self._balancer.split(job.plan.num_frames, ready)
+            for wid, start, end in parts:
+                sub = replace(job.plan, frame_indices=job.plan.frame_indices[start:end],
+                              timestamps_s=job.plan.timestamps_s[start:end])
+                share = cost * (end - start) / job.plan.num_frames
+                self._add_task(job, "ground_chunk", share, self._balancer.choose(share, [wid]),
+                               plan=sub)
+        else:
+            self._add_task(job, "analyze", cost, self._balancer.choose(cost, ready))
+
+    def _add_task(self, job: _Job, kind: str, cost: float, worker: str, plan: Any = None) -> None:
+        tid = f"{job.status.job_id}/t{len(job.tasks)}"
+        task = Task(tid, job.status.job_id, kind, job.status.spec.request,
+                    job.status.spec.model, job.info if plan is not None else None, plan, cost)
+        self._tasks[tid] = _TaskState(task, worker=worker)
+        self._workers[worker].queue.append(tid)
+        job.tasks.append(tid)
+
+    def _feed_idle_workers(self) -> None:
+        for wid, w in self._workers.items():
+            if w.state != "ready" or w.current is not None:
+                continue
+            tid = w.queue.popleft() if w.queue else self._steal(wid)
+            if tid is None:
+                continue
+            ts = self._tasks[tid]
+            ts.worker, ts.state = wid, "running"
+            w.current = tid
+            w.inbox.put(ts.task)
+            self._start_job(ts.task.job_id, wid)
+
+    def _steal(self, thief: str) -> str | None:
+        donor = max((w for w in self._workers.values() if len(w.queue) > 0),
+                    key=lambda w: len(w.queue), default=None)
+        if donor is None:
+            return None
+        tid = donor.queue.pop()
+        self._balancer.move(self._tasks[tid].task.cost, donor.spec.worker_id, thief)
+        return tid
+
+    def _dequeue(self, ts: _TaskState) -> None:
+        q = self._workers[ts.worker].queue
+        if ts.task.task_id in q:
+            q.remove(ts.task.task_id)
+
+    def _fail_orphans(self) -> None:
+        """If no worker can run anything, queued jobs fail with the load error."""
+        if any(w.state != "failed" for w in self._workers.values()):
+            return
+        err = next((w.error for w in self._workers.values() if w.error), None)
+        for job in self._jobs.values():
+            if not job.status.state.finished:
+                self._finish(job, JobState.FAILED, error=err)
+
+    # -- task events ------------------------------------------------------------------------
+    def _start_job(self, job_id: str, wid: str) -> None:
+        job = self._jobs[job_id]
+        if job.status.state is JobState.QUEUED:
+            job.status = replace(job.status, state=JobState.RUNNING, started_at=time.time())
+            if self._store is not None:
+                self._store.update_state(job_id, "running", worker=wid)
+
+    def _on_progress(self, tid: str, event: ProgressEvent) -> None:
+        ts = self._tasks.get(tid)
+        if ts is None or ts.state != "running":
+            return
+        ts.last_event = event
+        job = self._jobs[ts.task.job_id]
+        if len(job.tasks) > 1 and event.stage == "grounding_frames":
+            done = sum(self._tasks[t].last_event.done for t in job.tasks
+                       if self._tasks[t].last_event and
+                       self._tasks[t].last_event.stage == "grounding_frames")
+            done += sum(self._tasks[t].task.plan.num_frames for t in job.tasks
+                        if self._tasks[t].state == "done")
+            n = job.plan.num_frames
+            event = ProgressEvent("grounding_frames",
+                                  f"frame {done}/{n} on {len(job.tasks)} workers", done, n,
+                                  time.time() - job.t0)
+        st = job.status
+        job.status = replace(st, last_event=event, events=(st.events + (event,))[-200:])
+
+    def _on_done(self, w: _Worker, tid: str, payload: Any, busy_s: float) -> None:
+        w.current, w.busy_s, w.tasks_done = None, w.busy_s + busy_s, w.tasks_done + 1
+        ts = self._tasks.get(tid)
+        if ts is None or ts.state != "running":
+            return  # cancelled meanwhile, or a duplicate after a restart: ignore
+        ts.state, ts.payload = "done", payload
+        self._balancer.finished(w.spec.worker_id, ts.task.cost, busy_s)
+        job = self._jobs[ts.task.job_id]
+        if job.status.state.finished:
+            return
+        if ts.task.kind == "analyze":
+            self._finish(job, JobState.DONE, result=payload)
+        elif all(self._tasks[t].state == "done" for t in job.tasks):
+            self._finish(job, JobState.DONE, result=self._merge(job, w))
+
+    def _on_failed(self, w: _Worker, tid: str, error: dict) -> None:
+        w.current = None
+        ts = self._tasks.get(tid)
+        if ts is None or ts.state != "running":
+            return
+        ts.state = "failed"
+        self._balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
+        job = self._jobs[ts.task.job_id]
+        if not job.status.state.finished:
+            cancelled = error.get("type") == "JobCancelled"
+            self._finish(job, JobState.CANCELLED if cancelled else JobState.FAILED,
+                         error=None if cancelled else error)
+
+    def _merge(self, job: _Job, w: _Worker) -> Result:
+        chunks: list[GroundChunk] = [self._tasks[t].payload for t in job.tasks]
+        info = ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""})
+        body = assemble_ground(job.info, job.plan, job.status.spec.request.query, chunks,
+                               "relative1000" if info.family == "qwen3-vl" else "absolute")
+        timing = Timing(probe_s=job.probe_s, decode_s=sum(c.decode_s for c in chunks),
+                        preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
+                        total_s=time.time() - job.t0)
+        warnings = tuple(job.info.warnings) + tuple(job.plan.notes) + tuple(body.pop("warnings"))
+        from datetime import datetime, timezone
+
+        return Result(task="ground", query=job.status.spec.request.query, video=job.info,
+                      sampling=job.plan, model=info, timing=timing, warnings=warnings,
+                      created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      **body)
+
+    def _finish(self, job: _Job, state: JobState, *, result: Result | None = None,
+                error: dict | None = None) -> None:
+        job.status = replace(job.status, state=state, result=result, error=error,
+                             finished_at=time.time())
+        if self._store is not None:
+            if result is not None:
+                self._store.save_result(job.status.job_id, result.to_dict())
+            else:
+                self._store.update_state(job.status.job_id, state.value, error=error)
+
+
+def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[WorkerSpec]:
+    """``n`` CPU workers running the same code path as GPU workers (tests, GPU-less hosts)."""
+    return [WorkerSpec(f"cpu{i}", (), model_cfg, cpu_threads=threads) for i in range(n)]
+
+
+def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
+              max_memory_fraction: float = 0.9) -> list[WorkerSpec]:
+    """One worker per planned GPU group (see ``planner.plan_gpus``)."""
+    return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
+                       max_memory_fraction) for grp in groups]

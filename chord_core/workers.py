@@ -1,0 +1,143 @@
+"""Worker processes: one per GPU group (or per CPU slot), each owning one loaded model.
+
+A worker is started with the ``spawn`` method; ``CUDA_VISIBLE_DEVICES`` is set to its group
+before torch is imported, so inside the worker its GPUs are ``cuda:0..k-1`` and
+``device_map="auto"`` spreads a sharded model over exactly that group. The model is loaded once,
+then tasks arrive on the worker's inbox and messages go back on one shared outbox:
+
+    manager ──Task──▶ inbox ─▶ worker_main ─▶ Engine.analyze / Engine.ground_chunk
+    manager ◀── ("ready" | "started" | "progress" | "done" | "failed", worker_id, …) ── outbox
+
+Only plain data crosses (dataclasses, dicts, strings): never a tensor or a model. A failing
+task is reported as ``failed`` and the worker carries on; a crash of the whole process is seen
+by the manager, which restarts the worker and re-queues the task it held.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from chord_core.config import ModelConfig
+from chord_core.engine import AnalysisRequest
+from chord_core.types import SamplingPlan, VideoInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process runs on. ``devices`` are CUDA ordinals (empty = CPU)."""
+
+    worker_id: str
+    devices: tuple[int, ...]
+    model_cfg: ModelConfig
+    max_memory_fraction: float = 0.9
+    cpu_threads: int = 0
+
+    @property
+    def is_cpu(self) -> bool:
+        return not self.devices
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work. ``kind`` "analyze" is a whole job; "ground_chunk" is a slice of a
+    grounding job's frames (``info`` and ``plan`` were decided by the manager)."""
+
+    task_id: str
+    job_id: str
+    kind: str
+    request: AnalysisRequest
+    model: str | None = None
+    info: VideoInfo | None = None
+    plan: SamplingPlan | None = None
+    cost: float = 1.0
+
+
+def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
+    cfg = spec.model_cfg if not model else replace(spec.model_cfg, model=model)
+    if spec.is_cpu:
+        return replace(cfg, device="cpu")
+    mem = cfg.max_memory if cfg.max_memory is not None else spec.max_memory_fraction
+    return replace(cfg, device="auto", max_memory=mem)
+
+
+def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
+    """Entry point of a worker process (spawned). Never returns until told to stop."""
+    # PCI bus order makes CUDA ordinals agree with NVML indices (the GPU charts use NVML).
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
+                        "%(name)s: %(message)s")
+    import torch  # noqa: F401 — only now, after CUDA_VISIBLE_DEVICES is set
+
+    if spec.cpu_threads:
+        torch.set_num_threads(spec.cpu_threads)
+    from chord_core.engine import Engine
+    from chord_core.errors import ChordError
+
+    engine = Engine(_engine_config(spec, None))
+    try:
+        engine.load()
+    except ChordError as exc:
+        outbox.put(("ready", spec.worker_id, None, exc.to_dict()))
+        return
+    outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None))
+    current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
+    threading.Thread(target=_control_loop, args=(control, current), daemon=True).start()
+    while True:
+        task = inbox.get()
+        if task is None:
+            outbox.put(("stopped", spec.worker_id))
+            return
+        if task.model and task.model != engine.model_cfg.model:
+            engine.unload()
+            engine = Engine(_engine_config(spec, task.model))
+        current["cancel"] = threading.Event()
+        current["task"] = task.task_id
+        _run_task(engine, task, spec.worker_id, outbox, current["cancel"])
+        current["task"] = None
+
+
+def _control_loop(control: Any, current: dict[str, Any]) -> None:
+    """Cancel requests arrive here while the main thread is busy in the model."""
+    while True:
+        task_id = control.get()
+        if task_id is None:
+            return
+        if task_id == current["task"]:
+            current["cancel"].set()
+
+
+def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
+              cancel: threading.Event) -> None:
+    from chord_core.errors import ChordError, JobCancelled
+
+    outbox.put(("started", worker_id, task.task_id))
+    t0 = time.perf_counter()
+
+    def progress(event: Any) -> None:
+        outbox.put(("progress", worker_id, task.task_id, event))
+
+    try:
+        if task.kind == "ground_chunk":
+            payload = engine.ground_chunk(task.info, task.plan, task.request,
+                                          on_progress=progress, cancel=cancel)
+        else:
+            payload = engine.analyze(task.request, on_progress=progress, cancel=cancel)
+        outbox.put(("done", worker_id, task.task_id, payload, time.perf_counter() - t0))
+    except JobCancelled:
+        outbox.put(("failed", worker_id, task.task_id,
+                    {"type": "JobCancelled", "message": "cancelled", "hint": ""}))
+    except ChordError as exc:
+        outbox.put(("failed", worker_id, task.task_id, exc.to_dict()))
+    except Exception as exc:  # noqa: BLE001 — one bad task must not take the worker down
+        log.exception("task %s crashed", task.task_id)
+        outbox.put(("failed", worker_id, task.task_id, {
+            "type": type(exc).__name__, "message": f"internal error: {exc}",
+            "hint": "this is a bug in Chord; the worker log has the traceback"}))
