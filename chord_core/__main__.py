@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -79,6 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("video")
     p.add_argument("target", help='what to find, e.g. "the cyclist in a red helmet"')
     _sampling_args(p), _model_args(p), _output_args(p)
+
+    p = sub.add_parser("batch", help="analyse many clips on all workers; resumable")
+    p.add_argument("videos", nargs="+", metavar="VIDEO_OR_DIR")
+    p.add_argument("--task", choices=("describe", "ground"), required=True)
+    p.add_argument("--query", default="", help="target (ground) or prompt (describe)")
+    p.add_argument("--out", required=True, help="folder for one JSON per clip + summary.json")
+    p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT)
+    g = p.add_argument_group("parallel")
+    g.add_argument("--config", default=None, help="multigpu_config.yaml")
+    g.add_argument("--gpus", default=None, help="CUDA ordinals to use, e.g. 0,1")
+    g.add_argument("--num-gpus", type=int, default=None)
+    g.add_argument("--strategy", default=None, help="auto, replicate (data_parallel), shard")
+    g.add_argument("--cpu-workers", type=int, default=None,
+                   help="run N CPU worker processes (no GPU needed)")
+    _sampling_args(p), _model_args(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("make-tiny-model", help="write a random-weight Qwen2.5-VL checkpoint")
     p.add_argument("dir")
@@ -162,7 +179,59 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"probe": cmd_probe, "describe": cmd_analyze, "ground": cmd_analyze,
+def cmd_batch(args: argparse.Namespace) -> int:
+    from chord_core.batch import collect_videos, run_batch
+    from chord_core.cluster import start_manager
+    from chord_core.engine import AnalysisRequest
+    from chord_core.parallel_config import load_parallel_config
+    from chord_core.store import Store
+
+    videos = collect_videos(args.videos)
+    request = AnalysisRequest(str(videos[0]), args.task, args.query, _sampling_from(args),
+                              args.max_new_tokens)
+    parallel = load_parallel_config(args.config, overrides={
+        "gpus": args.gpus, "num_gpus": args.num_gpus, "strategy": args.strategy,
+        "cpu_workers": args.cpu_workers, "batch_size_per_gpu": args.batch_size})
+    cfg = model_config_from_env(model=args.model, device=args.device,
+                                max_memory=args.max_memory, allow_offload=args.allow_offload)
+    store = Store()
+    manager, plan = start_manager(cfg, parallel, store=store)
+    for line in plan.lines:
+        print(f"plan: {line}", file=sys.stderr)
+    try:
+        t0 = time.time()
+        manager.wait_ready()
+        print(f"plan: workers ready in {time.time() - t0:.1f} s", file=sys.stderr)
+        summary = run_batch(manager, store, videos, request, Path(args.out), model=cfg.model,
+                            on_update=None if args.quiet else _batch_bar(len(videos)))
+    finally:
+        manager.shutdown()
+    summary.plan = plan.to_dict()
+    counts = summary.counts()
+    print(f"\n{len(videos)} clip(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())
+          + f"; wall {summary.wall_s:.1f} s, speed-up {summary.speedup:.2f}× "
+          f"(Σ busy / wall); results in {args.out}", file=sys.stderr)
+    errors = [i.error or {} for i in summary.items if i.state == "failed"]
+    if not errors:
+        return 0
+    user = {"VideoError", "ConfigError", "InputError", "ModelNotFoundError"}
+    return 2 if all(e.get("type") in user for e in errors) else 1
+
+
+def _batch_bar(total: int):
+    def show(summary: Any) -> None:
+        c = summary.counts()
+        done = c.get("done", 0) + c.get("skipped", 0) + c.get("failed", 0) + \
+            c.get("cancelled", 0)
+        filled = int(30 * done / max(1, total))
+        print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}  "
+              f"running {c.get('running', 0)}  failed {c.get('failed', 0)}  "
+              f"skipped {c.get('skipped', 0)}  {summary.wall_s:6.1f}s\033[K",
+              end="", file=sys.stderr, flush=True)
+    return show
+
+
+COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "ground": cmd_analyze,
             "make-tiny-model": cmd_make_tiny_model}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -67,6 +67,17 @@ class AnalysisRequest:
                               hint='say what to find, e.g. "the cyclist in a red helmet"')
         if self.task == "describe":
             check_max_new_tokens(self.max_new_tokens)
+
+    def to_dict(self) -> dict:
+        return {"video_path": self.video_path, "task": self.task, "query": self.query,
+                "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
+                "annotated_video": self.annotated_video, "batch_size": self.batch_size}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> AnalysisRequest:
+        data = dict(data)
+        data["sampling"] = SamplingConfig(**data.get("sampling", {}))
+        return cls(**data)
 
 
 def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None

@@ -49,6 +49,17 @@ class JobSpec:
     request: AnalysisRequest
     model: str | None = None
     label: str = ""
+    key: str = ""
+    batch_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request": self.request.to_dict(), "model": self.model, "label": self.label,
+                "key": self.key, "batch_id": self.batch_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        return cls(AnalysisRequest.from_dict(data["request"]), data.get("model"),
+                   data.get("label", ""), data.get("key", ""), data.get("batch_id"))
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ class JobStatus:
     events: tuple[ProgressEvent, ...] = ()
     result: Result | None = None
     error: dict[str, str] | None = None
+    worker: str | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -75,7 +87,7 @@ class JobStatus:
     def to_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "state": self.state.value,
                 "submitted_at": self.submitted_at, "started_at": self.started_at,
-                "finished_at": self.finished_at, "error": self.error,
+                "finished_at": self.finished_at, "error": self.error, "worker": self.worker,
                 "last_event": self.last_event.to_dict() if self.last_event else None,
                 "result": self.result.to_dict() if self.result else None}
 
@@ -166,7 +178,8 @@ class JobRunner:
                 job = self._jobs[job_id]
                 if job.status.state is not JobState.QUEUED:
                     continue
-                job.status = replace(job.status, state=JobState.RUNNING, started_at=time.time())
+                job.status = replace(job.status, state=JobState.RUNNING, started_at=time.time(),
+                                     worker="thread")
             self._run(job)
 
     def _run(self, job: _Job) -> None:

@@ -10,12 +10,12 @@ worker its next task (its own queue first, else stolen from the longest queue).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import multiprocessing as mp
 import queue
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -86,27 +86,58 @@ class JobManager:
         self._jobs: dict[str, _Job] = {}
         self._tasks: dict[str, _TaskState] = {}
         self._lock = threading.RLock()
-        self._ids = itertools.count(1)
         self._split = split_ground
         self._store = store
         self._stop = threading.Event()
         self._t_started = time.time()
+        if store is not None:
+            self._resume_from_store()
         for w in self._workers.values():
             self._spawn(w)
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
     # -- public API (same as JobRunner) ----------------------------------------------------
-    def submit(self, spec: JobSpec) -> str:
-        job_id = f"job-{next(self._ids):05d}-{int(time.time() * 1000) % 100000:05d}"
+    def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
+        """Queue a job. ``job_id`` is given only when resuming a stored job."""
+        resumed = job_id is not None
+        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
         with self._lock:
             self._jobs[job_id] = _Job(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
-        if self._store is not None:
+        if not resumed:
             req = spec.request
-            self._store.add_job(job_id, video_path=req.video_path, task=req.task,
-                                query=req.query, model=spec.model or self._model_name(),
-                                spec={"label": spec.label, "max_new_tokens": req.max_new_tokens})
+            self._persist("add_job", job_id, video_path=req.video_path, task=req.task,
+                          query=req.query, model=spec.model or self._model_name(),
+                          key=spec.key, batch_id=spec.batch_id, spec=spec.to_dict())
         return job_id
+
+    def _resume_from_store(self) -> None:
+        """Jobs a previous run left queued or running are queued again (same ids)."""
+        self._persist("requeue_running")
+        rows = self._store.list_jobs(limit=100_000, state="queued")
+        for row in reversed(rows):
+            try:
+                spec = JobSpec.from_dict(row["spec"])
+            except (KeyError, TypeError, ChordError) as exc:
+                log.warning("stored job %s cannot be resumed (%s); marking it failed",
+                            row["job_id"], exc)
+                self._persist("update_state", row["job_id"], "failed", error={
+                    "type": "ResumeError", "message": f"could not resume: {exc}",
+                    "hint": "submit the clip again"})
+                continue
+            self.submit(spec, job_id=row["job_id"])
+            log.info("resumed stored job %s", row["job_id"])
+
+    def _persist(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Write to the store if there is one; a store problem is logged, never fatal to
+        the jobs themselves (their results stay in memory and on the caller's side)."""
+        if self._store is None:
+            return None
+        try:
+            return getattr(self._store, method)(*args, **kwargs)
+        except (ChordError, ValueError, KeyError) as exc:
+            log.warning("store: %s failed: %s", method, exc)
+            return None
 
     def _model_name(self) -> str:
         return next(iter(self._workers.values())).spec.model_cfg.model
@@ -357,9 +388,11 @@ class JobManager:
     def _start_job(self, job_id: str, wid: str) -> None:
         job = self._jobs[job_id]
         if job.status.state is JobState.QUEUED:
-            job.status = replace(job.status, state=JobState.RUNNING, started_at=time.time())
-            if self._store is not None:
-                self._store.update_state(job_id, "running", worker=wid)
+            job.status = replace(job.status, state=JobState.RUNNING, started_at=time.time(),
+                                 worker=wid)
+        elif job.status.worker and wid not in job.status.worker.split("+"):
+            job.status = replace(job.status, worker=f"{job.status.worker}+{wid}")
+            self._persist("update_state", job_id, "running", worker=wid)
 
     def _on_progress(self, tid: str, event: ProgressEvent) -> None:
         ts = self._tasks.get(tid)
@@ -428,11 +461,10 @@ class JobManager:
                 error: dict | None = None) -> None:
         job.status = replace(job.status, state=state, result=result, error=error,
                              finished_at=time.time())
-        if self._store is not None:
-            if result is not None:
-                self._store.save_result(job.status.job_id, result.to_dict())
-            else:
-                self._store.update_state(job.status.job_id, state.value, error=error)
+        if result is not None:
+            self._persist("save_result", job.status.job_id, result.to_dict())
+        else:
+            self._persist("update_state", job.status.job_id, state.value, error=error)
 
 
 def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[WorkerSpec]:
