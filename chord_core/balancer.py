@@ -50,9 +50,18 @@ class _WorkerLoad:
 class Balancer:
     """Least-expected-finish-time assignment with throughput correction. Thread-safe."""
 
-    def __init__(self, weights: dict[str, float]) -> None:
+    def __init__(self, weights: dict[str, float], *, ema: float = EMA) -> None:
         self._lock = threading.Lock()
         self._w = {wid: _WorkerLoad(max(1e-3, float(w))) for wid, w in weights.items()}
+        self.ema = ema
+
+    def set_adjustment(self, factor: float) -> None:
+        """How fast measured throughput corrects the speeds (0 = weights only)."""
+        with self._lock:
+            self.ema = max(0.0, min(1.0, factor))
+            if self.ema == 0.0:
+                for w in self._w.values():
+                    w.correction = 1.0
 
     def add_worker(self, worker_id: str, weight: float = 1.0) -> None:
         with self._lock:
@@ -84,7 +93,7 @@ class Balancer:
         with self._lock:
             w = self._w[worker_id]
             w.backlog = max(0.0, w.backlog - cost)
-            if busy_s <= 0:
+            if busy_s <= 0 or self.ema == 0.0:
                 return
             w.busy_s += busy_s
             w.done_cost += cost
@@ -94,7 +103,7 @@ class Balancer:
             for wid, rate in rates.items():
                 x = self._w[wid]
                 target = (rate / x.weight) / mean_rate_per_weight
-                x.correction = (1 - EMA) * x.correction + EMA * target
+                x.correction = (1 - self.ema) * x.correction + self.ema * target
 
     def split(self, n_items: int, workers: Sequence[str]) -> list[tuple[str, int, int]]:
         """Contiguous ranges [start, end) of ``n_items`` per worker, sized by speed."""

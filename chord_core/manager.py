@@ -219,6 +219,10 @@ class JobManager:
         return {"workers": rows, "wall_s": wall, "busy_s": busy,
                 "speedup": busy / wall if wall > 0 else 0.0}
 
+    def set_auto_balancing(self, adjustment_factor: float) -> None:
+        """0 = split work by the configured weights only; > 0 = also by measured speed."""
+        self._balancer.set_adjustment(adjustment_factor)
+
     def kill_worker(self, worker_id: str) -> None:
         """Terminate a worker process abruptly (fault testing); the dispatcher restarts it."""
         with self._lock:

@@ -58,3 +58,12 @@ def test_split_is_contiguous_and_complete(weights, n, expected):
     assert covered == list(range(n))
     if expected is not None:
         assert parts == expected
+
+
+def test_adjustment_zero_keeps_configured_weights():
+    b = Balancer({"a": 1.0, "b": 1.0})
+    b.set_adjustment(0.0)
+    for _ in range(5):
+        b.finished("a", 100, 1.0)
+        b.finished("b", 100, 4.0)
+    assert b.speeds() == {"a": 1.0, "b": 1.0}

@@ -1,0 +1,82 @@
+"""Prompt templates, versioned: results record ``PROMPT_VERSION`` so a change is traceable.
+
+Two tasks reach the model:
+
+* describe — the whole clip as ONE video input plus a free-text instruction;
+* ground — every sampled frame as its OWN image request asking for boxes in the JSON form
+  Qwen2.5-VL was trained on: ``[{"bbox_2d": [x1, y1, x2, y2], "label": "..."}]``, ``[]`` when
+  the target is absent. Qwen2.5-VL answers in absolute pixels of the image it was given
+  (``input_wh``); Qwen3-VL answers in 0–1000 relative coordinates, so its prompt says so and
+  the parser is told which convention applies (``LoadedModel.coord_mode``).
+
+``describe_messages`` / ``ground_messages`` return chat ``messages`` in the transformers format;
+the processor's chat template turns the ``{"type": "video"}`` / ``{"type": "image"}`` parts
+into the vision placeholder tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chord_core.errors import ConfigError
+
+PROMPT_VERSION = "chord-prompts/1"
+
+DEFAULT_DESCRIBE_PROMPT = (
+    "Describe this video in detail. First describe the scene and setting. Then list the "
+    "people and notable objects, with what they look like. Then describe the actions and "
+    "events in the order they happen, giving the approximate time in seconds for each "
+    "(for example \"at about 3.5 s, the man opens the door\"). Mention any text visible on "
+    "screen. Do not invent details that are not visible."
+)
+
+GROUND_PROMPT = (
+    'Locate every "{target}" in the image. Output the bounding boxes in JSON format as a '
+    'list: [{{"bbox_2d": [x1, y1, x2, y2], "label": "{target}"}}], one entry per instance. '
+    'If there is no "{target}" in the image, output [].'
+)
+
+# Qwen3-VL reports boxes in 0–1000 coordinates relative to the image, not in pixels.
+GROUND_PROMPT_QWEN3 = (
+    'Locate every "{target}" in the image. Output the bounding boxes in JSON format as a '
+    'list: [{{"bbox_2d": [x1, y1, x2, y2], "label": "{target}"}}], one entry per instance, '
+    "with coordinates relative to the image on a 0-1000 scale. "
+    'If there is no "{target}" in the image, output [].'
+)
+
+FAMILY_PROMPTS = {"qwen2.5-vl": GROUND_PROMPT, "qwen3-vl": GROUND_PROMPT_QWEN3}
+MAX_TARGET_CHARS = 300
+
+
+def clean_target(target: str) -> str:
+    """The target as it goes into the prompt: one line, no double quotes (they would
+    break the quoted JSON example), not empty, not absurdly long."""
+    text = re.sub(r"\s+", " ", target or "").strip().replace('"', "'")
+    if not text:
+        raise ConfigError("grounding needs a target to look for",
+                          hint='say what to find, e.g. "the cyclist in a red helmet"')
+    if len(text) > MAX_TARGET_CHARS:
+        raise ConfigError(f"target description is too long ({len(text)} characters)",
+                          hint=f"describe the target in at most {MAX_TARGET_CHARS} characters")
+    return text
+
+
+def ground_prompt(target: str, family: str = "qwen2.5-vl") -> str:
+    """The grounding instruction for one image, in the coordinate convention of ``family``."""
+    if family not in FAMILY_PROMPTS:
+        raise ConfigError(f"unknown model family {family!r}",
+                          hint=f"use one of: {', '.join(FAMILY_PROMPTS)}")
+    return FAMILY_PROMPTS[family].format(target=clean_target(target))
+
+
+def describe_messages(prompt: str = DEFAULT_DESCRIBE_PROMPT) -> list[dict[str, Any]]:
+    """Chat messages for describing one video: the clip first, then the instruction."""
+    text = (prompt or "").strip() or DEFAULT_DESCRIBE_PROMPT
+    return [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
+
+
+def ground_messages(target: str, family: str = "qwen2.5-vl") -> list[dict[str, Any]]:
+    """Chat messages for grounding ``target`` in ONE image."""
+    return [{"role": "user", "content": [
+        {"type": "image"}, {"type": "text", "text": ground_prompt(target, family)}]}]
