@@ -131,15 +131,33 @@ def _emit(doc: dict[str, Any], json_out: str | None) -> None:
         print(text)
 
 
-def _progress_printer(quiet: bool):
-    def show(ev: ProgressEvent) -> None:
-        if quiet:
+class _ProgressLine:
+    """Progress on stderr: one rewritten line on a terminal, one line per stage otherwise."""
+
+    open = False
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet, self.tty, self.stage = quiet, sys.stderr.isatty(), ""
+
+    def __call__(self, ev: ProgressEvent) -> None:
+        if self.quiet:
             return
         count = f" [{ev.done}/{ev.total}]" if ev.total else ""
-        print(f"\r{ev.elapsed_s:7.1f}s  {ev.stage:<16} {ev.message}{count}\033[K",
-              end="\n" if ev.stage in ("done", "loading_model") else "", file=sys.stderr,
-              flush=True)
-    return show
+        text = f"{ev.elapsed_s:7.1f}s  {ev.stage:<16} {ev.message}{count}"
+        if self.tty:
+            print(f"\r{text}\033[K", end="", file=sys.stderr, flush=True)
+            _ProgressLine.open = ev.stage != "done"
+            if ev.stage == "done":
+                print(file=sys.stderr)
+        elif ev.stage != self.stage:
+            print(text, file=sys.stderr, flush=True)
+        self.stage = ev.stage
+
+    @staticmethod
+    def end() -> None:
+        if _ProgressLine.open:
+            print(file=sys.stderr)
+            _ProgressLine.open = False
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -163,11 +181,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         annotated_video=args.annotated_video, batch_size=args.batch_size)
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
-    if cfg.is_test_model:
-        print("note: using the test model — random weights; its text is meaningless",
-              file=sys.stderr)
-    result = Engine(cfg).analyze(request, on_progress=_progress_printer(args.quiet))
+    result = Engine(cfg).analyze(request, on_progress=_ProgressLine(args.quiet))
     _emit(result.to_dict(), args.json_out)
+    if result.model.test_model:
+        print("note: test model — random weights; its text is meaningless", file=sys.stderr)
     return 0
 
 
@@ -242,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except ChordError as exc:
+        _ProgressLine.end()
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
@@ -252,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 — the CLI contract: one line, no traceback
         if os.environ.get("CHORD_DEBUG"):
             raise
+        _ProgressLine.end()
         print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("hint: this is a bug in Chord; rerun with CHORD_DEBUG=1 for the traceback "
               "and report it", file=sys.stderr)

@@ -495,6 +495,7 @@ def link_tracks(detections: Sequence[Detection], *, max_gap_s: float, iou_thresh
         cost = [[_motion_cost(tr, d, iou_threshold, max_center_distance) for tr in active]
                 for d in frame]
         chosen = {r: active[c] for r, c in _assign(cost)}
+        chosen.update(_unambiguous(frame, chosen, active))
         if relink:
             left = [i for i in range(len(frame)) if i not in chosen]
             free = [tr for tr in tracks if t - tr.last.t_s > max_gap_s + 1e-9]
@@ -509,6 +510,28 @@ def link_tracks(detections: Sequence[Detection], *, max_gap_s: float, iou_thresh
             state.history.append(det)
             out.append(det)
     return tuple(out), tuple(_track_summary(tr) for tr in tracks)
+
+
+UNAMBIGUOUS_MAX_DISTANCE = 0.5
+
+
+def _unambiguous(frame: Sequence[Detection], chosen: dict[int, _TrackState],
+                 active: Sequence[_TrackState]) -> dict[int, _TrackState]:
+    """Fast motion between sparse samples can exceed the motion gate. When a label has
+    exactly one unmatched detection and exactly one unmatched active track, they are the
+    same object: link them (no competitor to confuse it with) — unless the jump is so large
+    (over ``UNAMBIGUOUS_MAX_DISTANCE`` of the frame) that a new object is likelier."""
+    taken = {id(tr) for tr in chosen.values()}
+    free_tracks = [tr for tr in active if id(tr) not in taken]
+    free_dets = [i for i in range(len(frame)) if i not in chosen]
+    links: dict[int, _TrackState] = {}
+    for key in {_label_key(frame[i].label) for i in free_dets}:
+        dets = [i for i in free_dets if _label_key(frame[i].label) == key]
+        trs = [tr for tr in free_tracks if _label_key(tr.last.label) == key]
+        if len(dets) == 1 and len(trs) == 1 and _centre_distance(
+                trs[0].last.bbox, frame[dets[0]].bbox) <= UNAMBIGUOUS_MAX_DISTANCE:
+            links[dets[0]] = trs[0]
+    return links
 
 
 def _track_summary(state: _TrackState) -> Track:
