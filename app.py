@@ -1,0 +1,22 @@
+"""Chord — local video understanding on Qwen2.5-VL. Entry point: ``streamlit run app.py``.
+
+Sets the page up and hands over to the pages in ``pages/`` through ``st.navigation``.
+Long-lived objects (job runner, GPU sampler) live in ``chord_ui.resources``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+st.set_page_config(page_title="Chord", page_icon=":material/graphic_eq:", layout="wide")
+
+PAGES = [
+    st.Page("pages/analyze.py", title="Analyze", icon=":material/movie:", default=True),
+    st.Page("pages/gpus.py", title="GPUs", icon=":material/memory:"),
+]
+
+st.navigation(PAGES).run()

@@ -1,0 +1,141 @@
+"""Pure text helpers for the pages: sizes, durations, plans, progress stages.
+
+No Streamlit here, so everything is unit-testable and the pages stay thin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from chord_core.types import ProgressEvent, SamplingPlan, VideoInfo
+
+TEST_MODEL_LABEL_FALLBACK = "test model — random weights"
+
+# What each engine stage is called on screen (ProgressEvent.stage → label).
+STAGE_LABELS = {
+    "queued": "Waiting for the worker",
+    "probe": "Probing",
+    "sampling": "Sampling",
+    "loading_model": "Loading model",
+    "decoding": "Reading frames",
+    "preprocess": "Preparing frames",
+    "generating": "Generating",
+    "grounding_frames": "Looking for the target",
+    "tracking": "Tracking",
+    "rendering": "Rendering",
+    "done": "Done",
+}
+
+
+def test_model_label() -> str:
+    """The label every output of the random-weight test model carries."""
+    try:
+        from chord_core.testing.tiny_model import TEST_MODEL_LABEL
+    except ImportError:
+        return TEST_MODEL_LABEL_FALLBACK
+    return str(TEST_MODEL_LABEL)
+
+
+def human_bytes(n: float | int | None) -> str:
+    """``1536`` → ``1.5 KB`` (decimal units, as download sizes are usually quoted)."""
+    if n is None:
+        return "unknown size"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(size) < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+def human_duration(seconds: float) -> str:
+    """``75.2`` → ``1:15.2``; under a minute → ``12.3 s``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{int(minutes)}:{sec:04.1f}"
+    hours, minutes = divmod(int(minutes), 60)
+    return f"{hours}:{minutes:02d}:{int(sec):02d}"
+
+
+def video_facts(info: VideoInfo) -> list[tuple[str, str]]:
+    """(label, value) pairs for the probe-facts row under the preview."""
+    facts = [
+        ("Duration", human_duration(info.duration_s)),
+        ("Frame rate", f"{info.fps:.2f} fps" + (" (variable)" if info.variable_fps else "")),
+        ("Size", f"{info.width}×{info.height}"),
+        ("Codec", (info.codec or "?") + (f" / {info.container}" if info.container else "")),
+    ]
+    if info.rotation:
+        facts.append(("Rotation", f"{info.rotation}°"))
+    return facts
+
+
+def plan_summary(plan: SamplingPlan) -> str:
+    """One line: ``60 frames × 448×252 · 8,640 visual tokens · 2.0 fps``."""
+    w, h = plan.input_wh
+    return (f"{plan.num_frames} frames × {w}×{h} · {plan.visual_tokens:,} visual tokens"
+            f" · {plan.fps:.2f} fps")
+
+
+def stage_text(event: ProgressEvent | None, state: str) -> str:
+    """Headline for the progress area: the stage name and its own message."""
+    if event is None:
+        return STAGE_LABELS["queued"] if state == "queued" else "Starting"
+    label = STAGE_LABELS.get(event.stage, event.stage.replace("_", " ").capitalize())
+    if event.stage in ("decoding", "grounding_frames", "rendering") and event.total > 0:
+        return f"{label}: frame {event.done}/{event.total}"
+    message = event.message.strip()
+    if not message or message.lower() == label.lower():
+        return label
+    if message.lower().startswith(label.split()[0].lower()):
+        return message[:1].upper() + message[1:]  # "sampling 8 frames…" says it already
+    return f"{label}: {message}"
+
+
+def progress_fraction(events: Iterable[ProgressEvent], state: str) -> float:
+    """Overall 0..1 progress: stages before the frame loop count little, frames most."""
+    if state == "done":
+        return 1.0
+    weights = {"probe": 0.02, "sampling": 0.04, "loading_model": 0.08, "decoding": 0.10,
+               "preprocess": 0.25, "generating": 0.30, "grounding_frames": 0.25,
+               "tracking": 0.95, "rendering": 0.96, "done": 1.0}
+    last = None
+    for ev in events:
+        last = ev
+    if last is None:
+        return 0.0
+    base = weights.get(last.stage, 0.0)
+    frac = last.fraction
+    if frac is None:
+        return base
+    span = {"decoding": 0.15, "grounding_frames": 0.70, "generating": 0.60,
+            "rendering": 0.04}.get(last.stage, 0.0)
+    return min(1.0, base + span * frac)
+
+
+def summary_line(result: Any) -> str:
+    """The one-line grounding outcome, said plainly, e.g.
+    ``“the red car” appears in 2 segments: 3.5–7.0 s, 12.0–15.5 s`` or
+    ``“the red car” not found in 60 sampled frames``."""
+    from chord_core.grounding import summary_line as core_summary
+
+    target = result.query or "the target"
+    return f"“{target}” {core_summary(list(result.segments), result.sampling.num_frames)}"
+
+
+def detections_rows(result: Any) -> list[dict[str, Any]]:
+    """Table rows for the detections table (t, normalised box, label, track)."""
+    scored = any(d.score is not None for d in result.detections)
+    rows = []
+    for d in result.detections:
+        x1, y1, x2, y2 = d.bbox
+        row = {"t (s)": round(d.t_s, 3), "frame": d.frame_index,
+               "x1": round(x1, 4), "y1": round(y1, 4), "x2": round(x2, 4),
+               "y2": round(y2, 4), "label": d.label,
+               "track": d.track_id if d.track_id >= 0 else None}
+        if scored:
+            row["score"] = d.score
+        rows.append(row)
+    return rows

@@ -1,0 +1,151 @@
+"""GPUs page body: live table and 5-minute charts from the ONE shared sampler.
+
+Every session reads the same ``GpuSampler`` (``resources.gpu_sampler``); a fragment rereads
+it every ``REFRESH_S`` seconds. Without NVIDIA GPUs the page says why and charts CPU and RAM.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import streamlit as st
+
+from chord_ui import resources
+from chord_ui.figures import history_figure
+
+REFRESH_S = 1.5
+MIB_PER_GIB = 1024.0
+
+
+def _series(samples: Sequence[Any], field: str, now: float, scale: float = 1.0
+            ) -> list[tuple[float, float | None]]:
+    """(seconds ago ≤ 0, value) points of one field."""
+    out = []
+    for s in samples:
+        value = getattr(s, field)
+        out.append((s.t - now, None if value is None else value / scale))
+    return out
+
+
+def _fmt(value: float | None, spec: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{unit}"
+
+
+def gpu_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
+    """One table row per GPU (None where the device cannot tell)."""
+    rows = []
+    for g in gpus:
+        used = None if g.memory_used_mib is None else g.memory_used_mib / MIB_PER_GIB
+        total = None if g.memory_total_mib is None else g.memory_total_mib / MIB_PER_GIB
+        rows.append({
+            "GPU": g.index, "name": g.name,
+            "CUDA": "hidden" if g.cuda_ordinal is None else str(g.cuda_ordinal),
+            "utilisation %": g.utilization_pct,
+            "memory %": g.memory_pct,
+            "memory": f"{_fmt(used, '.1f')} / {_fmt(total, '.0f')} GiB",
+            "temp °C": g.temperature_c,
+            "power": f"{_fmt(g.power_w, '.0f')} / {_fmt(g.power_limit_w, '.0f')} W",
+            "processes": len(g.processes),
+            "job": g.job or "",
+        })
+    return rows
+
+
+def process_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"GPU": g.index, "pid": p.pid, "process": p.name or "?",
+             "memory MiB": None if p.used_memory_mib is None else round(p.used_memory_mib)}
+            for g in gpus for p in g.processes]
+
+
+def _gpu_table(gpus: Sequence[Any]) -> None:
+    pct = {"min_value": 0, "max_value": 100, "format": "%.0f %%"}
+    st.dataframe(gpu_rows(gpus), hide_index=True, column_config={
+        "utilisation %": st.column_config.ProgressColumn("utilisation", **pct),
+        "memory %": st.column_config.ProgressColumn("memory used", **pct),
+    })
+
+
+def _gpu_charts(history: dict[int, list[Any]], window_s: float) -> None:
+    now = time.time()
+    util = {f"GPU {i}": _series(s, "utilization_pct", now) for i, s in sorted(history.items())}
+    mem = {f"GPU {i}": _series(s, "memory_used_mib", now, MIB_PER_GIB)
+           for i, s in sorted(history.items())}
+    temp = {f"GPU {i}": _series(s, "temperature_c", now) for i, s in sorted(history.items())}
+    power = {f"GPU {i}": _series(s, "power_w", now) for i, s in sorted(history.items())}
+    a, b = st.columns(2)
+    a.plotly_chart(history_figure(util, title="Utilisation", y_title="%", y_range=(0, 100),
+                                  window_s=window_s), key="gpu-util",
+                   config={"displayModeBar": False})
+    b.plotly_chart(history_figure(mem, title="Memory used", y_title="GiB", window_s=window_s),
+                   key="gpu-mem", config={"displayModeBar": False})
+    c, d = st.columns(2)
+    c.plotly_chart(history_figure(temp, title="Temperature", y_title="°C", window_s=window_s),
+                   key="gpu-temp", config={"displayModeBar": False})
+    d.plotly_chart(history_figure(power, title="Power", y_title="W", window_s=window_s),
+                   key="gpu-power", config={"displayModeBar": False})
+
+
+def _host(sampler: Any, window_s: float, *, heading: bool) -> None:
+    latest = sampler.system_latest()
+    if heading:
+        st.subheader("Host")
+    if latest is None:
+        st.caption("Collecting CPU/RAM readings…")
+        return
+    m1, m2 = st.columns(2)
+    m1.metric("CPU", _fmt(latest.cpu_pct, ".0f", " %"))
+    m2.metric("RAM", f"{latest.ram_used_mib / MIB_PER_GIB:.1f} / "
+                     f"{latest.ram_total_mib / MIB_PER_GIB:.1f} GiB")
+    hist = sampler.system_history()
+    now = time.time()
+    a, b = st.columns(2)
+    a.plotly_chart(history_figure({"CPU": _series(hist, "cpu_pct", now)}, title="CPU",
+                                  y_title="%", y_range=(0, 100), window_s=window_s),
+                   key="host-cpu", config={"displayModeBar": False})
+    b.plotly_chart(history_figure({"RAM": _series(hist, "ram_used_mib", now, MIB_PER_GIB)},
+                                  title="RAM used", y_title="GiB",
+                                  y_range=(0, latest.ram_total_mib / MIB_PER_GIB),
+                                  window_s=window_s),
+                   key="host-ram", config={"displayModeBar": False})
+
+
+def _chord_jobs() -> None:
+    active = [j for j in resources.job_runner().jobs() if not j.state.finished]
+    if not active:
+        st.caption("Chord worker: idle.")
+        return
+    for j in active:
+        stage = j.last_event.message if j.last_event else "waiting"
+        st.caption(f":material/play_circle: Chord job `{j.job_id}` ({j.spec.request.task}, "
+                   f"{j.spec.label or j.spec.request.video_path}): {j.state.value} — {stage}")
+
+
+def dashboard() -> None:
+    """The live GPU (or CPU/RAM) view; reruns itself every REFRESH_S seconds."""
+
+    @st.fragment(run_every=REFRESH_S)
+    def live() -> None:
+        sampler = resources.gpu_sampler()
+        window = float(getattr(sampler, "history_s", 300.0))
+        _chord_jobs()
+        if not sampler.available:
+            st.info(f"No NVIDIA GPU to show: {sampler.reason}. Charting CPU and RAM instead.",
+                    icon=":material/developer_board_off:")
+            _host(sampler, window, heading=False)
+            return
+        gpus = sampler.latest()
+        if not gpus:
+            st.caption("Collecting the first GPU readings…")
+            return
+        _gpu_table(gpus)
+        procs = process_rows(gpus)
+        if procs:
+            st.markdown("**Processes on the GPUs**")
+            st.dataframe(procs, hide_index=True)
+        else:
+            st.caption("No compute processes on the GPUs right now.")
+        _gpu_charts(sampler.history(), window)
+        _host(sampler, window, heading=True)
+
+    live()

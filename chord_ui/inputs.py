@@ -1,0 +1,162 @@
+"""Analyze-page inputs: generation and sampling settings (sidebar), the clip, the task.
+
+The current clip lives in ``st.session_state`` (not only in the uploader widget), so it and
+its results survive page switches and reruns. It is set by the uploader's and the path
+box's ``on_change`` callbacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from chord_core.config import (
+    MAX_FRAMES_DEFAULT,
+    MAX_NEW_TOKENS_DEFAULT,
+    MAX_NEW_TOKENS_RANGE,
+    MIN_FRAMES,
+    MIN_PIXELS_DEFAULT,
+    PATCH_PX,
+    TOKEN_BUDGET_DEFAULT,
+    SamplingConfig,
+)
+from chord_core.errors import ChordError, InputError
+from chord_ui.uploads import VIDEO_TYPES, ClipSource, local_source, save_upload
+
+
+K_CLIP, K_CLIP_ERROR = "clip", "clip_error"
+K_UPLOAD, K_PATH = "upload", "local_path"
+K_TASK, K_PROMPT, K_TARGET = "task", "describe_prompt", "ground_target"
+TASKS = {"describe": "Describe", "ground": "Ground a target"}
+TOKENS_PER_FRAME = ("auto", 256, 384, 512, 768, 1024, 1280, 1600)
+PERSIST = "session"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sidebar choices that shape a run (the model is chosen separately)."""
+
+    max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT
+    fps: float | None = None
+    max_frames: int = MAX_FRAMES_DEFAULT
+    tokens_per_frame: int | None = None
+    token_budget: int = TOKEN_BUDGET_DEFAULT
+
+    def sampling(self, task: str) -> SamplingConfig:
+        """The SamplingConfig for ``task``; the per-frame cap applies to that task's limit."""
+        cfg = SamplingConfig(fps=self.fps, max_frames=self.max_frames,
+                             token_budget=self.token_budget)
+        if self.tokens_per_frame is None:
+            return cfg
+        pixels = self.tokens_per_frame * PATCH_PX * PATCH_PX
+        if task == "ground":
+            return SamplingConfig(fps=self.fps, max_frames=self.max_frames,
+                                  token_budget=self.token_budget, ground_max_pixels=pixels)
+        return SamplingConfig(fps=self.fps, max_frames=self.max_frames,
+                              token_budget=self.token_budget, max_pixels=pixels,
+                              min_pixels=min(MIN_PIXELS_DEFAULT, pixels))
+
+
+def settings_sidebar() -> tuple[Settings, Any]:
+    """Generation length and the advanced sampling section (rendered in the sidebar).
+    Returns the settings and an empty slot under them where the page writes the plan."""
+    lo, hi = MAX_NEW_TOKENS_RANGE
+    max_new = st.slider("Max generation length", lo, hi, MAX_NEW_TOKENS_DEFAULT, step=64,
+                        key="max_new_tokens", persist_state=PERSIST,
+                        help="Upper bound on tokens the model writes for a description.")
+    with st.expander("Advanced sampling", icon=":material/tune:"):
+        auto = st.toggle("Automatic frame rate", value=True, key="fps_auto",
+                         persist_state=PERSIST,
+                         help="Auto: the task's default (2 fps for grounding, adaptive for "
+                              "descriptions), lowered to fit the limits below.")
+        fps = None if auto else st.number_input(
+            "Sampling fps", 0.1, 30.0, 2.0, step=0.5, key="fps", persist_state=PERSIST)
+        max_frames = st.number_input("Max frames", MIN_FRAMES, MAX_FRAMES_DEFAULT,
+                                     MAX_FRAMES_DEFAULT, step=4, key="max_frames",
+                                     persist_state=PERSIST)
+        per_frame = st.select_slider(
+            "Max resolution (visual tokens per frame)", TOKENS_PER_FRAME, value="auto",
+            key="tokens_per_frame", persist_state=PERSIST,
+            help="One visual token covers 28×28 px. 768 ≈ 0.6 MP; auto uses the task's "
+                 "default (768 to describe, 1280 to ground).")
+        budget = st.slider("Visual-token budget per request", 2_000, 64_000,
+                           TOKEN_BUDGET_DEFAULT, step=1_000, key="token_budget",
+                           persist_state=PERSIST,
+                           help="Qwen advises keeping a clip under ~24k visual tokens.")
+        slot = st.empty()
+    return Settings(max_new_tokens=int(max_new), fps=None if fps is None else float(fps),
+                    max_frames=int(max_frames),
+                    tokens_per_frame=None if per_frame == "auto" else int(per_frame),
+                    token_budget=int(budget)), slot
+
+
+# -- the clip ---------------------------------------------------------------------------------
+
+def _on_upload() -> None:
+    upload = st.session_state.get(K_UPLOAD)
+    st.session_state[K_CLIP_ERROR] = None
+    if upload is None:
+        clip = st.session_state.get(K_CLIP)
+        if clip is not None and clip.uploaded:
+            st.session_state[K_CLIP] = None
+        return
+    try:
+        st.session_state[K_CLIP] = save_upload(upload.name, upload.getvalue())
+    except OSError as exc:
+        st.session_state[K_CLIP_ERROR] = {
+            "message": f"could not save the upload: {exc}",
+            "hint": "check free disk space and that CHORD_DATA_DIR is writable"}
+
+
+def _on_path() -> None:
+    text = (st.session_state.get(K_PATH) or "").strip()
+    st.session_state[K_CLIP_ERROR] = None
+    if not text:
+        return
+    try:
+        st.session_state[K_CLIP] = local_source(text)
+    except InputError as exc:
+        st.session_state[K_CLIP_ERROR] = exc.to_dict()
+
+
+def clip_input() -> ClipSource | None:
+    """Uploader + local path box; returns the current clip (or None)."""
+    st.file_uploader("Upload a video", type=list(VIDEO_TYPES), key=K_UPLOAD,
+                     on_change=_on_upload, help="mp4, avi, mov, mkv or webm")
+    st.text_input("…or the path of a video on this machine", key=K_PATH, on_change=_on_path,
+                  placeholder="/data/videos/clip.mp4",
+                  help="Big local files need no upload; the path must exist on the machine "
+                       "running Chord.")
+    err = st.session_state.get(K_CLIP_ERROR)
+    if err:
+        show_error(err)
+    return st.session_state.get(K_CLIP)
+
+
+def task_input() -> tuple[str, str]:
+    """Mode (describe / ground) and its text; returns (task, query)."""
+    task = st.segmented_control("Mode", list(TASKS), format_func=TASKS.get, key=K_TASK,
+                                default="describe", persist_state=PERSIST,
+                                required=True) or "describe"
+    if task == "ground":
+        query = st.text_input("Target", key=K_TARGET, persist_state=PERSIST,
+                              placeholder="e.g. the cyclist in a red helmet",
+                              help="Chord looks for it on every sampled frame, then links "
+                                   "the boxes into tracks and time segments.")
+    else:
+        query = st.text_area("Prompt (optional)", key=K_PROMPT, persist_state=PERSIST,
+                             height=90,
+                             placeholder="Leave empty for a detailed description, or ask "
+                                         "something specific about the clip.")
+    return task, query
+
+
+def show_error(err: dict | ChordError) -> None:
+    """A readable error: what failed, then how to fix it. Never a traceback."""
+    data = err.to_dict() if isinstance(err, ChordError) else err
+    message = str(data.get("message") or "something went wrong")
+    hint = str(data.get("hint") or "")
+    st.error(message[:1].upper() + message[1:] + (f"\n\n**How to fix:** {hint}" if hint else ""),
+             icon=":material/error:")

@@ -1,0 +1,176 @@
+"""Sidebar model choice and the model panel: is it here, can we fetch it, what else to do.
+
+The choice is a hub id, a local folder, or the random-weight test model; the default comes
+from ``CHORD_MODEL`` (``config.model_config_from_env``), so ``CHORD_MODEL=test`` starts with
+the test model selected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from chord_core.config import DEFAULT_MODEL, TEST_MODEL, model_config_from_env
+from chord_ui import resources
+from chord_ui.formatting import human_bytes, test_model_label
+
+
+HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+              "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct")
+# bf16 safetensors, for the download button when the hub cannot be asked.
+APPROX_SIZES = {"Qwen/Qwen2.5-VL-3B-Instruct": 7.5e9, "Qwen/Qwen2.5-VL-7B-Instruct": 16.6e9,
+                "Qwen/Qwen2.5-VL-32B-Instruct": 66.9e9, "Qwen/Qwen2.5-VL-72B-Instruct": 146.8e9}
+SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST = "Hub model", "Local folder", "Test model"
+SOURCES = (SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST)
+K_SOURCE, K_HUB, K_LOCAL = "model_source", "model_hub_id", "model_local_dir"
+
+
+def default_choice(model: str) -> tuple[str, str]:
+    """(source, value) for a ``CHORD_MODEL``-style string."""
+    if model == TEST_MODEL:
+        return SOURCE_TEST, ""
+    if model.startswith(("/", ".", "~")) or Path(model).expanduser().is_dir():
+        return SOURCE_LOCAL, model
+    return SOURCE_HUB, model
+
+
+def _init_state() -> None:
+    if K_SOURCE in st.session_state:
+        return
+    source, value = default_choice(model_config_from_env().model)
+    st.session_state[K_SOURCE] = source
+    st.session_state[K_HUB] = value if source == SOURCE_HUB else DEFAULT_MODEL
+    st.session_state[K_LOCAL] = value if source == SOURCE_LOCAL else ""
+
+
+def _use_test_model() -> None:
+    st.session_state[K_SOURCE] = SOURCE_TEST
+
+
+def model_selector() -> str | None:
+    """Sidebar widgets; returns the model string (None when a local folder is not given)."""
+    _init_state()
+    st.radio("Model", SOURCES, key=K_SOURCE, persist_state="session",
+             format_func=lambda s: "Test model (random weights)" if s == SOURCE_TEST else s,
+             help="A Hugging Face hub id, a folder with downloaded weights, or a tiny "
+                  "random-weight model for trying Chord offline.")
+    source = st.session_state[K_SOURCE]
+    if source == SOURCE_HUB:
+        options = list(HUB_MODELS)
+        if st.session_state.get(K_HUB) and st.session_state[K_HUB] not in options:
+            options.append(st.session_state[K_HUB])
+        return st.selectbox("Hub id", options, key=K_HUB, accept_new_options=True,
+                            persist_state="session",
+                            help="Pick one or type another Qwen2.5-VL repo id.")
+    if source == SOURCE_LOCAL:
+        folder = st.text_input("Model folder", key=K_LOCAL, persist_state="session",
+                               placeholder="/models/Qwen2.5-VL-3B-Instruct")
+        return folder.strip() or None
+    return TEST_MODEL
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _availability(model: str, nonce: str) -> dict[str, Any]:
+    """model_availability as plain data (cached briefly; ``nonce`` busts it after downloads).
+    Hub models are looked up in the Hugging Face cache (HF_HOME / HF_HUB_CACHE)."""
+    from chord_core.hub import model_availability
+
+    a = model_availability(model)
+    return {"available": bool(a.available), "local_path": str(a.local_path or ""),
+            "size_bytes": a.size_bytes, "message": str(a.message or "")}
+
+
+def model_panel(model: str | None) -> bool:
+    """Show whether ``model`` can run now; offer download / test model. True when usable."""
+    if model is None:
+        st.info("Enter the folder that holds the model weights (config.json, *.safetensors).")
+        return False
+    if model == TEST_MODEL:
+        st.caption(f"**{test_model_label()}** — a tiny checkpoint built locally on first use. "
+                   "Its output is meaningless; use it to try Chord without downloading.")
+        _loaded_state(model)
+        return True
+    dl = resources.downloads().status(model)
+    avail = _availability(model, dl.state if dl else "")
+    if avail["available"]:
+        size = f" · {human_bytes(avail['size_bytes'])}" if avail["size_bytes"] else ""
+        st.success(f"Available locally{size}", icon=":material/check_circle:")
+        if avail["local_path"]:
+            st.caption(f"`{avail['local_path']}`")
+        _loaded_state(model)
+        return True
+    message = (avail["message"] or "not on this machine").split(";")[0]
+    st.warning(message[:1].upper() + message[1:] + ".", icon=":material/cloud_off:")
+    if "/" in model and not model.startswith(("/", ".", "~")):
+        _download_section(model, avail["size_bytes"])
+    st.button("Use the test model instead", on_click=_use_test_model, key="use_test_model",
+              width="stretch")
+    _offline_help(model)
+    return False
+
+
+def _download_section(repo_id: str, size_bytes: int | None) -> None:
+    """Download button (with size), live progress while it runs, the error if it failed."""
+    status = resources.downloads().status(repo_id)
+    if status is not None and status.state == "running":
+        _download_progress(repo_id)
+        return
+    if status is not None and status.state == "failed" and status.error:
+        hint = status.error.get("hint", "")
+        if "hf download" in hint:  # the offline recipe, shown below in full
+            hint = "download on a connected machine — see *Machine without internet?*"
+        st.error(f"{status.error.get('message', 'download failed')}\n\n"
+                 f"**How to fix:** {hint}", icon=":material/error:")
+    elif status is not None and status.state == "done":
+        st.caption(f"Downloaded to `{status.local_path}`, but the folder is not usable yet.")
+    size = size_bytes or APPROX_SIZES.get(repo_id)
+    label = f"Download ({'≈ ' + human_bytes(size) if size else 'size unknown'})"
+    if st.button(label, key="download_model", type="primary", width="stretch",
+                 icon=":material/download:"):
+        resources.downloads().start(repo_id)
+        st.rerun()
+
+
+def _download_progress(repo_id: str) -> None:
+    @st.fragment(run_every=1.0)
+    def poll() -> None:
+        status = resources.downloads().status(repo_id)
+        if status is None:
+            return
+        if status.state != "running":
+            st.rerun()
+        frac = status.fraction
+        text = (f"Downloading {human_bytes(status.done_bytes)} of "
+                f"{human_bytes(status.total_bytes)}" if status.total_bytes
+                else f"Downloading… {status.message}")
+        st.progress(frac or 0.0, text=text)
+
+    poll()
+
+
+def _offline_help(model: str) -> None:
+    repo = model if "/" in model and not model.startswith(("/", ".", "~")) else DEFAULT_MODEL
+    folder = f"/models/{repo.split('/')[-1]}"
+    with st.expander("Machine without internet?"):
+        st.markdown("Download on a connected machine, copy the folder over, then choose "
+                    "**Local folder** above (or start Chord with `CHORD_MODEL=<folder>`):")
+        st.code(f"hf download {repo} --local-dir {folder}", language="bash", wrap_lines=True)
+        st.caption("`hf` comes with `pip install -U huggingface_hub`. A copied Hugging Face "
+                   "cache works too: set `HF_HUB_OFFLINE=1` so Chord uses it without the hub.")
+
+
+def _loaded_state(model: str) -> None:
+    state = resources.job_runner().model_state()
+    if state.get("model") != model:
+        st.caption("Loads on the first run and stays in memory for every session.")
+        return
+    if state["state"] == "ready":
+        st.caption(":material/memory: Loaded and ready.")
+    elif state["state"] == "loading":
+        st.caption(":material/hourglass_top: Loading…")
+    elif state["state"] == "failed":
+        err = state.get("error") or {}
+        st.error(f"Could not load: {err.get('message', 'unknown error')}\n\n"
+                 f"{err.get('hint', '')}")

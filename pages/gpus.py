@@ -1,0 +1,16 @@
+"""GPUs: live utilisation, memory, temperature and power, with 5 minutes of history.
+
+All sessions read one background sampler (chord_core.gpu, cached per server); without NVIDIA
+GPUs the page says why and charts CPU and RAM instead.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from chord_ui import gpu_view
+
+st.title("GPUs")
+st.caption(f"Live readings every {gpu_view.REFRESH_S:g} s from one sampler shared by every "
+           "session; charts show the last 5 minutes.")
+gpu_view.dashboard()
