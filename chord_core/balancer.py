@@ -105,15 +105,21 @@ class Balancer:
                 target = (rate / x.weight) / mean_rate_per_weight
                 x.correction = (1 - self.ema) * x.correction + self.ema * target
 
-    def split(self, n_items: int, workers: Sequence[str]) -> list[tuple[str, int, int]]:
-        """Contiguous ranges [start, end) of ``n_items`` per worker, sized by speed."""
+    def split(self, n_items: int, workers: Sequence[str], *, align: int = 1
+              ) -> list[tuple[str, int, int]]:
+        """Contiguous ranges [start, end) of ``n_items`` per worker, sized by speed.
+        Boundaries fall on multiples of ``align`` (the batch size) where possible, so every
+        batch has the same composition as on a single worker (same kernels, same numerics)
+        and no worker runs an extra, half-empty batch."""
         speeds = self.speeds()
         workers = [w for w in workers if w in speeds]
         total = sum(speeds[w] for w in workers)
+        align = max(1, align) if n_items >= align * len(workers) else 1
         out, start, acc = [], 0, 0.0
         for i, wid in enumerate(workers):
             acc += speeds[wid]
-            end = n_items if i == len(workers) - 1 else round(n_items * acc / total)
+            end = n_items if i == len(workers) - 1 else \
+                min(n_items, align * round(n_items * acc / total / align))
             if end > start:
                 out.append((wid, start, end))
             start = max(start, end)

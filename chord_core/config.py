@@ -1,4 +1,4 @@
-"""Configuration: frozen dataclasses, and the one place ``CHORD_*`` variables are read.
+"""Configuration: frozen dataclasses, and where ``CHORD_*`` variables are read.
 
 Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 ``from_env()`` is called by entry points, never at import time.
@@ -12,6 +12,12 @@ Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 | CHORD_MAX_MEMORY      | per-GPU cap: fraction ``0.9`` or ``20GiB``; CPU cap after ``,cpu=`` |
 | CHORD_ALLOW_OFFLOAD   | ``1`` lets weights spill to CPU/disk when GPUs are present     |
 | CHORD_DTYPE           | ``auto`` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)    |
+| CHORD_DETERMINISTIC   | ``1``: deterministic kernels in workers (bit-identical replicas) |
+| CHORD_FAULT_OOM       | test hook: the first N model calls of a worker raise OOM       |
+
+Multi-GPU settings (``CHORD_STRATEGY``, ``CHORD_GPUS``, ``CHORD_NUM_GPUS``, ``CHORD_BATCH_SIZE``,
+``CHORD_CPU_WORKERS``, ``CHORD_GPU_WEIGHTS``) are read by ``parallel_config.py``, next to the
+``multigpu_config.yaml`` they override.
 """
 
 from __future__ import annotations
@@ -137,3 +143,10 @@ def injected_oom_faults(env: Mapping[str, str] | None = None) -> int:
     except ValueError as exc:
         raise ConfigError(f"CHORD_FAULT_OOM must be an integer, got {env['CHORD_FAULT_OOM']!r}",
                           hint="unset it; it is a test hook") from exc
+
+
+def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
+    """``CHORD_DETERMINISTIC=1``: workers ask torch/cuBLAS for deterministic kernels, so
+    replicas and re-runs give bit-identical greedy outputs (slightly slower)."""
+    env = os.environ if env is None else env
+    return _truthy(env.get("CHORD_DETERMINISTIC"))

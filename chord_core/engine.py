@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
+    MAX_NEW_TOKENS_RANGE,
     ModelConfig,
     SamplingConfig,
     check_max_new_tokens,
@@ -45,6 +46,9 @@ log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[ProgressEvent], None]
 TASKS = ("describe", "ground")
+# Per-frame cap for grounding answers (a few boxes of JSON); the request's max_new_tokens
+# lowers it further when smaller.
+GROUND_MAX_NEW_TOKENS = 256
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class AnalysisRequest:
     max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT
     annotated_video: str | None = None
     batch_size: int | None = None
+    min_new_tokens: int | None = None  # force output length (benchmarks); None = stop at EOS
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -67,11 +72,17 @@ class AnalysisRequest:
                               hint='say what to find, e.g. "the cyclist in a red helmet"')
         if self.task == "describe":
             check_max_new_tokens(self.max_new_tokens)
+        elif not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_RANGE[1]:
+            raise ConfigError(f"max new tokens per grounded frame must be 1–"
+                              f"{MAX_NEW_TOKENS_RANGE[1]}, got {self.max_new_tokens}",
+                              hint=f"grounding answers are short; {GROUND_MAX_NEW_TOKENS} is "
+                                   "plenty")
 
     def to_dict(self) -> dict:
         return {"video_path": self.video_path, "task": self.task, "query": self.query,
                 "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
-                "annotated_video": self.annotated_video, "batch_size": self.batch_size}
+                "annotated_video": self.annotated_video, "batch_size": self.batch_size,
+                "min_new_tokens": self.min_new_tokens}
 
     @classmethod
     def from_dict(cls, data: dict) -> AnalysisRequest:
@@ -133,6 +144,21 @@ class Engine:
                          time.perf_counter() - t0, self._lm.info.device_map)
             return self._lm
 
+    def warmup(self) -> float:
+        """Run one tiny describe and one tiny grounding batch so the first user request does
+        not pay for CUDA context, kernel selection and allocator growth. Returns seconds."""
+        import numpy as np
+
+        from chord_core import model as m
+
+        lm, t0 = self.load(), time.perf_counter()
+        frames = np.full((2, 252, 448, 3), 127, dtype=np.uint8)
+        meta = {"total_num_frames": 2, "fps": 2.0, "frames_indices": [0, 1], "duration": 1.0}
+        m.describe(lm, frames, meta, "warm-up", 8)
+        m.ground_images(lm, [frames[0]] * min(2, self.model_cfg.batch_size), "warm-up",
+                        batch_size=self.model_cfg.batch_size, max_new_tokens=8)
+        return time.perf_counter() - t0
+
     @property
     def model_info(self) -> ModelInfo | None:
         return None if self._lm is None else self._lm.info
@@ -146,16 +172,21 @@ class Engine:
 
     # -- analysis ---------------------------------------------------------------------
     def analyze(self, request: AnalysisRequest, *, on_progress: ProgressFn | None = None,
-                cancel: threading.Event | None = None) -> Result:
-        """Run one analysis end to end. Raises ChordError subclasses on bad input."""
+                cancel: threading.Event | None = None, info: VideoInfo | None = None,
+                sampling_plan: SamplingPlan | None = None, probe_s: float = 0.0) -> Result:
+        """Run one analysis end to end. Raises ChordError subclasses on bad input.
+        ``info``/``sampling_plan`` skip the probe when the caller (the job manager) has
+        already probed and planned the clip."""
         from chord_core.video import plan_sampling, probe
 
         clock = _Clock(on_progress, cancel)
-        clock.emit("probe", f"probing {Path(request.video_path).name}")
-        t = time.perf_counter()
-        info = probe(request.video_path)
-        probe_s = time.perf_counter() - t
-        sampling_plan = plan_sampling(info, request.task, request.sampling)
+        if info is None:
+            clock.emit("probe", f"probing {Path(request.video_path).name}")
+            t = time.perf_counter()
+            info = probe(request.video_path)
+            probe_s = time.perf_counter() - t
+        if sampling_plan is None:
+            sampling_plan = plan_sampling(info, request.task, request.sampling)
         clock.emit("sampling", f"sampling {sampling_plan.num_frames} frames at "
                    f"{sampling_plan.input_wh[0]}×{sampling_plan.input_wh[1]} "
                    f"({sampling_plan.visual_tokens} visual tokens)")
@@ -242,7 +273,7 @@ class Engine:
         out = self._oom_guard(lambda: m.describe(
             lm, frames, video_metadata(info, sampling_plan.frame_indices),
             request.query.strip() or DEFAULT_DESCRIBE_PROMPT, request.max_new_tokens,
-            cancel=clock.cancel), reductions)
+            min_new_tokens=request.min_new_tokens, cancel=clock.cancel), reductions)
         clock.emit("generating", f"{out.new_tokens} tokens generated", 1, 1)
         return {"text": out.text, "raw_outputs": (out.text,), "preprocess_s": out.preprocess_s,
                 "generate_s": out.generate_s, "warnings": reductions}
@@ -280,6 +311,8 @@ class Engine:
         def run():
             return m.ground_images(
                 lm, list(frames), request.query, batch_size=batch[0],
+                max_new_tokens=min(request.max_new_tokens, GROUND_MAX_NEW_TOKENS),
+                min_new_tokens=request.min_new_tokens,
                 on_batch=lambda done, total: clock.emit(
                     "grounding_frames", f"frame {done}/{total}", done, total),
                 cancel=clock.cancel)

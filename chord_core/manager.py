@@ -313,7 +313,9 @@ class JobManager:
             w.state = "stopped"
 
     def _plan_new_jobs(self) -> None:
-        for job in self._jobs.values():
+        """Probe + plan queued jobs one at a time, handing work to idle workers after each,
+        so the first clip starts while later ones are still being probed."""
+        for job in list(self._jobs.values()):
             if job.planned or job.status.state is not JobState.QUEUED:
                 continue
             job.planned, job.t0 = True, time.time()
@@ -321,6 +323,7 @@ class JobManager:
                 self._make_tasks(job)
             except ChordError as exc:
                 self._finish(job, JobState.FAILED, error=exc.to_dict())
+            self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
         from chord_core.video import plan_sampling, probe
@@ -334,7 +337,8 @@ class JobManager:
         ready = [wid for wid, w in self._workers.items() if w.state != "failed"]
         if (req.task == "ground" and self._split and len(ready) > 1
                 and job.plan.num_frames >= MIN_FRAMES_PER_CHUNK * 2 and not req.annotated_video):
-            parts = self._balancer.split(job.plan.num_frames, ready)
+            align = req.batch_size or self._workers[ready[0]].spec.model_cfg.batch_size
+            parts = self._balancer.split(job.plan.num_frames, ready, align=align)
             for wid, start, end in parts:
                 sub = replace(job.plan, frame_indices=job.plan.frame_indices[start:end],
                               timestamps_s=job.plan.timestamps_s[start:end])
@@ -342,12 +346,13 @@ class JobManager:
                 self._add_task(job, "ground_chunk", share, self._balancer.choose(share, [wid]),
                                plan=sub)
         else:
-            self._add_task(job, "analyze", cost, self._balancer.choose(cost, ready))
+            self._add_task(job, "analyze", cost, self._balancer.choose(cost, ready),
+                           plan=job.plan)
 
     def _add_task(self, job: _Job, kind: str, cost: float, worker: str, plan: Any = None) -> None:
         tid = f"{job.status.job_id}/t{len(job.tasks)}"
         task = Task(tid, job.status.job_id, kind, job.status.spec.request,
-                    job.status.spec.model, job.info if plan is not None else None, plan, cost)
+                    job.status.spec.model, job.info, plan, cost, job.probe_s)
         self._tasks[tid] = _TaskState(task, worker=worker)
         self._workers[worker].queue.append(tid)
         job.tasks.append(tid)

@@ -413,11 +413,12 @@ def describe(lm: LoadedModel, frames: np.ndarray, metadata: Mapping[str, Any], p
 
 
 def _ground_batch(lm: LoadedModel, images: Sequence[np.ndarray], target: str,
-                  max_new_tokens: int, cancel: threading.Event | None) -> list[GroundOutput]:
+                  max_new_tokens: int, min_new_tokens: int | None,
+                  cancel: threading.Event | None) -> list[GroundOutput]:
     t0 = time.perf_counter()
     inputs = build_image_inputs(lm, images, target)
     preprocess_s = time.perf_counter() - t0
-    new_ids, generate_s = _generate(lm, inputs, max_new_tokens, None, cancel)
+    new_ids, generate_s = _generate(lm, inputs, max_new_tokens, min_new_tokens, cancel)
     texts = lm.processor.batch_decode(new_ids, skip_special_tokens=True)
     patch = _patch_px(lm.processor.image_processor)
     stop = _stop_ids(lm)
@@ -431,6 +432,7 @@ def _ground_batch(lm: LoadedModel, images: Sequence[np.ndarray], target: str,
 
 def ground_images(lm: LoadedModel, images: Sequence[np.ndarray], target: str, *,
                   batch_size: int = 8, max_new_tokens: int = 256,
+                  min_new_tokens: int | None = None,
                   on_batch: Callable[[int, int], None] | None = None,
                   cancel: threading.Event | None = None) -> list[GroundOutput]:
     """Ground ``target`` in each image (one request per image, batched). Returns one output
@@ -442,7 +444,8 @@ def ground_images(lm: LoadedModel, images: Sequence[np.ndarray], target: str, *,
     for start in range(0, total, batch_size):
         _raise_if_cancelled(cancel)
         batch = images[start:start + batch_size]
-        outputs.extend(_ground_batch(lm, batch, target, max_new_tokens, cancel))
+        outputs.extend(_ground_batch(lm, batch, target, max_new_tokens, min_new_tokens,
+                                     cancel))
         if on_batch is not None:
             on_batch(len(outputs), total)
     return outputs

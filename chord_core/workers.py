@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chord_core.config import ModelConfig
+from chord_core.config import ModelConfig, deterministic_mode
 from chord_core.engine import AnalysisRequest
 from chord_core.types import SamplingPlan, VideoInfo
 
@@ -38,6 +38,7 @@ class WorkerSpec:
     model_cfg: ModelConfig
     max_memory_fraction: float = 0.9
     cpu_threads: int = 0
+    warmup: bool = True
 
     @property
     def is_cpu(self) -> bool:
@@ -57,6 +58,7 @@ class Task:
     info: VideoInfo | None = None
     plan: SamplingPlan | None = None
     cost: float = 1.0
+    probe_s: float = 0.0
 
 
 def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
@@ -72,12 +74,17 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     # PCI bus order makes CUDA ordinals agree with NVML indices (the GPU charts use NVML).
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    deterministic = deterministic_mode()
+    if deterministic:  # cuBLAS needs this before CUDA starts
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
     import torch  # noqa: F401 — only now, after CUDA_VISIBLE_DEVICES is set
 
     if spec.cpu_threads:
         torch.set_num_threads(spec.cpu_threads)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
     from chord_core.engine import Engine
     from chord_core.errors import ChordError
 
@@ -87,6 +94,11 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     except ChordError as exc:
         outbox.put(("ready", spec.worker_id, None, exc.to_dict()))
         return
+    if spec.warmup and not spec.is_cpu:
+        try:
+            log.info("warm-up took %.1f s", engine.warmup())
+        except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
+            log.warning("warm-up failed (%s); the first request will be slower", exc)
     outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None))
     current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
     threading.Thread(target=_control_loop, args=(control, current), daemon=True).start()
@@ -129,7 +141,9 @@ def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
             payload = engine.ground_chunk(task.info, task.plan, task.request,
                                           on_progress=progress, cancel=cancel)
         else:
-            payload = engine.analyze(task.request, on_progress=progress, cancel=cancel)
+            payload = engine.analyze(task.request, on_progress=progress, cancel=cancel,
+                                     info=task.info, sampling_plan=task.plan,
+                                     probe_s=task.probe_s)
         outbox.put(("done", worker_id, task.task_id, payload, time.perf_counter() - t0))
     except JobCancelled:
         outbox.put(("failed", worker_id, task.task_id,

@@ -67,3 +67,12 @@ def test_adjustment_zero_keeps_configured_weights():
         b.finished("a", 100, 1.0)
         b.finished("b", 100, 4.0)
     assert b.speeds() == {"a": 1.0, "b": 1.0}
+
+
+@pytest.mark.parametrize(("n", "align", "expected"), [
+    (60, 8, [("a", 0, 32), ("b", 32, 60)]),
+    (60, 1, [("a", 0, 30), ("b", 30, 60)]),
+    (10, 8, [("a", 0, 5), ("b", 5, 10)]),  # too few items to align: plain halves
+], ids=["aligned-to-batch", "unaligned", "too-few-to-align"])
+def test_split_aligns_to_batch_boundaries(n, align, expected):
+    assert Balancer({"a": 1.0, "b": 1.0}).split(n, ["a", "b"], align=align) == expected
