@@ -79,6 +79,8 @@ def warm(m: JobManager, req: AnalysisRequest, ground: AnalysisRequest) -> None:
 
 def prefix_agreement(a: str, b: str) -> float:
     """Fraction of the longer text that the two share from the start (1.0 = identical)."""
+    if a == b:
+        return 1.0
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -91,7 +93,7 @@ def agreement(ref: list[str], other: list[str]) -> dict:
     pairs = list(zip(ref, other))
     return {"exact": sum(a == b for a, b in pairs) / len(pairs),
             "prefix_mean": statistics.mean(prefix_agreement(a, b) for a, b in pairs),
-            "n": len(pairs)}
+            "n": len(pairs), "empty": sum(not a for a, _ in pairs)}
 
 
 def describe_reqs(clips: list[str], tokens: int) -> list[AnalysisRequest]:
@@ -167,6 +169,7 @@ def main() -> int:
     ref_ground = list(g1[0].raw_outputs)
     res["agree_1gpu_rerun"] = agreement(ref[:2], [r.text for r in again])
     res["frames_grounded"] = g1[0].sampling.num_frames
+    res["ground60_1gpu_timing"] = g1[0].timing.to_dict()
 
     if n >= 2:
         groups = tuple((i,) for i in range(n))
@@ -175,6 +178,7 @@ def main() -> int:
         res["describe_replicas_wall_s"], rn = run_all(rep, reqs)
         res["ground60_split_s"], gn = run_all(rep, [ground_req(long_clip, args.ground_tokens)])
         res["replica_workers"] = rep.workers()
+        res["ground60_split_timing"] = gn[0].timing.to_dict()
         rep.shutdown()
         res["agree_replicas"] = agreement(ref, [r.text for r in rn])
         res["agree_split_ground"] = agreement(ref_ground, list(gn[0].raw_outputs))
@@ -195,7 +199,7 @@ def main() -> int:
     sampler.stop()
     Path(args.out).write_text(json.dumps(res, indent=2, default=str))
     for k, v in res.items():
-        if k.startswith("agree"):
+        if k.startswith("agree") or k.endswith("_timing"):
             print(f"{k:28} {v}")
         elif not isinstance(v, (dict, list)):
             print(f"{k:28} {v:.3f}" if isinstance(v, float) else f"{k:28} {v}")

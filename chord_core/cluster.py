@@ -15,6 +15,7 @@ from typing import Any
 from chord_core.config import TEST_MODEL, ModelConfig
 from chord_core.parallel_config import ParallelConfig
 from chord_core.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
+from chord_core.manager import gpu_specs
 from chord_core.workers import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,7 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     plan = plan_gpus(size, inventory, strategy=parallel.strategy,
                      max_memory_fraction=parallel.max_memory_fraction,
                      reserve_bytes=parallel.reserve_bytes)
-    specs = tuple(WorkerSpec("gpu" + "-".join(map(str, grp)), tuple(grp), model_cfg,
-                             parallel.max_memory_fraction) for grp in plan.groups)
+    specs = tuple(gpu_specs(plan.groups, model_cfg, parallel.max_memory_fraction))
     weights = {s.worker_id: sum(parallel.weight(d) for d in s.devices) / len(s.devices)
                for s in specs}
     names = {g.index: g.name for g in inventory}

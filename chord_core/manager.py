@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import queue
 import threading
 import time
@@ -484,5 +485,13 @@ def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[Worke
 def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
               max_memory_fraction: float = 0.9) -> list[WorkerSpec]:
     """One worker per planned GPU group (see ``planner.plan_gpus``)."""
+    threads = gpu_worker_threads(len(groups))
     return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
-                       max_memory_fraction) for grp in groups]
+                       max_memory_fraction, cpu_threads=threads) for grp in groups]
+
+
+def gpu_worker_threads(n_workers: int) -> int:
+    """CPU threads per GPU worker: a share of the cores, at most 8. Each worker's main thread
+    launches GPU kernels; oversubscribed intra-op thread pools from several workers would
+    steal its cycles and slow every GPU."""
+    return max(1, min(8, (os.cpu_count() or 1) // max(1, n_workers)))

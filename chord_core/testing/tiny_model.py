@@ -301,6 +301,19 @@ def _random_state_dict(config_dict: dict[str, Any], *, seed: int, device: str,
     return tensors
 
 
+def _decodable_head(tensors: dict[str, Any], n_tokens: int) -> None:
+    """Zero the output rows of ids the small tokenizer cannot decode. At the real 3B/7B vocab
+    sizes (~152k) a random head would otherwise pick undecodable ids nearly every step and
+    every output would decode to ""; with those logits at 0 the argmax lands on a real token,
+    so outputs can be compared as text. Input ids never reach the zeroed rows."""
+    for key in ("lm_head.weight", "model.embed_tokens.weight"):
+        weight = tensors.get(key)
+        if weight is not None and weight.shape[0] > n_tokens:
+            weight[n_tokens:] = 0
+            if key == "lm_head.weight":
+                return
+
+
 def _save_weights(out: Path, tensors: dict[str, Any]) -> None:
     """One ``model.safetensors``, or shards + index above ``_SHARD_BYTES`` (like the hub)."""
     from safetensors.torch import save_file
@@ -356,6 +369,7 @@ def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype)
     tensors = _random_state_dict(config_dict, seed=seed, device=device, dtype=dtype)
+    _decodable_head(tensors, ids["__len__"])
     _save_weights(out, tensors)
     log.info("wrote random-weight %s checkpoint (%d tensors) to %s", shape, len(tensors), out)
     return out
