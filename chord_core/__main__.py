@@ -161,7 +161,8 @@ class _ProgressLine:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from chord_core.video import plan_sampling, probe
+    from chord_core.sampling import plan_sampling
+    from chord_core.video import probe
 
     info = probe(args.video)
     sampling = _sampling_from(args)

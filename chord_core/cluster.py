@@ -40,7 +40,7 @@ class WorkerPlan:
 
 def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
     """GPUs visible to this process (CUDA ordinals, free memory) and, if none, why."""
-    from chord_core.gpu import Nvml
+    from chord_core.nvml import Nvml
 
     nvml = nvml or Nvml()
     if not nvml.available:

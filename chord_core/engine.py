@@ -94,7 +94,8 @@ class AnalysisRequest:
 def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None
          ) -> tuple[VideoInfo, SamplingPlan]:
     """Probe a clip and decide its sampling plan — cheap, no model. The UI shows this first."""
-    from chord_core.video import plan_sampling, probe
+    from chord_core.sampling import plan_sampling
+    from chord_core.video import probe
 
     info = probe(video_path)
     return info, plan_sampling(info, task, sampling or SamplingConfig())
@@ -177,7 +178,8 @@ class Engine:
         """Run one analysis end to end. Raises ChordError subclasses on bad input.
         ``info``/``sampling_plan`` skip the probe when the caller (the job manager) has
         already probed and planned the clip."""
-        from chord_core.video import plan_sampling, probe
+        from chord_core.sampling import plan_sampling
+        from chord_core.video import probe
 
         clock = _Clock(on_progress, cancel)
         if info is None:
@@ -215,7 +217,7 @@ class Engine:
                          ) -> tuple[dict, SamplingPlan, list[str], float]:
         """Read + model; when even batch 1 runs out of memory, halve the pixel and token
         budget and try again (twice), recording each reduction in the warnings."""
-        from chord_core.video import plan_sampling
+        from chord_core.sampling import plan_sampling
 
         sampling, reductions = request.sampling, []
         for attempt in range(3):
@@ -266,7 +268,7 @@ class Engine:
                   frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
         from chord_core import model as m
         from chord_core.prompts import DEFAULT_DESCRIBE_PROMPT
-        from chord_core.video import video_metadata
+        from chord_core.sampling import video_metadata
 
         clock.emit("generating", f"describing {sampling_plan.num_frames} frames", 0, 1)
         reductions: list[str] = []

@@ -324,10 +324,16 @@ class JobManager:
                 self._make_tasks(job)
             except ChordError as exc:
                 self._finish(job, JobState.FAILED, error=exc.to_dict())
+            except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
+                log.exception("planning %s failed", job.status.job_id)
+                self._finish(job, JobState.FAILED, error={
+                    "type": type(exc).__name__, "message": f"internal error: {exc}",
+                    "hint": "this is a bug in Chord; the log has the traceback"})
             self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
-        from chord_core.video import plan_sampling, probe
+        from chord_core.sampling import plan_sampling
+        from chord_core.video import probe
 
         req = job.status.spec.request
         t = time.perf_counter()

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from chord_core.errors import JobCancelled, VideoError
-from chord_core.grounding import BoxTimeline, default_max_gap, denormalise
+from chord_core.grounding import denormalise
+from chord_core.tracking import BoxTimeline, default_max_gap
 from chord_core.types import Detection, Result
 
 if TYPE_CHECKING:

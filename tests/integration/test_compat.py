@@ -51,7 +51,9 @@ def test_chord_video_analyzer_rejects_bad_dtype():
         ChordVideoAnalyzer("test", torch_dtype="int8")
 
 
-def test_multi_gpu_pipeline_from_yaml(tiny_model_dir, clips, tmp_path):
+def test_multi_gpu_pipeline_from_yaml(tiny_model_dir, clips, tmp_path, monkeypatch):
+    for var in ("CHORD_CPU_WORKERS", "CHORD_STRATEGY", "CHORD_NUM_GPUS", "CHORD_GPUS"):
+        monkeypatch.delenv(var, raising=False)  # the YAML alone decides here
     cfg = tmp_path / "multigpu_config.yaml"
     cfg.write_text(YAML)
     with MultiGPUPipeline(config=cfg, model="test") as pipe:
