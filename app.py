@@ -1,7 +1,8 @@
 """Chord — local video understanding on Qwen2.5-VL. Entry point: ``streamlit run app.py``.
 
 Sets the page up and hands over to the pages in ``pages/`` through ``st.navigation``.
-Long-lived objects (job runner, GPU sampler) live in ``chord_ui.resources``.
+Long-lived objects (job manager and its worker processes, store, GPU sampler) live in
+``chord_ui.resources``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ st.set_page_config(page_title="Chord", page_icon=":material/graphic_eq:", layout
 
 PAGES = [
     st.Page("pages/analyze.py", title="Analyze", icon=":material/movie:", default=True),
+    st.Page("pages/batch.py", title="Batch", icon=":material/video_library:"),
+    st.Page("pages/history.py", title="History", icon=":material/history:"),
     st.Page("pages/gpus.py", title="GPUs", icon=":material/memory:"),
 ]
 

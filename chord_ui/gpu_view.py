@@ -1,18 +1,22 @@
-"""GPUs page body: live table and 5-minute charts from the ONE shared sampler.
+"""GPUs page body: the workers, a live table and 5-minute charts from the ONE shared sampler.
 
 Every session reads the same ``GpuSampler`` (``resources.gpu_sampler``); a fragment rereads
-it every ``REFRESH_S`` seconds. Without NVIDIA GPUs the page says why and charts CPU and RAM.
+it every ``REFRESH_S`` seconds. Each GPU's row and chart line is marked with the job its
+worker runs now (from ``JobManager.workers()``). Without NVIDIA GPUs the page says why and
+charts CPU and RAM.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import streamlit as st
 
 from chord_ui import resources
 from chord_ui.figures import history_figure
+from chord_ui.formatting import human_duration
 
 REFRESH_S = 1.5
 MIB_PER_GIB = 1024.0
@@ -32,8 +36,11 @@ def _fmt(value: float | None, spec: str, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:{spec}}{unit}"
 
 
-def gpu_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
-    """One table row per GPU (None where the device cannot tell)."""
+def gpu_rows(gpus: Sequence[Any], labels: dict[int, str] | None = None
+             ) -> list[dict[str, Any]]:
+    """One table row per GPU (None where the device cannot tell). ``labels``: CUDA ordinal
+    → the job running there (a label set on the sampler wins)."""
+    labels = labels or {}
     rows = []
     for g in gpus:
         used = None if g.memory_used_mib is None else g.memory_used_mib / MIB_PER_GIB
@@ -47,7 +54,7 @@ def gpu_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
             "temp °C": g.temperature_c,
             "power": f"{_fmt(g.power_w, '.0f')} / {_fmt(g.power_limit_w, '.0f')} W",
             "processes": len(g.processes),
-            "job": g.job or "",
+            "job": g.job or labels.get(g.cuda_ordinal, ""),
         })
     return rows
 
@@ -58,21 +65,31 @@ def process_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
             for g in gpus for p in g.processes]
 
 
-def _gpu_table(gpus: Sequence[Any]) -> None:
+def _gpu_table(gpus: Sequence[Any], labels: dict[int, str]) -> None:
     pct = {"min_value": 0, "max_value": 100, "format": "%.0f %%"}
-    st.dataframe(gpu_rows(gpus), hide_index=True, column_config={
+    st.dataframe(gpu_rows(gpus, labels), hide_index=True, column_config={
         "utilisation %": st.column_config.ProgressColumn("utilisation", **pct),
         "memory %": st.column_config.ProgressColumn("memory used", **pct),
     })
 
 
-def _gpu_charts(history: dict[int, list[Any]], window_s: float) -> None:
+def series_names(gpus: Sequence[Any], labels: dict[int, str]) -> dict[int, str]:
+    """Chart line name per NVML index: ``GPU 1 · clip.mp4 (ground)`` while a job runs."""
+    names = {}
+    for g in gpus:
+        job = g.job or labels.get(g.cuda_ordinal, "")
+        names[g.index] = f"GPU {g.index} · {job}" if job else f"GPU {g.index}"
+    return names
+
+
+def _gpu_charts(history: dict[int, list[Any]], window_s: float, names: dict[int, str]
+                ) -> None:
     now = time.time()
-    util = {f"GPU {i}": _series(s, "utilization_pct", now) for i, s in sorted(history.items())}
-    mem = {f"GPU {i}": _series(s, "memory_used_mib", now, MIB_PER_GIB)
-           for i, s in sorted(history.items())}
-    temp = {f"GPU {i}": _series(s, "temperature_c", now) for i, s in sorted(history.items())}
-    power = {f"GPU {i}": _series(s, "power_w", now) for i, s in sorted(history.items())}
+    items = [(names.get(i, f"GPU {i}"), s) for i, s in sorted(history.items())]
+    util = {n: _series(s, "utilization_pct", now) for n, s in items}
+    mem = {n: _series(s, "memory_used_mib", now, MIB_PER_GIB) for n, s in items}
+    temp = {n: _series(s, "temperature_c", now) for n, s in items}
+    power = {n: _series(s, "power_w", now) for n, s in items}
     a, b = st.columns(2)
     a.plotly_chart(history_figure(util, title="Utilisation", y_title="%", y_range=(0, 100),
                                   window_s=window_s), key="gpu-util",
@@ -110,15 +127,50 @@ def _host(sampler: Any, window_s: float, *, heading: bool) -> None:
                    key="host-ram", config={"displayModeBar": False})
 
 
-def _chord_jobs() -> None:
-    active = [j for j in resources.job_runner().jobs() if not j.state.finished]
-    if not active:
-        st.caption("Chord worker: idle.")
-        return
-    for j in active:
-        stage = j.last_event.message if j.last_event else "waiting"
-        st.caption(f":material/play_circle: Chord job `{j.job_id}` ({j.spec.request.task}, "
-                   f"{j.spec.label or j.spec.request.video_path}): {j.state.value} — {stage}")
+def job_label(manager: Any, job_id: str | None) -> str:
+    """``clip.mp4 (ground)`` for a job the manager knows, else its id."""
+    if not job_id:
+        return ""
+    try:
+        spec = manager.status(job_id).spec
+    except KeyError:
+        return job_id
+    return f"{spec.label or Path(spec.request.video_path).name} ({spec.request.task})"
+
+
+def device_labels(workers: Sequence[dict[str, Any]], manager: Any) -> dict[int, str]:
+    """CUDA ordinal → label of the job its worker runs now."""
+    labels = {}
+    for w in workers:
+        label = job_label(manager, w.get("job"))
+        for d in w.get("devices") or ():
+            if label:
+                labels[int(d)] = f"{label} on {w['worker']}"
+    return labels
+
+
+def worker_table_rows(workers: Sequence[dict[str, Any]], manager: Any) -> list[dict[str, Any]]:
+    """One row per worker process: where it runs, its state, what it runs, what it did."""
+    return [{"worker": w["worker"],
+             "devices": ", ".join(f"cuda:{d}" for d in w.get("devices") or ()) or "CPU",
+             "state": w["state"], "job": job_label(manager, w.get("job")) or "—",
+             "queued": w.get("queued", 0), "tasks done": w.get("tasks_done", 0),
+             "busy": human_duration(float(w.get("busy_s") or 0.0)),
+             "restarts": w.get("restarts", 0), "pid": w.get("pid")} for w in workers]
+
+
+def _workers(workers: Sequence[dict[str, Any]], manager: Any) -> None:
+    st.subheader("Workers")
+    st.caption(f"Chord's model runs in {len(workers)} worker process"
+               f"{'es' if len(workers) != 1 else ''}; each loads the model once and takes "
+               "jobs from the shared queue.")
+    st.dataframe(worker_table_rows(workers, manager), hide_index=True, key="workers-table")
+    cluster = resources.cluster()
+    for note in cluster.notes:
+        st.caption(f":material/info: {note}")
+    with st.expander("Worker plan", icon=":material/account_tree:"):
+        for line in cluster.plan.lines:
+            st.markdown(f"- {line}")
 
 
 def dashboard() -> None:
@@ -128,24 +180,29 @@ def dashboard() -> None:
     def live() -> None:
         sampler = resources.gpu_sampler()
         window = float(getattr(sampler, "history_s", 300.0))
-        _chord_jobs()
+        manager = resources.job_manager()
+        workers = manager.workers()
+        labels = device_labels(workers, manager)
         if not sampler.available:
             st.info(f"No NVIDIA GPU to show: {sampler.reason}. Charting CPU and RAM instead.",
                     icon=":material/developer_board_off:")
-            _host(sampler, window, heading=False)
+            _workers(workers, manager)
+            _host(sampler, window, heading=True)
             return
         gpus = sampler.latest()
         if not gpus:
             st.caption("Collecting the first GPU readings…")
+            _workers(workers, manager)
             return
-        _gpu_table(gpus)
+        _gpu_table(gpus, labels)
         procs = process_rows(gpus)
         if procs:
             st.markdown("**Processes on the GPUs**")
             st.dataframe(procs, hide_index=True)
         else:
             st.caption("No compute processes on the GPUs right now.")
-        _gpu_charts(sampler.history(), window)
+        _workers(workers, manager)
+        _gpu_charts(sampler.history(), window, series_names(gpus, labels))
         _host(sampler, window, heading=True)
 
     live()

@@ -1,38 +1,134 @@
 """Long-lived, per-server objects. The ONLY module that uses ``st.cache_resource``.
 
 Each is created once per Streamlit server process and shared by every session:
-the job runner (which owns the loaded model), the GPU sampler (one background thread) and
-the model download manager. Pages call their thread-safe methods; they never set attributes
-on them or replace them.
+
+* the job store (SQLite in the data dir: history and batches survive restarts);
+* the job manager with its worker processes — one per planned GPU group, or CPU workers on
+  a machine without GPUs (``CHORD_CPU_WORKERS``). The model is loaded in the workers, never
+  in the Streamlit process; the workers are stopped when the server exits;
+* the GPU sampler (one background thread) and the model download manager.
+
+Pages call their thread-safe methods; they never set attributes on them or replace them.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
-from typing import TYPE_CHECKING
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 if TYPE_CHECKING:
+    from chord_core.cluster import WorkerPlan
+    from chord_core.config import ModelConfig
     from chord_core.gpu import GpuSampler
-    from chord_core.jobs import JobRunner
+    from chord_core.manager import JobManager
+    from chord_core.parallel_config import ParallelConfig
+    from chord_core.store import Store
     from chord_ui.downloads import DownloadManager
 
 log = logging.getLogger(__name__)
 
 GPU_SAMPLE_INTERVAL_S = 1.0
 GPU_HISTORY_S = 300.0
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The job manager, the plan it was started from, and notes for the GPUs page."""
+
+    manager: JobManager
+    plan: WorkerPlan
+    startup_model: str
+    notes: tuple[str, ...] = ()
 
 
 @st.cache_resource(show_spinner=False)
-def job_runner() -> JobRunner:
-    """The in-process job runner: one worker thread, one engine, the model loaded once."""
-    from chord_core.config import model_config_from_env
-    from chord_core.jobs import JobRunner
+def store() -> Store:
+    """The SQLite job store in the data dir (``CHORD_DATA_DIR``), shared with the manager."""
+    from chord_core.store import Store
 
-    cfg = model_config_from_env()
-    log.info("starting job runner (default model %s)", cfg.model)
-    return JobRunner(cfg)
+    return Store()
+
+
+def _startup_model(cfg: ModelConfig) -> tuple[ModelConfig, str]:
+    """Workers load a model when they start. If the configured one is not on this machine
+    they start on the tiny test model instead (never a silent multi-GB download); a job
+    that names a model makes its worker load that one."""
+    from chord_core.config import TEST_MODEL
+    from chord_core.hub import model_availability
+
+    if cfg.model == TEST_MODEL:
+        return cfg, ""
+    avail = model_availability(cfg.model)
+    if avail.available:
+        return cfg, ""
+    why = (avail.message or "not on this machine").split(";")[0]
+    note = (f"{cfg.model} is not available here ({why}): workers started on the test model "
+            f"and load {cfg.model} when a job asks for it once it is downloaded.")
+    log.warning("%s", note)
+    return replace(cfg, model=TEST_MODEL), note
+
+
+def _parallel_config() -> tuple[ParallelConfig, str]:
+    """Multi-GPU settings (``CHORD_PARALLEL_CONFIG`` file, ``CHORD_*`` variables); invalid
+    settings fall back to the defaults with a note instead of stopping the app."""
+    from chord_core.errors import ChordError
+    from chord_core.parallel_config import ParallelConfig, load_parallel_config
+
+    try:
+        return load_parallel_config(os.environ.get("CHORD_PARALLEL_CONFIG") or None), ""
+    except ChordError as exc:
+        note = f"Parallel settings ignored ({exc.message}); using the defaults." + (
+            f" How to fix: {exc.hint}" if exc.hint else "")
+        log.warning("%s", note)
+        return ParallelConfig(), note
+
+
+def _stop(manager: Any) -> None:
+    """Stop the worker processes (idempotent: atexit and cache release may both call it)."""
+    try:
+        manager.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+    except (OSError, ValueError, RuntimeError) as exc:  # queues already closed at exit
+        log.warning("stopping the job manager: %s", exc)
+
+
+def _release(cluster_: Cluster) -> None:
+    _stop(cluster_.manager)
+
+
+@st.cache_resource(show_spinner=False, on_release=_release)
+def cluster() -> Cluster:
+    """Plan the workers and start them (one JobManager per server)."""
+    from chord_core.cluster import start_manager
+    from chord_core.config import model_config_from_env
+
+    cfg, model_note = _startup_model(model_config_from_env())
+    parallel, parallel_note = _parallel_config()
+    manager, plan = start_manager(cfg, parallel, store=store())
+    atexit.register(_stop, manager)
+    log.info("job manager started: %d worker(s) on %s", len(plan.specs), cfg.model)
+    notes = tuple(n for n in (model_note, parallel_note) if n)
+    return Cluster(manager, plan, cfg.model, notes)
+
+
+def job_manager() -> JobManager:
+    """The shared JobManager (submit / status / jobs / cancel / workers / summary)."""
+    return cluster().manager
+
+
+def job_runner() -> JobManager:
+    """The name the pages written for the in-process runner use; same interface."""
+    return job_manager()
+
+
+def worker_plan() -> WorkerPlan:
+    """Which workers run where, and why (``lines``)."""
+    return cluster().plan
 
 
 @st.cache_resource(show_spinner=False)

@@ -51,6 +51,10 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
     result = outcome.result
     if result is None:
         return
+    if not Path(clip.path).is_file():
+        st.warning(f"The video file is no longer at `{clip.path}`, so its frames cannot be "
+                   "shown. Everything below comes from the stored result.",
+                   icon=":material/hide_image:")
     if result.task == "ground":
         _grounding(result, clip, outcome.job_id)
     else:
@@ -100,11 +104,13 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     cursor = times[st.session_state.get(scrub_key, default)] if times else None
     st.plotly_chart(timeline_figure(result, cursor_s=cursor), key=f"timeline-{job_id}",
                     config={"displayModeBar": False})
-    viewer, gallery = st.columns([3, 2], gap="large")
-    with viewer:
-        _scrubber(result, clip, scrub_key, default)
-    with gallery:
-        _key_frames(result, clip)
+    has_frames = Path(clip.path).is_file()
+    if has_frames:
+        viewer, gallery = st.columns([3, 2], gap="large")
+        with viewer:
+            _scrubber(result, clip, scrub_key, default)
+        with gallery:
+            _key_frames(result, clip)
     st.markdown(f"**Detections** ({len(result.detections)})")
     if result.detections:
         st.dataframe(detections_rows(result), hide_index=True, height=240, key=f"dets-{job_id}")
@@ -113,8 +119,9 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     cols = st.columns(3)
     _json_button(cols[0], result, clip, job_id)
     _csv_button(cols[1], result, clip, job_id)
-    with cols[2]:
-        _annotated_video(result, clip, job_id)
+    if has_frames:
+        with cols[2]:
+            _annotated_video(result, clip, job_id)
 
 
 def _first_hit(result: Result) -> int:

@@ -3,7 +3,8 @@
 Jobs are filed in ``st.session_state`` under (clip key, task) → job id, where the clip key is
 the upload's content hash (or the local file's path/size/mtime hash). Finished outcomes are
 copied into the session too, so results stay on screen across reruns and page switches
-even if the shared runner forgets old jobs.
+even if the shared job manager forgets old jobs. The History page files stored results the
+same way (``show_stored``), so the Analyze views render them like fresh ones.
 """
 
 from __future__ import annotations
@@ -53,12 +54,12 @@ def job_key(clip_key: str, task: str) -> str:
 
 
 def submit(clip: ClipSource, task: str, query: str, settings: Settings, model: str) -> str:
-    """Queue an analysis on the shared runner and file it under (clip, task).
+    """Queue an analysis on the shared job manager and file it under (clip, task).
     Raises ChordError (e.g. ConfigError for an empty target) before anything is queued."""
     request = AnalysisRequest(video_path=clip.path, task=task, query=query.strip(),
                               sampling=settings.sampling(task),
                               max_new_tokens=settings.max_new_tokens)
-    job_id = resources.job_runner().submit(JobSpec(request, model=model, label=clip.name))
+    job_id = resources.job_manager().submit(JobSpec(request, model=model, label=clip.name))
     _jobs()[job_key(clip.key, task)] = job_id
     log.info("submitted %s: %s %r on %s with %s", job_id, task, query, clip.name, model)
     return job_id
@@ -73,12 +74,19 @@ def current_outcome(clip_key: str, task: str) -> Outcome | None:
     if kept is not None:
         return kept
     try:
-        status = resources.job_runner().status(job_id)
+        status = resources.job_manager().status(job_id)
     except KeyError:
-        log.info("job %s is no longer known to the runner", job_id)
+        log.info("job %s is no longer known to the job manager", job_id)
         _jobs().pop(job_key(clip_key, task), None)
         return None
     outcome = Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s)
     if outcome.finished:
         _outcomes()[job_id] = outcome
     return outcome
+
+
+def show_stored(clip: ClipSource, task: str, outcome: Outcome) -> None:
+    """File a finished outcome (e.g. a stored result from History) under (clip, task), so
+    the Analyze page shows it as the current result for that clip and task."""
+    _jobs()[job_key(clip.key, task)] = outcome.job_id
+    _outcomes()[outcome.job_id] = outcome

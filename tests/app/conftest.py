@@ -1,30 +1,90 @@
-"""Fixtures for the Streamlit AppTest tests: the test model, temp data dirs, a clip, polling."""
+"""Fixtures for the Streamlit AppTest tests: one job manager with worker processes for the
+whole session, the test model, temp data dirs, a clip, polling.
+
+The app's job manager (``chord_ui.resources.cluster``, a ``st.cache_resource``) is created
+once, here, with one CPU worker running ``chord_fake_worker.worker_main`` — the real worker
+with a switchable engine (``truth_engine`` / ``slow_engine`` below). Every AppTest shares it,
+as every browser session shares it in a real server. At the end of the session it is shut
+down and no worker process may be left alive.
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import pytest
+
+import chord_fake_worker as fake
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
 RESULT_TIMEOUT_S = 240.0
+WORKER_START_TIMEOUT_S = 240.0
+IDLE_TIMEOUT_S = 15.0
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    """Start the app's job manager (1 CPU worker, CHORD_MODEL=test) and its store in a
+    session data dir; shut it down at the end and check that no worker process leaked."""
+    import psutil
+
+    import chord_core.manager as manager_module
+    from chord_ui import resources
+
+    base = tmp_path_factory.mktemp("app-server")
+    cache = tmp_path_factory.getbasetemp() / "app-cache"
+    cache.mkdir(exist_ok=True)
+    mp = pytest.MonkeyPatch()
+    for name, value in {"CHORD_MODEL": "test", "CHORD_CPU_WORKERS": "1",
+                        "CHORD_CACHE_DIR": str(cache), "CHORD_DATA_DIR": str(base / "data"),
+                        fake.MODE_ENV: str(base / "engine-mode")}.items():
+        mp.setenv(name, value)
+    mp.setattr(manager_module, "worker_main", fake.worker_main)
+    fake.set_mode("real")
+    pids: set[int] = set()
+    manager = None
+    try:
+        manager = resources.cluster().manager
+        manager.wait_ready(WORKER_START_TIMEOUT_S)
+        assert manager.model_state()["state"] == "ready", manager.model_state()
+        yield {"manager": manager, "store": resources.store()}
+    finally:
+        if manager is not None:  # restarted workers have new pids: collect them last
+            pids = {int(w["pid"]) for w in manager.workers() if w["pid"]}
+        resources.cluster.clear()  # on_release shuts the workers down
+        mp.undo()
+    alive = [p for p in pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"worker processes left running after shutdown: {alive}"
+
+
+def settle(manager: object, timeout: float = IDLE_TIMEOUT_S) -> None:
+    """Cancel whatever a test left running and wait until the workers are idle."""
+    for status in manager.jobs():
+        if not status.state.finished:
+            manager.cancel(status.job_id)
+    deadline = time.monotonic() + timeout
+    while any(w["job"] for w in manager.workers()) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 @pytest.fixture()
-def app_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-            tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """CHORD_MODEL=test, a per-test data dir and one model cache for the module."""
+def app_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app_server: dict[str, object],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    """CHORD_MODEL=test, a per-test data dir (uploads, exports) and one model cache; the
+    shared manager is left idle and on the real engine afterwards."""
     cache = tmp_path_factory.getbasetemp() / "app-cache"
-    cache.mkdir(exist_ok=True)
     data = tmp_path / "data"
     monkeypatch.setenv("CHORD_MODEL", "test")
     monkeypatch.setenv("CHORD_CACHE_DIR", str(cache))
     monkeypatch.setenv("CHORD_DATA_DIR", str(data))
     monkeypatch.chdir(ROOT)
-    return {"cache": cache, "data": data}
+    yield {"cache": cache, "data": data}
+    fake.set_mode("real")
+    settle(app_server["manager"])
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +117,7 @@ def poll() -> Callable[..., object]:
 def poll_app(at: object, done: Callable[[object], bool], timeout: float = RESULT_TIMEOUT_S,
              every: float = 0.5) -> object:
     """Rerun ``at`` until ``done(at)`` holds — AppTest runs scripts synchronously, so the
-    runner's worker thread finishes between reruns. Fails with what the page last showed."""
+    worker processes make progress between reruns. Fails with what the page last showed."""
     deadline = time.monotonic() + timeout
     while True:
         at.run()
@@ -71,66 +131,19 @@ def poll_app(at: object, done: Callable[[object], bool], timeout: float = RESULT
         time.sleep(every)
 
 
-def truth_result(request: object, *, hide: tuple[float, float] = (1.0, 2.0)) -> object:
-    """A grounding Result whose boxes are the synthetic clip's ground truth (the moving
-    square), absent between ``hide`` seconds — so views with detections can be checked
-    without trained weights (the test model's random output finds nothing)."""
-    from chord_core import grounding as g
-    from chord_core.engine import plan
-    from chord_core.testing.videos import _square_px
-    from chord_core.types import ModelInfo, Result, Timing
-
-    info, sp = plan(request.video_path, "ground", request.sampling)
-    dets = []
-    for idx, t in zip(sp.frame_indices, sp.timestamps_s):
-        if hide[0] <= t < hide[1]:
-            continue
-        x1, y1, x2, y2 = _square_px(idx, info.frame_count, info.size_wh)
-        w, h = info.size_wh
-        box = g.ParsedBox((x1 / w, y1 / h, x2 / w, y2 / h), label=request.query)
-        dets.append(g.to_detection(box, info.size_wh, t_s=t, frame_index=idx))
-    gap = g.default_max_gap(1.0 / sp.fps)
-    dets, tracks = g.link_tracks(dets, max_gap_s=gap)
-    segments = g.segments_from_tracks(dets, tracks, max_gap_s=gap, duration_s=info.duration_s)
-    return Result(task="ground", query=request.query, video=info, sampling=sp,
-                  model=ModelInfo(id="truth", dtype="none"), timing=Timing(total_s=0.1),
-                  detections=tuple(dets), tracks=tuple(tracks), segments=tuple(segments),
-                  raw_outputs=("[]",) * sp.num_frames, created_at="2026-01-01T00:00:00+00:00")
-
-
 @pytest.fixture()
 def truth() -> Callable[..., object]:
     """``truth(request)`` → the ground-truth Result ``truth_engine`` answers with."""
-    return truth_result
+    return fake.truth_result
 
 
 @pytest.fixture()
-def truth_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every Engine answer grounding requests with the clip's ground truth."""
-    from chord_core.engine import Engine
-
-    def analyze(self: Engine, request: object, **_: object) -> object:
-        return truth_result(request)
-
-    monkeypatch.setattr(Engine, "analyze", analyze)
-    monkeypatch.setattr(Engine, "load", lambda self: None)
+def truth_engine(app_env: dict[str, Path]) -> None:
+    """Make the workers answer grounding requests with the clip's ground truth."""
+    fake.set_mode("truth")
 
 
 @pytest.fixture()
-def slow_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every Engine 'work' for up to 60 s, reporting frames, until cancelled."""
-    from chord_core.engine import Engine
-    from chord_core.errors import JobCancelled
-    from chord_core.types import ProgressEvent
-
-    def analyze(self: Engine, request: object, *, on_progress=None, cancel=None) -> object:
-        for k in range(600):
-            if cancel is not None and cancel.is_set():
-                raise JobCancelled("the analysis was cancelled", hint="run it again")
-            if on_progress is not None:
-                on_progress(ProgressEvent("grounding_frames", f"frame {k}/600", k, 600, k / 10))
-            time.sleep(0.1)
-        raise AssertionError("slow_engine was never cancelled")
-
-    monkeypatch.setattr(Engine, "analyze", analyze)
-    monkeypatch.setattr(Engine, "load", lambda self: None)
+def slow_engine(app_env: dict[str, Path]) -> None:
+    """Make the workers 'work' for up to 60 s, reporting frames, until cancelled."""
+    fake.set_mode("slow")

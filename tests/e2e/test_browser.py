@@ -75,3 +75,56 @@ def test_gpus_page_in_browser(browser_page, app_url: str, artifacts: Path) -> No
     page.wait_for_timeout(3000)  # a couple of refreshes: charts keep rendering
     assert page.locator("[data-testid=stPlotlyChart]").count() >= 2
     page.screenshot(path=str(artifacts / "e2e-gpus.png"), full_page=True)
+
+
+def _select_first_row(page, table) -> None:
+    """Tick the first row of a selectable st.dataframe (a canvas grid: click its checkbox)."""
+    box = table.bounding_box()
+    page.mouse.click(box["x"] + 18, box["y"] + 35 + 17)
+
+
+def test_batch_then_history_in_browser(browser_page, app_url: str, e2e_clip: Path,
+                                       artifacts: Path, tmp_path: Path) -> None:
+    import shutil
+    import zipfile
+
+    from chord_core.testing.videos import make_text_as_mp4, make_video
+
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    shutil.copyfile(e2e_clip, folder / "square.mp4")
+    make_video(folder / "second.mp4", duration_s=2.0, fps=10.0, size_wh=(320, 180), seed=5)
+    make_text_as_mp4(folder / "notes.mp4")
+    page = browser_page
+    page.goto(app_url)  # then through the navigation, as a user would
+    page.get_by_text("Upload a clip or give a path").wait_for()  # the first run is complete
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Batch").click()
+    page.get_by_role("heading", name="Batch", exact=True).wait_for()
+    box = page.get_by_role("textbox", name="…and/or a folder on this machine")
+    box.fill(str(folder))
+    box.press("Enter")
+    page.get_by_text("ready to queue").wait_for()
+    page.get_by_role("button", name=re.compile("Queue 3 clips")).click()
+    zip_button = page.get_by_role("button", name=re.compile("Download results"))
+    zip_button.wait_for(timeout=RESULT_TIMEOUT_MS)
+    failures = page.get_by_test_id("stAlert").filter(has_text="text file, not a video")
+    assert failures.count() == 1 and "How to fix" in failures.inner_text()
+    page.screenshot(path=str(artifacts / "e2e-batch.png"), full_page=True)
+    with zipfile.ZipFile(_download(page, "Download results")) as zf:
+        assert sorted(zf.namelist()) == ["second.describe.json", "square.describe.json",
+                                         "summary.json"]
+
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="History").click()
+    page.get_by_role("heading", name="History", exact=True).wait_for()
+    table = page.locator("[data-testid=stDataFrame]").first
+    table.wait_for()
+    page.wait_for_timeout(500)
+    _select_first_row(page, table)  # newest first: the last clip the batch finished
+    open_button = page.get_by_role("button", name=re.compile("Open in Analyze"))
+    open_button.wait_for()
+    assert page.get_by_role("button", name=re.compile("Delete")).count() == 1
+    page.screenshot(path=str(artifacts / "e2e-history.png"), full_page=True)
+    open_button.click()
+    page.get_by_role("heading", name="Analyze a clip").wait_for()
+    page.get_by_role("heading", name="Description").wait_for()
+    assert page.get_by_role("button", name=re.compile("Result JSON")).count() == 1

@@ -1,0 +1,253 @@
+"""Batch page sections: choose many clips, queue them, follow them live, download results.
+
+The batch runs on the shared job manager's workers (``resources.job_manager``); the page
+keeps only a ``BatchRun`` in its session state and rereads the manager every second in a
+fragment. When every clip has finished, one full rerun shows the final view with the ZIP.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import streamlit as st
+
+from chord_core.errors import ChordError
+from chord_ui import model_panel, resources
+from chord_ui.batch_jobs import (
+    BatchRun,
+    PendingClip,
+    batch_metrics,
+    batch_zip,
+    cancel_all,
+    clip_state,
+    finished_at,
+    folder_clips,
+    summary,
+    submit_batch,
+    table_rows,
+    worker_rows,
+)
+from chord_ui.formatting import human_bytes, human_duration
+from chord_ui.inputs import Settings, show_error
+from chord_ui.uploads import VIDEO_TYPES, save_upload
+
+log = logging.getLogger(__name__)
+
+K_UPLOADS, K_FOLDER, K_RUN, K_SUBMIT_ERROR = ("batch_uploads", "batch_folder", "batch_run",
+                                              "batch_submit_error")
+POLL_S = 1.0
+PREVIEW_ROWS = 8
+
+
+def keep_model_choice() -> None:
+    """Carry the model choice over from the Analyze page. The sidebar's model widgets get
+    their first value from session state (``model_panel``); on a switch straight after that
+    first run Streamlit would mount them here at their defaults (seen in Chromium: "Hub
+    model" instead of the test model). Re-assigning the values makes them win again."""
+    for key in (model_panel.K_SOURCE, model_panel.K_HUB, model_panel.K_LOCAL):
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+# -- choosing clips ------------------------------------------------------------------------
+
+def clip_inputs() -> list[PendingClip]:
+    """Multi-file uploader and a folder box; returns the clips chosen so far."""
+    uploads = st.file_uploader("Upload videos", type=list(VIDEO_TYPES),
+                               accept_multiple_files=True, key=K_UPLOADS,
+                               help="Many files at once: mp4, avi, mov, mkv or webm")
+    folder = st.text_input("…and/or a folder on this machine", key=K_FOLDER,
+                           placeholder="/data/videos",
+                           help="Every video file in the folder and its subfolders is queued; "
+                                "the folder must be on the machine running Chord.")
+    clips = [PendingClip(u.name, "", "upload") for u in uploads or ()]
+    if folder.strip():
+        try:
+            clips += folder_clips(folder)
+        except ChordError as exc:
+            show_error(exc)
+    _preview(clips, uploads or ())
+    return clips
+
+
+def _preview(clips: Sequence[PendingClip], uploads: Sequence[Any]) -> None:
+    if not clips:
+        st.caption("Add videos: upload them, or give a folder path for big local files.")
+        return
+    sizes = {u.name: u.size for u in uploads}
+    total = sum(sizes.values())
+    st.markdown(f":material/video_library: **{len(clips)} clip{'s' if len(clips) != 1 else ''}"
+                f"** ready to queue" + (f" · {human_bytes(total)} uploaded" if total else ""))
+    shown = ", ".join(f"`{c.name}`" for c in clips[:PREVIEW_ROWS])
+    more = len(clips) - PREVIEW_ROWS
+    st.caption(shown + (f" and {more} more" if more > 0 else ""))
+
+
+def _saved_clips(clips: Sequence[PendingClip]) -> list[PendingClip]:
+    """Uploaded clips written to the data dir (by content hash); folder clips as they are."""
+    uploads = {u.name: u for u in st.session_state.get(K_UPLOADS) or ()}
+    out = []
+    for c in clips:
+        if c.source == "upload":
+            upload = uploads[c.name]
+            saved = save_upload(upload.name, upload.getvalue())
+            out.append(PendingClip(c.name, saved.path, "upload"))
+        else:
+            out.append(c)
+    return out
+
+
+# -- submitting ----------------------------------------------------------------------------
+
+def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: Settings,
+                 model: str | None, model_ok: bool) -> None:
+    """The Queue button; submits every clip as one batch."""
+    running = _current() is not None and _current().finished_at is None
+    label = f"Queue {len(clips)} clip{'s' if len(clips) != 1 else ''}" if clips else "Queue"
+    if not model_ok:
+        st.caption(":material/info: Choose a model that is available (sidebar) to run.")
+    if running:
+        st.caption(":material/info: A batch is running; a new one queues behind it.")
+    if st.button(label, type="primary", icon=":material/playlist_play:", key="batch_queue",
+                 disabled=not clips or not model_ok or model is None):
+        try:
+            run = submit_batch(_saved_clips(clips), task, query, settings.sampling(task),
+                               settings.max_new_tokens, model or "", resources.job_manager(),
+                               resources.store())
+        except ChordError as exc:
+            st.session_state[K_SUBMIT_ERROR] = exc.to_dict()
+        except OSError as exc:
+            st.session_state[K_SUBMIT_ERROR] = {
+                "message": f"could not save the uploads: {exc}",
+                "hint": "check free disk space and that CHORD_DATA_DIR is writable"}
+        else:
+            st.session_state[K_SUBMIT_ERROR] = None
+            st.session_state[K_RUN] = run
+        st.rerun()
+    err = st.session_state.get(K_SUBMIT_ERROR)
+    if err:
+        show_error(err)
+
+
+def _current() -> BatchRun | None:
+    return st.session_state.get(K_RUN)
+
+
+# -- following -----------------------------------------------------------------------------
+
+def show_current() -> None:
+    """The latest batch of this session: live while it runs, results when it is done."""
+    run = _current()
+    if run is None:
+        return
+    st.divider()
+    if run.finished_at is None:
+        _live(run)
+    else:
+        _finished(run)
+
+
+def _states(run: BatchRun) -> list[Any]:
+    manager, store = resources.job_manager(), resources.store()
+    return [clip_state(c, manager, store) for c in run.clips]
+
+
+def _live(run: BatchRun) -> None:
+    @st.fragment(run_every=POLL_S)
+    def poll() -> None:
+        states = _states(run)
+        workers = resources.job_manager().workers()
+        metrics = batch_metrics(run, states, workers)
+        if metrics.finished:
+            run.finished_at = finished_at(states)
+            _save_summary(run, states)
+            st.rerun()
+        _header(run, metrics, live=True)
+        if resources.job_manager().model_state().get("state") == "loading":
+            st.caption(":material/hourglass_top: The workers are loading the model; clips "
+                       "start as soon as it is ready.")
+        _tables(states, workers, metrics)
+        st.button("Cancel all", key="batch_cancel", icon=":material/cancel:",
+                  on_click=_cancel, args=(run,))
+
+    poll()
+
+
+def _cancel(run: BatchRun) -> None:
+    n = cancel_all(run, resources.job_manager())
+    log.info("batch %s: cancelled %d job(s)", run.batch_id, n)
+
+
+def _finished(run: BatchRun) -> None:
+    states = _states(run)
+    workers = resources.job_manager().workers()
+    metrics = batch_metrics(run, states, workers)
+    _header(run, metrics, live=False)
+    _tables(states, workers, metrics)
+    _failures(states)
+    manager, store = resources.job_manager(), resources.store()
+    st.download_button("Download results (ZIP)",
+                       lambda: batch_zip(run, states, metrics, manager, store),
+                       file_name=f"chord-{run.batch_id}.zip", mime="application/zip",
+                       key=f"zip-{run.batch_id}", on_click="ignore", type="primary",
+                       icon=":material/folder_zip:",
+                       help="One chord.result/v1 JSON per clip that has a result, plus "
+                            "summary.json (states, workers, busy time, speed-up).")
+
+
+def _save_summary(run: BatchRun, states: Sequence[Any]) -> None:
+    """Keep the final summary with the batch in the store (best effort)."""
+    metrics = batch_metrics(run, states, resources.job_manager().workers())
+    try:
+        resources.store().set_batch_summary(run.batch_id, summary(run, states, metrics, {}))
+    except (ChordError, KeyError) as exc:
+        log.warning("could not store the summary of %s: %s", run.batch_id, exc)
+
+
+def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
+    what = "Describe" if run.task == "describe" else f"Ground “{run.query}”"
+    st.subheader(f"Batch · {what}")
+    st.caption(f"`{run.batch_id}` · model {run.model} · {metrics.total} clips")
+    c = metrics.counts
+    done, failed, skipped = c.get("done", 0), c.get("failed", 0), c.get("skipped", 0)
+    finished = done + failed + skipped + c.get("cancelled", 0)
+    cols = st.columns(5)
+    cols[0].metric("Done", f"{done} / {metrics.total - skipped}")
+    cols[1].metric("Failed", failed)
+    cols[2].metric("Skipped", skipped, help="Already analysed with the same settings: "
+                                            "the stored result is reused.")
+    cols[3].metric("Throughput", f"{metrics.per_min:.1f}/min",
+                   help="Clips analysed per minute since the batch began.")
+    cols[4].metric("Speed-up", f"×{metrics.speedup:.2f}",
+                   help="Σ worker busy time / wall time since the batch began: how many "
+                        "workers were kept busy on average.")
+    frac = finished / metrics.total if metrics.total else 1.0
+    took = "running for" if live else "took"
+    st.progress(frac, text=f"{finished} of {metrics.total} finished · {took} "
+                           f"{human_duration(metrics.wall_s)}")
+
+
+def _tables(states: Sequence[Any], workers: Sequence[dict[str, Any]], metrics: Any) -> None:
+    rows = table_rows(states)
+    st.dataframe(rows, hide_index=True, key="batch_table", column_config={
+        "progress": st.column_config.ProgressColumn("progress", min_value=0, max_value=100,
+                                                    format="%.0f %%"),
+        "clip": st.column_config.TextColumn("clip", width="large"),
+    })
+    st.markdown("**Workers**")
+    st.dataframe(worker_rows(states, workers, metrics), hide_index=True, key="batch_workers")
+
+
+def _failures(states: Sequence[Any]) -> None:
+    failed = [s for s in states if s.state == "failed"]
+    if not failed:
+        return
+    st.markdown(f"**Failed clips** ({len(failed)})")
+    for s in failed:
+        err = dict(s.error or {"message": "the analysis failed"})
+        message = str(err.get("message") or "failed")
+        if Path(s.clip.name).name not in message:
+            err["message"] = f"**{s.clip.name}**: {message}"
+        show_error(err)

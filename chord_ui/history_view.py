@@ -1,0 +1,259 @@
+"""History page body: past analyses from the store, paged, newest first; open one in the
+Analyze views, read a failure's message, or delete it.
+
+Rows come from the SQLite store (``resources.store``) — they survive restarts. Jobs the
+shared manager is still working on show their live state. "Open in Analyze" files the stored
+result in the Analyze page's session state (``session.show_stored``) under the clip and task,
+then switches page: the Analyze views render it like a fresh result (frames only while the
+clip file is still there).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from chord_core.errors import ChordError
+from chord_core.types import Result
+from chord_ui import resources, session
+from chord_ui.formatting import human_duration, summary_line
+from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
+from chord_ui.uploads import ClipSource, local_source, uploads_dir
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 20
+PREVIEW_CHARS = 280
+K_TABLE, K_PAGE, K_FILTER = "history_table", "history_page", "history_filter"
+K_CONFIRM, K_NOTICE = "history_confirm_delete", "history_notice"
+FILTERS = {"all": "All", "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
+ANALYZE_PAGE = "pages/analyze.py"
+
+
+def _clip_name(row: dict[str, Any]) -> str:
+    return str((row.get("spec") or {}).get("label") or row.get("video_name") or "?")
+
+
+def live_row(row: dict[str, Any], manager: Any) -> dict[str, Any]:
+    """The stored row, completed from the manager for jobs this server ran: live state of
+    jobs still running, the worker and start time (the store learns mainly how jobs end)."""
+    try:
+        status = manager.status(row["job_id"])
+    except KeyError:
+        return row
+    out = {**row, "worker": row.get("worker") or status.worker,
+           "started_at": row.get("started_at") or status.started_at}
+    if row["state"] in ("queued", "running"):
+        out.update(state=status.state.value, finished_at=status.finished_at,
+                   error=status.error or row.get("error"))
+    return out
+
+
+def duration_s(row: dict[str, Any], now: float | None = None) -> float | None:
+    start = row.get("started_at") or row.get("submitted_at")
+    if start is None or row["state"] == "queued":
+        return None
+    end = row.get("finished_at") or (time.time() if now is None else now)
+    return max(0.0, end - start)
+
+
+def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        dur = duration_s(r)
+        out.append({
+            "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+            "clip": _clip_name(r), "task": r["task"], "query": r["query"] or "—",
+            "model": r["model"] or "—",
+            "state": r["state"],
+            "duration": human_duration(dur) if dur is not None else "—"})
+    return out
+
+
+def history() -> None:
+    """Filter, page, table with row selection, then the selected job's details."""
+    store = resources.store()
+    choice = st.segmented_control("Show", list(FILTERS), format_func=FILTERS.get,
+                                  key=K_FILTER, default="all", required=True) or "all"
+    state = None if choice == "all" else choice
+    total = store.count_jobs(state=state)
+    _notice()
+    if total == 0:
+        st.info("Nothing here yet. Analyses you run on the Analyze or Batch page appear here, "
+                "newest first.", icon=":material/history:")
+        return
+    pages = max(1, math.ceil(total / PAGE_SIZE))
+    page = 1
+    if pages > 1:
+        page = int(st.number_input("Page", 1, pages, 1, key=K_PAGE))
+    manager = resources.job_manager()
+    rows = [live_row(r, manager) for r in store.list_jobs(PAGE_SIZE, (page - 1) * PAGE_SIZE,
+                                                           state=state)]
+    st.caption(f"{total} analys{'es' if total != 1 else 'is'} · page {page} of {pages} · "
+               f"newest first · stored in `{store.path}`")
+    event = st.dataframe(table_rows(rows), hide_index=True, key=K_TABLE, on_select="rerun",
+                         selection_mode="single-row", column_config={
+                             "clip": st.column_config.TextColumn("clip", width="medium"),
+                             "query": st.column_config.TextColumn("query", width="medium")})
+    picked = [i for i in event.selection.rows if 0 <= i < len(rows)]
+    if not picked:
+        st.caption(":material/touch_app: Select a row to open it in Analyze, read its error, "
+                   "or delete it.")
+        return
+    _details(rows[picked[0]])
+
+
+def _notice() -> None:
+    text = st.session_state.pop(K_NOTICE, None)
+    if text:
+        st.success(text, icon=":material/delete:")
+
+
+def _details(row: dict[str, Any]) -> None:
+    job_id, state = row["job_id"], row["state"]
+    with st.container(border=True):
+        st.subheader(f"{_clip_name(row)} · {row['task']}")
+        st.caption(" · ".join(_facts(row)))
+        if row["query"]:
+            st.markdown(f"**{'Target' if row['task'] == 'ground' else 'Prompt'}:** "
+                        f"{row['query']}")
+        gone = not Path(row["video_path"]).is_file()
+        if gone:
+            st.caption(f":material/warning: The video file is no longer at "
+                       f"`{row['video_path']}`; the stored result can still be opened "
+                       "(without frames).")
+        _state_message(row)
+        if state == "done":
+            _preview(job_id)
+        _actions(row, state)
+
+
+def _facts(row: dict[str, Any]) -> list[str]:
+    when = datetime.fromtimestamp(row["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S")
+    facts = [f"`{row['job_id']}`", when, f"model {row['model'] or '—'}"]
+    dur = duration_s(row)
+    if dur is not None:
+        facts.append(human_duration(dur))
+    if row.get("worker"):
+        facts.append(f"worker {row['worker']}")
+    if row.get("batch_id"):
+        facts.append(f"batch `{row['batch_id']}`")
+    return facts
+
+
+def _preview(job_id: str) -> None:
+    """One line of the stored result: the grounding outcome or the description's start."""
+    result = _stored_result(job_id)
+    if result is None:
+        return
+    if result.task == "ground":
+        st.markdown(summary_line(result))
+        return
+    text = " ".join(result.text.split())
+    st.markdown(f"> {text[:PREVIEW_CHARS]}{'…' if len(text) > PREVIEW_CHARS else ''}"
+                if text else "_(the model returned no text)_")
+
+
+def _state_message(row: dict[str, Any]) -> None:
+    state = row["state"]
+    if state == "failed":
+        show_error(row.get("error") or {"message": "the analysis failed (no message kept)"})
+    elif state == "cancelled":
+        st.info("This analysis was cancelled.", icon=":material/stop_circle:")
+    elif state in ("queued", "running"):
+        st.info("Still in progress; its result will be kept here when it finishes.",
+                icon=":material/hourglass_top:")
+
+
+def _actions(row: dict[str, Any], state: str) -> None:
+    job_id = row["job_id"]
+    cols = st.columns([1, 1, 2])
+    if state == "done" and cols[0].button("Open in Analyze", key=f"open-{job_id}",
+                                          type="primary", icon=":material/open_in_new:",
+                                          width="stretch"):
+        if open_in_analyze(row):
+            st.switch_page(ANALYZE_PAGE)
+    if state in ("queued", "running"):
+        cols[1].button("Cancel", key=f"cancel-{job_id}", icon=":material/stop_circle:",
+                       on_click=_cancel, args=(job_id,), width="stretch")
+        return
+    if st.session_state.get(K_CONFIRM) != job_id:
+        cols[1].button("Delete…", key=f"delete-{job_id}", icon=":material/delete:",
+                       on_click=_ask_delete, args=(job_id,), width="stretch")
+        return
+    st.warning("Delete this analysis and its stored result? This cannot be undone.",
+               icon=":material/warning:")
+    yes, no = st.columns([1, 3])
+    yes.button("Yes, delete", key="confirm_delete", type="primary", on_click=_delete,
+               args=(job_id, _clip_name(row)))
+    no.button("Keep it", key="cancel_delete", on_click=_ask_delete, args=(None,))
+
+
+def _ask_delete(job_id: str | None) -> None:
+    st.session_state[K_CONFIRM] = job_id
+
+
+def _cancel(job_id: str) -> None:
+    resources.job_manager().cancel(job_id)
+
+
+def _delete(job_id: str, name: str) -> None:
+    st.session_state[K_CONFIRM] = None
+    try:
+        deleted = resources.store().delete_job(job_id)
+    except ChordError as exc:
+        log.warning("deleting %s failed: %s", job_id, exc)
+        return
+    st.session_state[K_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
+    if deleted:
+        st.session_state[K_NOTICE] = f"Deleted the analysis of {name}."
+        log.info("deleted job %s from the store", job_id)
+
+
+# -- open in Analyze -------------------------------------------------------------------------
+
+def clip_for(row: dict[str, Any]) -> ClipSource:
+    """The clip as the Analyze page keys it: an upload by its content hash, a local file by
+    path/size/mtime; a clip whose file is gone gets a key of its own."""
+    path, name = Path(row["video_path"]), _clip_name(row)
+    if not path.is_file():
+        return ClipSource(str(path), name, f"gone-{row['job_id']}", uploaded=False)
+    if path.resolve().parent == uploads_dir().resolve():
+        return ClipSource(str(path.resolve()), name, path.stem, uploaded=True)
+    src = local_source(str(path))
+    return ClipSource(src.path, name, src.key, uploaded=False)
+
+
+def _stored_result(job_id: str) -> Result | None:
+    doc = resources.store().get_result(job_id)
+    try:
+        return Result.from_dict(doc) if doc is not None else None
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("stored result of %s is unreadable: %s", job_id, exc)
+        return None
+
+
+def open_in_analyze(row: dict[str, Any]) -> bool:
+    """Put the stored result where the Analyze page looks for it. False (with a message
+    shown) when the stored result cannot be read."""
+    result = _stored_result(row["job_id"])
+    if result is None:
+        show_error({"message": f"the stored result of {row['job_id']} could not be read",
+                    "hint": "run the analysis again; the store may come from another "
+                            "Chord version"})
+        return False
+    clip = clip_for(row)
+    st.session_state[K_CLIP] = clip
+    st.session_state[K_CLIP_ERROR] = None
+    st.session_state[K_TASK] = row["task"]
+    st.session_state[K_TARGET if row["task"] == "ground" else K_PROMPT] = row["query"]
+    elapsed = duration_s(row) or result.timing.total_s
+    session.show_stored(clip, row["task"], session.Outcome(row["job_id"], "done", result,
+                                                           None, elapsed))
+    return True

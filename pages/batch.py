@@ -1,0 +1,32 @@
+"""Batch: queue many uploads or a folder; per-clip progress, per-worker assignment, live
+throughput and speed-up; a ZIP of the results when done.
+
+Thin page: the clips run on the shared job manager's workers (one per GPU group, or CPU
+workers); clips already analysed with the same settings are skipped, not run again.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from chord_ui import batch_view, inputs, model_panel
+
+batch_view.keep_model_choice()
+with st.sidebar:
+    model = model_panel.model_selector()
+    model_ok = model_panel.model_panel(model)
+    st.divider()
+    settings, plan_slot = inputs.settings_sidebar()
+    plan_slot.caption("Each clip gets its own sampling plan when a worker picks it up.")
+
+st.title("Batch")
+st.caption("Queue many clips with one task. They run on every worker at once; clips already "
+           "analysed with the same settings are skipped.")
+left, right = st.columns([5, 4], gap="large")
+with left:
+    clips = batch_view.clip_inputs()
+with right:
+    task, query = inputs.task_input()
+    batch_view.queue_button(clips, task, query, settings, model, model_ok)
+
+batch_view.show_current()

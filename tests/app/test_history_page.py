@@ -1,0 +1,186 @@
+"""AppTest tests of the History page: finished jobs from the store, opened in the Analyze
+views (with frames, or without when the clip is gone), failures with their message, delete
+with a confirm, filters and paging."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+HISTORY_PAGE = "pages/history.py"
+JOB_TIMEOUT_S = 120.0
+
+
+def _clip(tmp_path: Path, app_clip: Path) -> Path:
+    """A copy of the session clip under a name no other test uses."""
+    path = tmp_path / f"hist-{uuid.uuid4().hex[:8]}.mp4"
+    shutil.copyfile(app_clip, path)
+    return path
+
+
+def _run(manager, path: Path, task: str = "describe", query: str = "") -> str:
+    """Run one job on the shared worker processes, as the pages submit it."""
+    from chord_core.engine import AnalysisRequest
+    from chord_core.jobs import JobSpec
+
+    request = AnalysisRequest(str(path), task, query, max_new_tokens=128)
+    job_id = manager.submit(JobSpec(request, model="test", label=path.name))
+    manager.wait(job_id, JOB_TIMEOUT_S)
+    return job_id
+
+
+def _history(new_app):
+    at = new_app().run()
+    return at.switch_page(HISTORY_PAGE).run()
+
+
+def _table(at):
+    return at.dataframe[0].value
+
+
+def _select(at, clip: str):
+    names = list(_table(at)["clip"])
+    assert clip in names, names
+    at.session_state["history_table"] = {"selection": {"rows": [names.index(clip)],
+                                                       "columns": [], "cells": []}}
+    return at.run()
+
+
+def test_finished_job_is_listed_newest_first(new_app, app_server, app_clip, tmp_path) -> None:
+    path = _clip(tmp_path, app_clip)
+    _run(app_server["manager"], path)
+    at = _history(new_app)
+    assert not at.exception
+    assert at.title[0].value == "History"
+    table = _table(at)
+    assert list(table.columns) == ["time", "clip", "task", "query", "model", "state",
+                                   "duration"]
+    first = table.iloc[0]
+    assert (first["clip"], first["task"], first["model"]) == (path.name, "describe", "test")
+    assert first["state"] == "done" and first["duration"] != "—"
+    assert any("Select a row" in c.value for c in at.caption)
+
+
+def test_open_in_analyze_shows_the_result_with_frames(new_app, app_server, app_clip,
+                                                      tmp_path, truth_engine) -> None:
+    path = _clip(tmp_path, app_clip)
+    job_id = _run(app_server["manager"], path, "ground", "green square")
+    at = _select(_history(new_app), path.name)
+    assert not at.error
+    assert any(m.value.startswith("“green square” appears in ") for m in at.markdown)
+    assert any(f"`{job_id}`" in c.value and "worker cpu0" in c.value for c in at.caption)
+    at.button(key=f"open-{job_id}").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Analyze a clip"
+    assert at.subheader[0].value.startswith("“green square” appears in ")
+    assert at.segmented_control(key="task").value == "ground"
+    assert at.text_input(key="ground_target").value == "green square"
+    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe) == 1
+    assert len(at.image) >= 2  # the scrubbed frame + key frames, read from the clip
+    assert "Size **320×240**" in " ".join(m.value for m in at.markdown)  # probe facts
+    assert not any("no longer at" in w.value for w in at.warning)
+
+
+def test_open_in_analyze_when_the_clip_is_gone(new_app, app_server, app_clip, tmp_path,
+                                               truth_engine) -> None:
+    path = _clip(tmp_path, app_clip)
+    job_id = _run(app_server["manager"], path, "ground", "green square")
+    path.unlink()
+    at = _select(_history(new_app), path.name)
+    assert any(f"no longer at `{path}`" in c.value for c in at.caption)
+    at.button(key=f"open-{job_id}").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Analyze a clip"
+    notes = [w.value for w in at.warning]
+    assert any(f"The video file is no longer at `{path}`" in n for n in notes), notes
+    assert at.subheader[0].value.startswith("“green square” appears in ")
+    assert len(at.get("plotly_chart")) == 1  # the timeline needs no frames
+    assert len(at.dataframe) == 1  # the detections table neither
+    assert len(at.image) == 0 and not any(b.key.startswith("make-mp4") for b in at.button)
+    assert "Result JSON" in {b.label for b in at.get("download_button")}
+
+
+def test_describe_result_opens_as_description(new_app, app_server, app_clip,
+                                              tmp_path) -> None:
+    path = _clip(tmp_path, app_clip)
+    job_id = _run(app_server["manager"], path, "describe", "what moves?")
+    at = _select(_history(new_app), path.name)
+    assert "what moves?" in " ".join(m.value for m in at.markdown)
+    at.button(key=f"open-{job_id}").click().run()
+    assert at.subheader[0].value == "Description"
+    assert at.text_area(key="describe_prompt").value == "what moves?"
+
+
+def test_failed_job_shows_its_error_and_no_open(new_app, app_server, tmp_path) -> None:
+    from chord_core.testing.videos import make_text_as_mp4
+
+    bad = make_text_as_mp4(tmp_path / f"bad-{uuid.uuid4().hex[:6]}.mp4")
+    job_id = _run(app_server["manager"], bad)
+    at = _select(_history(new_app), bad.name)
+    assert _table(at).iloc[0]["state"] == "failed"
+    message = at.error[0].value
+    assert "text file, not a video" in message and "How to fix" in message
+    assert not [b for b in at.button if b.key == f"open-{job_id}"]
+
+
+def test_delete_asks_then_removes_job_and_result(new_app, app_server, app_clip,
+                                                 tmp_path) -> None:
+    store = app_server["store"]
+    path = _clip(tmp_path, app_clip)
+    job_id = _run(app_server["manager"], path)
+    assert store.get_result(job_id) is not None
+    at = _select(_history(new_app), path.name)
+    at.button(key=f"delete-{job_id}").click().run()
+    assert "cannot be undone" in at.warning[0].value
+    assert store.get_job(job_id) is not None  # nothing deleted before the confirm
+    at.button(key="cancel_delete").click().run()
+    assert store.get_job(job_id) is not None
+    at.button(key=f"delete-{job_id}").click().run()
+    at.button(key="confirm_delete").click().run()
+    assert not at.exception
+    assert store.get_job(job_id) is None and store.get_result(job_id) is None
+    assert path.name not in list(_table(at)["clip"])
+    assert at.success[0].value == f"Deleted the analysis of {path.name}."
+
+
+@pytest.fixture()
+def own_store(monkeypatch, tmp_path):
+    """A store of its own, so counts and pages are exact."""
+    from chord_core.store import Store
+    from chord_ui import resources
+
+    store = Store(tmp_path / "own.sqlite3")
+    monkeypatch.setattr(resources, "store", lambda: store)
+    yield store
+    store.close()
+
+
+def test_empty_history_says_so(new_app, own_store) -> None:
+    at = _history(new_app)
+    assert not at.exception and not at.dataframe
+    assert "Nothing here yet" in at.info[0].value
+
+
+@pytest.mark.parametrize(("show", "rows", "pages"), [
+    ("all", 20, 2),
+    ("failed", 5, 1),
+    ("cancelled", 20, 1),
+], ids=["all-paged", "failed-only", "cancelled-only"])
+def test_filter_and_pages(new_app, own_store, show: str, rows: int, pages: int) -> None:
+    for i in range(25):
+        state = "failed" if i % 5 == 0 else "cancelled"
+        own_store.add_job(f"job-{i:03d}", video_path=f"/clips/c{i:03d}.mp4", task="describe",
+                          model="test", state=state, submitted_at=1_700_000_000 + i,
+                          spec={"label": f"c{i:03d}.mp4"})
+    at = _history(new_app)
+    at.segmented_control(key="history_filter").set_value(show).run()
+    assert len(_table(at)) == rows
+    assert _table(at).iloc[0]["clip"] == ("c024.mp4" if show != "failed" else "c020.mp4")
+    paged = [n for n in at.number_input if n.key == "history_page"]
+    assert len(paged) == (1 if pages > 1 else 0)
+    if pages > 1:
+        paged[0].set_value(2).run()
+        assert list(_table(at)["clip"]) == [f"c{i:03d}.mp4" for i in range(4, -1, -1)]
