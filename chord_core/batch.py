@@ -85,6 +85,17 @@ class BatchSummary:
                 "plan": self.plan, "items": [asdict(i) for i in self.items]}
 
 
+def request_key(video: str | Path, task: str, query: str, model: str,
+                sampling: Any, max_new_tokens: int) -> str:
+    """The content key of one clip's analysis: file content, task, query, model and every
+    setting that changes the result (sampling, output length). Equal keys = same result."""
+    from chord_core.store import content_key
+
+    settings = {**(asdict(sampling) if not isinstance(sampling, dict) else sampling),
+                "max_new_tokens": max_new_tokens}
+    return content_key(video, task, query, model, settings)
+
+
 def out_name(video: Path, task: str, used: set[str]) -> str:
     """``clip.ground.json``; clips with the same name in different folders get a suffix."""
     base = f"{video.stem}.{task}"
@@ -100,11 +111,9 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``."""
-    from chord_core.store import content_key
-
     out_dir.mkdir(parents=True, exist_ok=True)
-    sampling = asdict(request.sampling)
-    keys = {v: content_key(v, request.task, request.query, model, sampling) for v in videos}
+    keys = {v: request_key(v, request.task, request.query, model, request.sampling,
+                           request.max_new_tokens) for v in videos}
     ident = json.dumps([str(out_dir.resolve()), sorted(keys.values())])
     batch_id = "batch-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
     store.add_batch(batch_id, out_dir)

@@ -190,11 +190,10 @@ class JobManager:
 
     def model_state(self) -> dict[str, Any]:
         with self._lock:
-            states = {w.state for w in self._workers.values()}
             info = next((w.model_info for w in self._workers.values() if w.model_info), None)
             error = next((w.error for w in self._workers.values() if w.error), None)
-            state = ("ready" if "ready" in states else "failed" if states == {"failed"}
-                     else "loading")
+            starting = any(w.state == "starting" for w in self._workers.values())
+            state = "ready" if info else "loading" if starting else "failed"
             model = next(iter(self._workers.values())).spec.model_cfg.model
             return {"state": state, "model": model, "info": info, "error": error}
 
@@ -266,6 +265,7 @@ class JobManager:
             if w.restarts > 5:
                 w.state, w.error = "failed", {"type": "WorkerCrashed", "hint": "",
                                               "message": f"worker {wid} crashed 5 times"}
+                self._fail_orphans()
                 continue
             self._spawn(w)
 
@@ -298,10 +298,9 @@ class JobManager:
         kind, wid = msg[0], msg[1]
         w = self._workers[wid]
         if kind == "ready":
-            w.model_info, w.error = msg[2], msg[3]
-            w.state = "ready" if msg[3] is None else "failed"
-            if msg[3] is not None:
-                self._fail_orphans()
+            # A worker whose start-up model failed to load still serves jobs that name
+            # another model; jobs for the missing model fail with the loader's message.
+            w.model_info, w.error, w.state = msg[2], msg[3], "ready"
         elif kind == "started":
             w.current = msg[2]
         elif kind == "progress":

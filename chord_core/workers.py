@@ -88,18 +88,21 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     from chord_core.engine import Engine
     from chord_core.errors import ChordError
 
-    engine = Engine(_engine_config(spec, None))
+    engine: Any = Engine(_engine_config(spec, None))
     try:
         engine.load()
     except ChordError as exc:
+        # The worker stays up: jobs that name another model (e.g. the test model, or one
+        # downloaded later) can still run here; jobs for this model fail with this error.
         outbox.put(("ready", spec.worker_id, None, exc.to_dict()))
-        return
-    if spec.warmup and not spec.is_cpu:
-        try:
-            log.info("warm-up took %.1f s", engine.warmup())
-        except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
-            log.warning("warm-up failed (%s); the first request will be slower", exc)
-    outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None))
+        engine = None
+    if engine is not None:
+        if spec.warmup and not spec.is_cpu:
+            try:
+                log.info("warm-up took %.1f s", engine.warmup())
+            except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
+                log.warning("warm-up failed (%s); the first request will be slower", exc)
+        outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None))
     current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
     threading.Thread(target=_control_loop, args=(control, current), daemon=True).start()
     while True:
@@ -107,13 +110,34 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
         if task is None:
             outbox.put(("stopped", spec.worker_id))
             return
-        if task.model and task.model != engine.model_cfg.model:
-            engine.unload()
-            engine = Engine(_engine_config(spec, task.model))
+        engine = _engine_for(engine, spec, task, outbox)
+        if engine is None:
+            continue
         current["cancel"] = threading.Event()
         current["task"] = task.task_id
         _run_task(engine, task, spec.worker_id, outbox, current["cancel"])
         current["task"] = None
+
+
+def _engine_for(engine: Any, spec: WorkerSpec, task: Task, outbox: Any) -> Any:
+    """The engine for ``task``'s model: the current one, or a freshly loaded one. A model
+    that cannot be loaded fails this task (with the loader's message) and nothing else."""
+    from chord_core.engine import Engine
+    from chord_core.errors import ChordError
+
+    want = task.model or spec.model_cfg.model
+    if engine is not None and engine.model_cfg.model == want:
+        return engine
+    if engine is not None:
+        engine.unload()
+    fresh = Engine(_engine_config(spec, task.model))
+    try:
+        fresh.load()
+    except ChordError as exc:
+        outbox.put(("started", spec.worker_id, task.task_id))
+        outbox.put(("failed", spec.worker_id, task.task_id, exc.to_dict()))
+        return None
+    return fresh
 
 
 def _control_loop(control: Any, current: dict[str, Any]) -> None:

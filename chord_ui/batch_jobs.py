@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -113,7 +113,7 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                  manager: Any, store: Any) -> BatchRun:
     """Queue every clip not already done; returns the run. Raises ChordError (e.g. an empty
     grounding target) before anything is queued."""
-    from chord_core.store import content_key
+    from chord_core.batch import request_key
 
     if not clips:
         raise ChordError("no clips to queue", hint="upload videos or give a folder first")
@@ -128,7 +128,7 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
         clip = BatchClip(pc.name, pc.path)
         run.clips.append(clip)
         try:
-            clip.key = content_key(pc.path, task, query, model, asdict(sampling))
+            clip.key = request_key(pc.path, task, query, model, sampling, max_new_tokens)
         except ChordError as exc:
             clip.error = exc.to_dict()
             continue

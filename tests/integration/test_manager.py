@@ -99,3 +99,20 @@ def test_injected_oom_reduces_batch_and_reports(tiny_model_dir, clips, monkeypat
         assert len(st.result.raw_outputs) == st.result.sampling.num_frames
     finally:
         m.shutdown()
+
+
+def test_worker_with_missing_startup_model_still_serves_other_models(tiny_model_dir, clips,
+                                                                     tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    m = JobManager(cpu_specs(1, ModelConfig(model=missing, batch_size=1), threads=1))
+    try:
+        m.wait_ready(120)
+        assert m.model_state()["state"] == "failed"
+        assert missing in m.model_state()["error"]["message"]
+        bad = m.wait(m.submit(describe(clips[0])), 120)
+        assert bad.state is JobState.FAILED and bad.error["type"] == "ModelNotFoundError"
+        spec = JobSpec(AnalysisRequest(clips[0], "describe", max_new_tokens=128), model="test")
+        good = m.wait(m.submit(spec), 300)
+        assert good.state is JobState.DONE and good.result.model.test_model
+    finally:
+        m.shutdown()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chord_core import video
+from chord_core import probe as probing
 from chord_core.errors import VideoError
 from chord_core.testing.videos import (
     has_pyav,
@@ -19,7 +19,8 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.video import _Decoded, _Header, _reconcile, probe
+from chord_core.probe import _Decoded, _Header, _reconcile
+from chord_core.video import probe
 
 needs_av = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 
@@ -41,8 +42,8 @@ class CountingCapture:
 @pytest.fixture
 def grab_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     counter = [0]
-    real_open = video._open
-    monkeypatch.setattr(video, "_open", lambda p: CountingCapture(real_open(p), counter))
+    real_open = probing._open
+    monkeypatch.setattr(probing, "_open", lambda p: CountingCapture(real_open(p), counter))
     return counter
 
 
@@ -295,7 +296,7 @@ COUNTING = {
 def test_count_frames_strategy(frames: int, fps: float, claimed: int, wh: tuple[int, int],
                                count: int, exact: bool, max_grabs: int) -> None:
     cap = FakeCapture(frames, fps=30.0, wh=wh)
-    shape, times, ended = video._decode_prefix(cap)
-    dec = video._count_frames(cap, _Header(fps, claimed), times, ended, shape)
+    shape, times, ended = probing._decode_prefix(cap)
+    dec = probing._count_frames(cap, _Header(fps, claimed), times, ended, shape)
     assert (dec.frame_count, dec.exact) == (count, exact)
     assert cap.grabs <= max_grabs
