@@ -101,7 +101,36 @@ class _Job:
 EngineFactory = Callable[[ModelConfig], Engine]
 
 
-class JobRunner:
+class JobTable:
+    """What every executor shares: a table of jobs (``_jobs[id].status``) under ``_lock``,
+    and the read side of the executor interface (status / jobs / wait)."""
+
+    _jobs: dict[str, Any]
+    _lock: Any
+
+    def status(self, job_id: str) -> JobStatus:
+        with self._lock:
+            if job_id not in self._jobs:
+                raise KeyError(f"no job {job_id!r}")
+            return self._jobs[job_id].status
+
+    def jobs(self) -> list[JobStatus]:
+        with self._lock:
+            return [j.status for j in self._jobs.values()]
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
+        """Block until the job finishes (tests and the CLI); returns its final status."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.status(job_id)
+            if st.state.finished:
+                return st
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
+            time.sleep(0.05)
+
+
+class JobRunner(JobTable):
     """Queue + one worker thread + one engine. Thread-safe."""
 
     def __init__(self, model_cfg: ModelConfig | None = None, *,
@@ -126,16 +155,6 @@ class JobRunner:
         self._queue.put(job_id)
         return job_id
 
-    def status(self, job_id: str) -> JobStatus:
-        with self._lock:
-            if job_id not in self._jobs:
-                raise KeyError(f"no job {job_id!r}")
-            return self._jobs[job_id].status
-
-    def jobs(self) -> list[JobStatus]:
-        with self._lock:
-            return [j.status for j in self._jobs.values()]
-
     def cancel(self, job_id: str) -> bool:
         """Ask a job to stop. Queued jobs are cancelled at once; running ones at the next
         stage boundary or frame. Returns False when the job had already finished."""
@@ -148,17 +167,6 @@ class JobRunner:
                 job.status = replace(job.status, state=JobState.CANCELLED,
                                      finished_at=time.time())
             return True
-
-    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        """Block until the job finishes (tests and the CLI); returns its final status."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            st = self.status(job_id)
-            if st.state.finished:
-                return st
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
-            time.sleep(0.05)
 
     def model_state(self) -> dict[str, Any]:
         with self._lock:

@@ -25,7 +25,7 @@ from chord_core.balancer import Balancer, plan_cost
 from chord_core.config import ModelConfig
 from chord_core.engine import GroundChunk, assemble_ground
 from chord_core.errors import ChordError
-from chord_core.jobs import JobSpec, JobState, JobStatus
+from chord_core.jobs import JobSpec, JobState, JobStatus, JobTable
 from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
 from chord_core.workers import Task, WorkerSpec, worker_main
 
@@ -72,7 +72,7 @@ class _Job:
     probe_s: float = 0.0
 
 
-class JobManager:
+class JobManager(JobTable):
     """Process workers + balancer. ``workers`` is a list of WorkerSpec (see ``build_specs``)."""
 
     def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
@@ -143,16 +143,6 @@ class JobManager:
     def _model_name(self) -> str:
         return next(iter(self._workers.values())).spec.model_cfg.model
 
-    def status(self, job_id: str) -> JobStatus:
-        with self._lock:
-            if job_id not in self._jobs:
-                raise KeyError(f"no job {job_id!r}")
-            return self._jobs[job_id].status
-
-    def jobs(self) -> list[JobStatus]:
-        with self._lock:
-            return [j.status for j in self._jobs.values()]
-
     def cancel(self, job_id: str) -> bool:
         with self._lock:
             job = self._jobs.get(job_id)
@@ -167,16 +157,6 @@ class JobManager:
                 ts.state = "failed"
             self._finish(job, JobState.CANCELLED)
             return True
-
-    def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            st = self.status(job_id)
-            if st.state.finished:
-                return st
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
-            time.sleep(0.05)
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Block until every worker has loaded its model (or failed to)."""
