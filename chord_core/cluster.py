@@ -15,7 +15,7 @@ from typing import Any
 from chord_core.config import TEST_MODEL, ModelConfig
 from chord_core.parallel_config import ParallelConfig
 from chord_core.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
-from chord_core.manager import gpu_specs
+from chord_core.manager import cpu_specs, gpu_specs
 from chord_core.workers import WorkerSpec
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,7 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     if not inventory or model_cfg.device == "cpu":
         n = max(1, parallel.cpu_workers)
         threads = max(1, (os.cpu_count() or 1) // n)
-        specs = tuple(WorkerSpec(f"cpu{i}", (), model_cfg, cpu_threads=threads)
-                      for i in range(n))
+        specs = tuple(cpu_specs(n, model_cfg, threads=threads))
         why = reason or "CPU requested"
         return WorkerPlan(specs, {s.worker_id: 1.0 for s in specs}, None,
                           (f"{n} CPU worker(s), {threads} thread(s) each ({why})",))

@@ -25,26 +25,9 @@ from chord_core.video import probe
 needs_av = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 
 
-class CountingCapture:
-    """Wraps a cv2.VideoCapture and counts decoded frames (grab calls)."""
-
-    def __init__(self, cap: Any, counter: list[int]) -> None:
-        self._cap, self._counter = cap, counter
-
-    def grab(self) -> bool:
-        self._counter[0] += 1
-        return self._cap.grab()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cap, name)
-
-
 @pytest.fixture
-def grab_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    counter = [0]
-    real_open = probing._open
-    monkeypatch.setattr(probing, "_open", lambda p: CountingCapture(real_open(p), counter))
-    return counter
+def grab_counter(count_grabs) -> list[int]:
+    return count_grabs(probing)
 
 
 CLIPS = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -58,24 +57,9 @@ def long_clips(tmp_path_factory: pytest.TempPathFactory) -> Clips:
     return out
 
 
-class CountingCapture:
-    def __init__(self, cap: Any, counter: list[int]) -> None:
-        self._cap, self._counter = cap, counter
-
-    def grab(self) -> bool:
-        self._counter[0] += 1
-        return self._cap.grab()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cap, name)
-
-
 @pytest.fixture
-def grab_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    counter = [0]
-    real_open = video._open
-    monkeypatch.setattr(video, "_open", lambda p: CountingCapture(real_open(p), counter))
-    return counter
+def grab_counter(count_grabs) -> list[int]:
+    return count_grabs(video)
 
 
 def _mean_rgb(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
