@@ -142,14 +142,18 @@ def _wait(manager: Any, summary: BatchSummary,
     t0 = time.time()
     busy0 = {w["worker"]: w["busy_s"] for w in manager.workers()}
     pending = [it for it in summary.items if not it.skipped]
+    running = list(pending)
     while True:
-        for it in pending:
+        for it in list(running):
             st = manager.status(it.job_id)
             it.state, it.worker = st.state.value, st.worker
-            if st.state.finished and it.error is None and st.state is not JobState.DONE:
-                it.error = st.error or {"message": st.state.value}
-            if st.state is JobState.DONE and not Path(it.out_json).exists():
+            if not st.state.finished:
+                continue
+            running.remove(it)  # each finished job is handled once: error or JSON written
+            if st.state is JobState.DONE:
                 _write_json(Path(it.out_json), st.result.to_dict())
+            else:
+                it.error = st.error or {"message": st.state.value}
         rows = manager.workers()
         summary.busy_s = {w["worker"]: w["busy_s"] - busy0.get(w["worker"], 0.0) for w in rows}
         summary.assignment = {w["worker"]: [Path(i.video).name for i in pending if i.worker
@@ -158,7 +162,7 @@ def _wait(manager: Any, summary: BatchSummary,
         summary.wall_s = time.time() - t0
         if on_update is not None:
             on_update(summary)
-        if all(manager.status(it.job_id).state.finished for it in pending):
+        if not running:
             return
         time.sleep(0.2)
 
