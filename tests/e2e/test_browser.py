@@ -32,6 +32,7 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Pa
     page.get_by_role("heading", name="Analyze a clip").wait_for()
     page.locator("input[type=file]").set_input_files(str(e2e_clip))
     page.get_by_test_id("stMainBlockContainer").get_by_text("Plan:").wait_for()
+    page.locator("[data-testid=stVideo]").first.wait_for()
     assert page.locator("[data-testid=stVideo]").count() == 1
 
     page.get_by_role("radio", name="Ground a target").click()
@@ -40,6 +41,8 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Pa
     target.press("Enter")
     _run_and_wait(page, re.compile("the green square"))
     page.locator("[data-testid=stPlotlyChart]").first.wait_for()
+    # elements of one rerun arrive in order: wait for the last before counting any
+    page.get_by_role("button", name=re.compile("Make annotated MP4")).wait_for()
     assert page.locator("[data-testid=stPlotlyChart] .js-plotly-plot").count() == 1
     assert page.get_by_text("Frame", exact=True).count() >= 1  # the scrubber's label
     assert page.locator("[data-testid=stSliderThumbValue]").count() >= 2
@@ -59,6 +62,7 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Pa
 
     page.get_by_role("radio", name="Describe").click()
     _run_and_wait(page, "Description")
+    page.get_by_role("button", name=re.compile("Result JSON")).wait_for()
     assert page.get_by_text("random weights").count() >= 1
     assert page.get_by_role("button", name=re.compile("Result JSON")).count() == 1
     page.screenshot(path=str(artifacts / "e2e-describe.png"), full_page=True)
@@ -122,9 +126,13 @@ def test_batch_then_history_in_browser(browser_page, app_url: str, e2e_clip: Pat
     _select_first_row(page, table)  # newest first: the last clip the batch finished
     open_button = page.get_by_role("button", name=re.compile("Open in Analyze"))
     open_button.wait_for()
-    assert page.get_by_role("button", name=re.compile("Delete")).count() == 1
+    delete_button = page.get_by_role("button", name=re.compile("Delete"))
+    delete_button.wait_for()  # the same rerun draws it just after Open; don't race it
+    assert delete_button.count() == 1
     page.screenshot(path=str(artifacts / "e2e-history.png"), full_page=True)
     open_button.click()
     page.get_by_role("heading", name="Analyze a clip").wait_for()
     page.get_by_role("heading", name="Description").wait_for()
-    assert page.get_by_role("button", name=re.compile("Result JSON")).count() == 1
+    result_json = page.get_by_role("button", name=re.compile("Result JSON"))
+    result_json.wait_for()
+    assert result_json.count() == 1
