@@ -44,17 +44,27 @@ def _run(lm, clip: str, tokens: int) -> tuple:
         out = lm.model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens,
                                 do_sample=False)
     ids = out[0, inputs["input_ids"].shape[1]:].tolist()
-    return logits, ids
+    fast = None
+    if lm.decoder is not None:  # the default (fast) decoder on the same placement
+        fast = lm.decoder.generate(inputs, tokens, min_new_tokens=tokens)[0].tolist()
+    return logits, ids, fast
 
 
 def _compare(ref: tuple, other: tuple) -> dict:
-    (la, ia), (lb, ib) = ref, other
-    shared = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
+    (la, ia, fa), (lb, ib, fb) = ref, other
     diff = (la - lb).abs()
-    return {"max_abs_logit_diff": float(diff.max()), "logit_std": float(la.std()),
-            "rel_max_diff": float(diff.max() / la.std().clamp_min(1e-12)),
-            "top1_equal": bool(la.argmax() == lb.argmax()),
-            "shared_token_prefix": shared, "tokens": len(ia)}
+    out = {"max_abs_logit_diff": float(diff.max()), "logit_std": float(la.std()),
+           "rel_max_diff": float(diff.max() / la.std().clamp_min(1e-12)),
+           "top1_equal": bool(la.argmax() == lb.argmax()),
+           "shared_token_prefix": _shared(ia, ib), "tokens": len(ia)}
+    if fa is not None and fb is not None:
+        out["fast_decoder_shared_prefix"] = _shared(fa, fb)
+        out["fast_decoder_identical"] = fa == fb
+    return out
+
+
+def _shared(a: list, b: list) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def main() -> int:

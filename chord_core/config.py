@@ -12,6 +12,8 @@ Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 | CHORD_MAX_MEMORY      | per-GPU cap: fraction ``0.9`` or ``20GiB``; CPU cap after ``,cpu=`` |
 | CHORD_ALLOW_OFFLOAD   | ``1`` lets weights spill to CPU/disk when GPUs are present     |
 | CHORD_DTYPE           | ``auto`` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)    |
+| CHORD_DECODER         | ``fast`` (default: static cache + CUDA graphs) or ``generate`` |
+| CHORD_COMPILE         | ``0``/``1``: torch.compile the fast decode step (default: on GPUs) |
 | CHORD_DETERMINISTIC   | ``1``: deterministic kernels in workers (bit-identical replicas) |
 | CHORD_FAULT_OOM       | test hook: the first N model calls of a worker raise OOM       |
 
@@ -47,6 +49,8 @@ GROUND_FPS_DEFAULT = 2.0
 GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
 MAX_NEW_TOKENS_RANGE = (128, 2048)
 MAX_NEW_TOKENS_DEFAULT = 512
+# "fast": static KV cache + CUDA-graph decode (fastgen.py); "generate": transformers' own loop.
+DECODERS = ("fast", "generate")
 
 
 def default_cache_dir() -> Path:
@@ -99,6 +103,13 @@ class ModelConfig:
     cache_dir: Path | None = None
     batch_size: int = 8
     local_files_only: bool = False
+    decoder: str = "fast"
+    compile: bool | None = None  # fuse the decode step with torch.compile; None: on GPUs
+
+    def __post_init__(self) -> None:
+        if self.decoder not in DECODERS:
+            raise ConfigError(f"unknown decoder {self.decoder!r}",
+                              hint=f"use one of: {', '.join(DECODERS)}")
 
     @property
     def is_test_model(self) -> bool:
@@ -122,6 +133,8 @@ def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: obj
         max_memory=env.get("CHORD_MAX_MEMORY") or None,
         allow_offload=_truthy(env.get("CHORD_ALLOW_OFFLOAD")),
         cache_dir=Path(env["CHORD_CACHE_DIR"]) if env.get("CHORD_CACHE_DIR") else None,
+        decoder=env.get("CHORD_DECODER") or "fast",
+        compile=None if not env.get("CHORD_COMPILE") else _truthy(env.get("CHORD_COMPILE")),
     )
     return cfg.with_overrides(**overrides)
 

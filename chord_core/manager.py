@@ -43,6 +43,7 @@ class _Worker:
     control: Any = None
     state: str = "starting"          # starting | ready | failed | stopped
     current: str | None = None
+    batch: list = field(default_factory=list)  # task ids sent together (describe batches)
     queue: deque = field(default_factory=deque)
     restarts: int = 0
     busy_s: float = 0.0
@@ -234,13 +235,14 @@ class JobManager(JobTable):
             if w.proc is None or w.proc.is_alive() or w.state in ("failed", "stopped"):
                 continue
             self._drain()  # a "done" sent just before dying still counts
-            if w.current:
-                ts = self._tasks[w.current]
+            for tid in reversed(w.batch or ([w.current] if w.current else [])):
+                ts = self._tasks[tid]
                 if ts.state == "running":
                     ts.state, ts.attempts = "pending", ts.attempts + 1
-                    w.queue.appendleft(w.current)
+                    w.queue.appendleft(tid)
                     log.warning("worker %s died running %s; re-queued (attempt %d)",
-                                wid, w.current, ts.attempts + 1)
+                                wid, tid, ts.attempts + 1)
+            w.batch = []
             w.restarts += 1
             if w.restarts > 5:
                 w.state, w.error = "failed", {"type": "WorkerCrashed", "hint": "",
@@ -282,7 +284,8 @@ class JobManager(JobTable):
             # another model; jobs for the missing model fail with the loader's message.
             w.model_info, w.error, w.state = msg[2], msg[3], "ready"
         elif kind == "started":
-            w.current = msg[2]
+            if not w.batch:
+                w.current = msg[2]
         elif kind == "progress":
             self._on_progress(msg[2], msg[3])
         elif kind == "done":
@@ -350,11 +353,48 @@ class JobManager(JobTable):
             tid = w.queue.popleft() if w.queue else self._steal(wid)
             if tid is None:
                 continue
-            ts = self._tasks[tid]
-            ts.worker, ts.state = wid, "running"
-            w.current = tid
-            w.inbox.put(ts.task)
-            self._start_job(ts.task.job_id, wid)
+            batch = [tid] + self._batch_mates(wid, self._tasks[tid].task)
+            for t in batch:
+                ts = self._tasks[t]
+                ts.worker, ts.state = wid, "running"
+                self._start_job(ts.task.job_id, wid)
+            w.current, w.batch = tid, batch
+            tasks = [self._tasks[t].task for t in batch]
+            w.inbox.put(tasks[0] if len(tasks) == 1 else tasks)
+
+    def _batch_mates(self, wid: str, first: Task) -> list[str]:
+        """Queued describe tasks that can share ``first``'s generate call: same model, plain
+        describe; up to the worker's batch size, from its own queue, then from the longest
+        other queue (the balancer is told)."""
+        limit = self._workers[wid].spec.model_cfg.batch_size
+
+        def fits(task: Task) -> bool:
+            r = task.request
+            return (task.kind == "analyze" and r.task == "describe" and not r.annotated_video
+                    and task.model == first.model)
+
+        if not fits(first) or limit <= 1:
+            return []
+        mates: list[str] = []
+        donors = [self._workers[wid]] + sorted(
+            (w for w in self._workers.values() if w.spec.worker_id != wid),
+            key=lambda w: -len(w.queue))
+        for donor in donors:
+            for tid in list(donor.queue):
+                if len(mates) >= limit - 1:
+                    return mates
+                task = self._tasks[tid].task
+                if fits(task):
+                    donor.queue.remove(tid)
+                    if donor.spec.worker_id != wid:
+                        self._balancer.move(task.cost, donor.spec.worker_id, wid)
+                    mates.append(tid)
+        return mates
+
+    def _task_ended(self, w: _Worker, tid: str) -> None:
+        if tid in w.batch:
+            w.batch.remove(tid)
+        w.current = w.batch[0] if w.batch else None
 
     def _steal(self, thief: str) -> str | None:
         donor = max((w for w in self._workers.values() if len(w.queue) > 0),
@@ -409,7 +449,8 @@ class JobManager(JobTable):
         job.status = replace(st, last_event=event, events=(st.events + (event,))[-200:])
 
     def _on_done(self, w: _Worker, tid: str, payload: Any, busy_s: float) -> None:
-        w.current, w.busy_s, w.tasks_done = None, w.busy_s + busy_s, w.tasks_done + 1
+        self._task_ended(w, tid)
+        w.busy_s, w.tasks_done = w.busy_s + busy_s, w.tasks_done + 1
         ts = self._tasks.get(tid)
         if ts is None or ts.state != "running":
             return  # cancelled meanwhile, or a duplicate after a restart: ignore
@@ -424,7 +465,7 @@ class JobManager(JobTable):
             self._finish(job, JobState.DONE, result=self._merge(job, w))
 
     def _on_failed(self, w: _Worker, tid: str, error: dict) -> None:
-        w.current = None
+        self._task_ended(w, tid)
         ts = self._tasks.get(tid)
         if ts is None or ts.state != "running":
             return

@@ -70,6 +70,7 @@ class LoadedModel:
     load_s: float
     input_device: str
     resolved: ResolvedModel | None = None
+    decoder: Any = None  # fastgen.FastDecoder, or None: transformers' generate decodes
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -236,8 +237,29 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
                      device_map={k: _device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family)
     return LoadedModel(model=model, processor=processor, info=info, family=family,
+                       decoder=_fast_decoder(cfg, model, processor),
                        coord_mode=coord_mode, load_s=time.perf_counter() - t0,
                        input_device=_input_device(model), resolved=resolved)
+
+
+def _fast_decoder(cfg: ModelConfig, model: Any, processor: Any) -> Any:
+    """The fast path for this model: grouped vision attention (``fastvision``) and the fast
+    decoder — or None where ``decoder="generate"`` asked for plain transformers, or the
+    model/placement is one the decoder does not handle (then the log says why)."""
+    if cfg.decoder != "fast":
+        return None
+    from chord_core import fastvision
+    from chord_core.fastgen import FastDecoder, unsupported_reason
+
+    fastvision.install(model)
+
+    reason = unsupported_reason(model)
+    if reason:
+        log.info("decoding with transformers' generate: %s", reason)
+        return None
+    on_gpu = next(model.parameters()).device.type == "cuda"
+    return FastDecoder(model, pad_token_id=processor.tokenizer.pad_token_id,
+                       compile=cfg.compile if cfg.compile is not None else on_gpu)
 
 
 def release_memory() -> None:
@@ -306,21 +328,33 @@ def build_video_inputs(lm: LoadedModel, frames: np.ndarray, metadata: Mapping[st
     ``frames`` is T×H×W×3 uint8 RGB at the plan's input size; ``metadata`` has
     ``total_num_frames``, ``fps`` and ``frames_indices`` of the SOURCE video.
     """
-    h, w = _check_frames(frames, 4, "video frames")
-    if len(frames) == 0:
-        raise InputError("no video frames to describe", hint="check that the clip decodes")
-    meta = _video_metadata(metadata, len(frames))
+    return build_video_batch(lm, [(frames, metadata, prompt)])
+
+
+def build_video_batch(lm: LoadedModel, clips: Sequence[tuple[np.ndarray, Mapping[str, Any], str]]
+                      ) -> Any:
+    """Processor output for several clips (frames, source metadata, prompt), left-padded:
+    one row per clip. Clips may differ in frame count, size and prompt."""
+    if not clips:
+        raise InputError("no clips to describe", hint="pass at least one clip")
+    sizes, metas, texts = [], [], []
     processor = lm.processor
-    text = processor.apply_chat_template(describe_messages(prompt), tokenize=False,
-                                         add_generation_prompt=True)
-    inputs = processor(text=[text], videos=[frames], video_metadata=[meta],
-                       do_sample_frames=False, return_tensors="pt",
-                       **_no_resize_kwargs(processor.video_processor, [h * w]))
+    for frames, metadata, prompt in clips:
+        h, w = _check_frames(frames, 4, "video frames")
+        if len(frames) == 0:
+            raise InputError("no video frames to describe", hint="check that the clip decodes")
+        sizes.append((h, w))
+        metas.append(_video_metadata(metadata, len(frames)))
+        texts.append(processor.apply_chat_template(describe_messages(prompt), tokenize=False,
+                                                   add_generation_prompt=True))
+    inputs = processor(text=texts, videos=[c[0] for c in clips], video_metadata=metas,
+                       do_sample_frames=False, return_tensors="pt", padding=True,
+                       **_no_resize_kwargs(processor.video_processor, [h * w for h, w in sizes]))
     patch = _patch_px(processor.video_processor)
-    grid = inputs["video_grid_thw"][0].tolist()
-    if (grid[1] * patch, grid[2] * patch) != (h, w):
-        log.warning("the processor resized video frames from %d×%d to %d×%d", w, h,
-                    grid[2] * patch, grid[1] * patch)
+    for (h, w), grid in zip(sizes, inputs["video_grid_thw"].tolist()):
+        if (grid[1] * patch, grid[2] * patch) != (h, w):
+            log.warning("the processor resized video frames from %d×%d to %d×%d", w, h,
+                        grid[2] * patch, grid[1] * patch)
     return inputs
 
 
@@ -375,10 +409,19 @@ def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens:
         kwargs["min_new_tokens"] = min(min_new_tokens, max_new_tokens)
     t0 = time.perf_counter()
     with lm.lock, torch.inference_mode():
-        out = lm.model.generate(**inputs, **kwargs)
+        if lm.decoder is not None:
+            try:
+                new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
+                                          min_new_tokens=kwargs.get("min_new_tokens", 0))
+            except torch.cuda.OutOfMemoryError:
+                lm.decoder.clear()  # its buffers are the first thing to give back
+                raise
+        else:
+            new = lm.model.generate(**inputs, **kwargs)[:, inputs["input_ids"].shape[1]:]
+        new = new.cpu()  # waits for the GPU: the time below is the real generation time
     seconds = time.perf_counter() - t0
     _raise_if_cancelled(cancel)
-    return out[:, inputs["input_ids"].shape[1]:], seconds
+    return new, seconds
 
 
 def _count_new(row: Any, stop_ids: set[int]) -> int:
@@ -401,15 +444,26 @@ def describe(lm: LoadedModel, frames: np.ndarray, metadata: Mapping[str, Any], p
              max_new_tokens: int, *, min_new_tokens: int | None = None,
              cancel: threading.Event | None = None) -> GenerationOutput:
     """Describe one clip (its sampled frames + source-video metadata) in free text."""
+    return describe_batch(lm, [(frames, metadata, prompt)], max_new_tokens,
+                          min_new_tokens=min_new_tokens, cancel=cancel)[0]
+
+
+def describe_batch(lm: LoadedModel, clips: Sequence[tuple[np.ndarray, Mapping[str, Any], str]],
+                   max_new_tokens: int, *, min_new_tokens: int | None = None,
+                   cancel: threading.Event | None = None) -> list[GenerationOutput]:
+    """Describe several clips in one generate call (one row each, left-padded). Times are
+    each clip's share of the batch."""
     _raise_if_cancelled(cancel)
     t0 = time.perf_counter()
-    inputs = build_video_inputs(lm, frames, metadata, prompt)
+    inputs = build_video_batch(lm, clips)
     preprocess_s = time.perf_counter() - t0
     new_ids, generate_s = _generate(lm, inputs, max_new_tokens, min_new_tokens, cancel)
-    text = lm.processor.batch_decode(new_ids, skip_special_tokens=True)[0]
-    return GenerationOutput(text=text.strip(), prompt_tokens=int(inputs["input_ids"].shape[1]),
-                            new_tokens=_count_new(new_ids[0], _stop_ids(lm)),
-                            preprocess_s=preprocess_s, generate_s=generate_s)
+    texts = lm.processor.batch_decode(new_ids, skip_special_tokens=True)
+    stop, n = _stop_ids(lm), len(clips)
+    return [GenerationOutput(text=text.strip(), prompt_tokens=int(mask.sum()),
+                             new_tokens=_count_new(row, stop), preprocess_s=preprocess_s / n,
+                             generate_s=generate_s / n)
+            for text, mask, row in zip(texts, inputs["attention_mask"], new_ids)]
 
 
 def _ground_batch(lm: LoadedModel, images: Sequence[np.ndarray], target: str,

@@ -110,34 +110,70 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
         if task is None:
             outbox.put(("stopped", spec.worker_id))
             return
-        engine = _engine_for(engine, spec, task, outbox)
+        tasks = task if isinstance(task, list) else [task]
+        engine = _engine_for(engine, spec, tasks, outbox)
         if engine is None:
             continue
         current["cancel"] = threading.Event()
-        current["task"] = task.task_id
-        _run_task(engine, task, spec.worker_id, outbox, current["cancel"])
+        if len(tasks) == 1:
+            current["task"] = task.task_id
+            _run_task(engine, task, spec.worker_id, outbox, current["cancel"])
+        else:  # a describe batch: a cancelled job's answer is dropped by the manager
+            _run_batch(engine, tasks, spec.worker_id, outbox)
         current["task"] = None
 
 
-def _engine_for(engine: Any, spec: WorkerSpec, task: Task, outbox: Any) -> Any:
-    """The engine for ``task``'s model: the current one, or a freshly loaded one. A model
-    that cannot be loaded fails this task (with the loader's message) and nothing else."""
+def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -> Any:
+    """The engine for the tasks' model (they share one): the current engine, or a freshly
+    loaded one. A model that cannot be loaded fails these tasks (with the loader's message)
+    and nothing else."""
     from chord_core.engine import Engine
     from chord_core.errors import ChordError
 
-    want = task.model or spec.model_cfg.model
+    model = tasks[0].model
+    want = model or spec.model_cfg.model
     if engine is not None and engine.model_cfg.model == want:
         return engine
     if engine is not None:
         engine.unload()
-    fresh = Engine(_engine_config(spec, task.model))
+    fresh = Engine(_engine_config(spec, model))
     try:
         fresh.load()
     except ChordError as exc:
-        outbox.put(("started", spec.worker_id, task.task_id))
-        outbox.put(("failed", spec.worker_id, task.task_id, exc.to_dict()))
+        for task in tasks:
+            outbox.put(("started", spec.worker_id, task.task_id))
+            outbox.put(("failed", spec.worker_id, task.task_id, exc.to_dict()))
         return None
     return fresh
+
+
+def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> None:
+    """Several describe tasks through one batched generate (``Engine.describe_many``); each
+    task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
+    from chord_core.errors import ChordError
+
+    for task in tasks:
+        outbox.put(("started", worker_id, task.task_id))
+    t0 = time.perf_counter()
+    try:
+        results = engine.describe_many(
+            [t.request for t in tasks], infos=[t.info for t in tasks],
+            plans=[t.plan for t in tasks], batch_size=len(tasks),
+            on_progress=lambda i, ev: outbox.put(("progress", worker_id, tasks[i].task_id, ev)))
+    except Exception as exc:  # noqa: BLE001 — a crash fails this batch, not the worker
+        log.exception("describe batch of %d crashed", len(tasks))
+        error = {"type": type(exc).__name__, "message": f"internal error: {exc}",
+                 "hint": "this is a bug in Chord; the worker log has the traceback"}
+        results = [error] * len(tasks)
+    share = (time.perf_counter() - t0) / len(tasks)
+    for task, res in zip(tasks, results):
+        if isinstance(res, dict):
+            outbox.put(("failed", worker_id, task.task_id, res))
+        elif isinstance(res, ChordError):
+            outbox.put(("failed", worker_id, task.task_id, res.to_dict()))
+        else:
+            res = replace(res, timing=replace(res.timing, probe_s=task.probe_s))
+            outbox.put(("done", worker_id, task.task_id, res, share))
 
 
 def _control_loop(control: Any, current: dict[str, Any]) -> None:

@@ -39,3 +39,37 @@ def test_agreement_check_cpu_mode(tmp_path, tiny_model_dir):
     res = json.loads((tmp_path / "agreement.json").read_text())
     assert res["first_rerun"]["max_abs_logit_diff"] == 0.0
     assert res["first_rerun"]["shared_token_prefix"] == 8
+
+
+def test_speed_harness_cpu_mode(tmp_path, tiny_model_dir):
+    env_dir = tmp_path / "clips"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/speed.py", "--cpu", "--workloads",
+         "decode,agree,w1,w2,w3,w2x,cold"], cwd=ROOT, capture_output=True, text=True,
+        timeout=600, env={**os.environ, "OUT": str(tmp_path), "CHORD_BENCH_DIR": str(env_dir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((tmp_path / "speed.json").read_text())
+    for name in ("naive_b1", "ours_b1", "naive_b8", "ours_b8"):
+        assert res["decode"][name]["tokens_per_s"] > 0, name
+    agree = res["agree"]  # CPU float32: the fast path reproduces generate exactly
+    assert agree["ours_vs_naive_exact_rows"] == agree["rows"] == 3
+    assert agree["teacher_forced_top1_agreement"] == 1.0
+    for key in ("w1", "w3"):
+        assert res[key]["naive_clips_per_min"] > 0 and res[key]["ours_clips_per_min"] > 0
+        assert res[key]["frames"] == 4
+    assert res["w2"]["frames"] > 0 and res["w2"]["ratio"] > 0
+    workers = res["workers"]
+    assert workers["w1_speedup"] > 0 and workers["w2_ratio"] > 0
+    assert {w["worker"] for w in workers["workers_2gpu"]} == {"gpu0", "gpu1"}
+    assert res["cold"]["fresh_cache_state"] == res["cold"]["warm_cache_state"] == ["ready"]
+
+
+def test_sampling_harness_cpu_mode(tmp_path):
+    proc = _run(["benchmarks/sampling.py", "--minutes", "0.1", "--repeats", "1",
+                 "--cache", str(tmp_path)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "sampling.json").read_text())
+    assert res["frames_in_file"] == 180 and res["sampled_frames"] == 12
+    assert res["kept"]["ours"] == res["kept"]["decode_every_frame"] == 12
+    assert res["ours_vs_decode_every_frame"] > 0
+    assert res["ffmpeg_s"] is None or res["kept"]["ffmpeg"] == 12

@@ -116,3 +116,44 @@ def test_worker_with_missing_startup_model_still_serves_other_models(tiny_model_
         assert good.state is JobState.DONE and good.result.model.test_model
     finally:
         m.shutdown()
+
+
+def test_queued_describes_share_one_generate_call(tiny_model_dir, clips):
+    m = JobManager(cpu_specs(1, ModelConfig(model="test", batch_size=4), threads=1))
+    try:
+        m.wait_ready(180)
+        m.wait(m.submit(describe(clips[0])), 300)  # worker busy-free, then a burst arrives
+        ids = [m.submit(describe(c)) for c in clips]
+        finals = [m.wait(i, 300) for i in ids]
+        assert [f.state for f in finals] == [JobState.DONE] * len(clips)
+        batched = [f for f in finals
+                   if any("in a batch of" in e.message for e in f.events)]
+        assert len(batched) >= 2, [e.message for f in finals for e in f.events]
+        from chord_core.engine import Engine
+
+        engine = Engine(ModelConfig(model="test"))
+        for f, clip in zip(finals, clips):  # batching (left padding) changes no answer
+            assert f.result.video.path == clip
+            assert f.result.text == engine.analyze(describe(clip).request).text
+        assert m.workers()[0]["tasks_done"] == len(clips) + 1
+    finally:
+        m.shutdown()
+
+
+def test_killed_worker_mid_describe_batch_loses_nothing(tiny_model_dir, clips):
+    m = JobManager(cpu_specs(2, ModelConfig(model="test", batch_size=3), threads=1))
+    try:
+        m.wait_ready(180)
+        ids = [m.submit(describe(c)) for c in clips * 2]
+        deadline = time.monotonic() + 60
+        while not any(w["job"] for w in m.workers()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        victim = next(w["worker"] for w in m.workers() if w["job"])
+        m.kill_worker(victim)
+        finals = [m.wait(i, 300) for i in ids]
+        assert [f.state for f in finals] == [JobState.DONE] * len(ids)
+        assert [f.result.video.path for f in finals] == clips * 2
+        assert next(w for w in m.workers() if w["worker"] == victim)["restarts"] == 1
+        assert sum(w["tasks_done"] for w in m.workers()) == len(ids)  # nothing ran twice
+    finally:
+        m.shutdown()

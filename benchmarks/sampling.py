@@ -1,0 +1,150 @@
+"""W4 (issue 5): the CPU side — sampling 2 fps from a long H.264 file.
+
+    python benchmarks/sampling.py                       # 10-minute 720p30 H.264 clip
+    python benchmarks/sampling.py --minutes 0.3 --out x.json   # seconds (the test suite)
+
+Three ways to get the same frames (2 fps, resized to the size Chord feeds the model), timed
+in the same run on the same file, median of ``--repeats``:
+
+* ``decode_every_frame`` — the naive loop: ``cv2.VideoCapture.read()`` on every frame
+  (decode + colour conversion of all of them), keeping every 15th;
+* ``ours`` — ``chord_core.video.read_frames`` with the sampling plan's indices: every frame
+  is decoded (``grab``), only the sampled ones are converted and resized;
+* ``ffmpeg`` — ``ffmpeg -i FILE -vf fps=2,scale=W:H -f rawvideo -pix_fmt rgb24 -`` into a pipe,
+  when an ``ffmpeg`` binary is on PATH (reported as unavailable otherwise).
+
+The test clip is written once with PyAV/libx264 (moving shapes over a textured, slowly
+panning background, so the decoder has real work) and cached under ``--cache``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def make_clip(path: Path, minutes: float, size_wh=(1280, 720), fps: int = 30) -> Path:
+    """A textured H.264 clip (PyAV + libx264, GOP 250 like x264's default)."""
+    if path.exists():
+        return path
+    import av
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w, h = size_wh
+    rng = np.random.default_rng(0)
+    texture = rng.integers(0, 255, (h * 2, w * 2, 3), dtype=np.uint8)
+    texture = (texture.astype(np.float32) * 0.35 + 90).astype(np.uint8)
+    tmp = path.with_suffix(".part.mp4")
+    with av.open(str(tmp), "w") as out:
+        stream = out.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+        stream.options = {"preset": "veryfast", "crf": "26", "g": "250"}
+        for i in range(int(minutes * 60 * fps)):
+            x, y = (i * 3) % w, (i * 2) % h
+            frame = texture[y:y + h, x:x + w].copy()
+            cx, cy = int(w / 2 + w / 3 * np.sin(i / 40)), int(h / 2 + h / 3 * np.cos(i / 55))
+            frame[max(0, cy - 60):cy + 60, max(0, cx - 80):cx + 80] = (40, 200, 60)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    tmp.rename(path)
+    return path
+
+
+def decode_every_frame(path: Path, step: int, size_wh: tuple[int, int]) -> int:
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    kept, i = 0, 0
+    while True:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        if i % step == 0:
+            cv2.cvtColor(cv2.resize(bgr, size_wh, interpolation=cv2.INTER_AREA),
+                         cv2.COLOR_BGR2RGB)
+            kept += 1
+        i += 1
+    cap.release()
+    return kept
+
+
+def ours(path: Path, indices: list[int], size_wh: tuple[int, int]) -> int:
+    from chord_core.video import read_frames
+
+    frames, _ = read_frames(path, indices, size_wh)
+    return len(frames)
+
+
+def ffmpeg(path: Path, fps: float, size_wh: tuple[int, int], binary: str) -> int:
+    w, h = size_wh
+    proc = subprocess.run([binary, "-v", "error", "-i", str(path), "-vf",
+                           f"fps={fps},scale={w}:{h}:flags=area", "-f", "rawvideo",
+                           "-pix_fmt", "rgb24", "-"], capture_output=True, check=True)
+    return len(proc.stdout) // (w * h * 3)
+
+
+def timed(fn, repeats: int) -> tuple[float, int]:
+    times, n = [], 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        n = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--fps", type=float, default=2.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cache", default=os.environ.get("CHORD_BENCH_DIR", "/tmp/chord-speed"))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sampling.json"))
+    args = ap.parse_args()
+    from chord_core.config import SamplingConfig
+    from chord_core.sampling import plan_sampling
+    from chord_core.video import probe
+
+    clip = make_clip(Path(args.cache) / f"w4_{args.minutes:g}min_720p.mp4", args.minutes)
+    info = probe(clip)
+    step = max(1, round(info.fps / args.fps))
+    indices = list(range(0, info.frame_count, step))
+    # the size Chord's describe plan gives a 720p clip (frame count aside)
+    size_wh = plan_sampling(info, "describe", SamplingConfig(fps=args.fps)).input_wh
+    res = {"clip": str(clip), "frames_in_file": info.frame_count, "source_fps": info.fps,
+           "size": [info.width, info.height], "sampled_frames": len(indices),
+           "output_wh": list(size_wh), "cpu_cores": os.cpu_count()}
+    res["decode_every_frame_s"], n0 = timed(lambda: decode_every_frame(clip, step, size_wh),
+                                            args.repeats)
+    res["ours_s"], n1 = timed(lambda: ours(clip, indices, size_wh), args.repeats)
+    res["kept"] = {"decode_every_frame": n0, "ours": n1}
+    binary = shutil.which("ffmpeg")
+    if binary:
+        res["ffmpeg_s"], n2 = timed(lambda: ffmpeg(clip, args.fps, size_wh, binary),
+                                    args.repeats)
+        res["kept"]["ffmpeg"] = n2
+        res["ours_vs_ffmpeg"] = res["ffmpeg_s"] / res["ours_s"]
+    else:
+        res["ffmpeg_s"] = None
+        res["ffmpeg_note"] = "no ffmpeg binary on PATH"
+    res["ours_vs_decode_every_frame"] = res["decode_every_frame_s"] / res["ours_s"]
+    res["decode_fps_ours"] = info.frame_count / res["ours_s"]
+    Path(args.out).write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

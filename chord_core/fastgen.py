@@ -1,0 +1,479 @@
+"""Fast greedy decoding for Qwen2.5-VL: a fixed-size KV cache, the decode step replayed as
+one CUDA graph, and no host↔device synchronisation inside the token loop.
+
+Why: transformers' ``generate`` launches every kernel of every layer from Python for each
+token and synchronises at every step, so at batch 1 an H200 decodes a 7B model at about a
+fifth of what its memory bandwidth allows (issue 5; ``docs/benchmarks.md``). Here:
+
+* **prefill** is the model's own forward — vision tower, mrope positions, left padding, all as
+  ``generate`` does them — into a ``DynamicCache`` that is then copied into fixed-size buffers;
+* **each decode step** calls the model's own submodules (norms, projections, its rotary
+  function, MLP, ``lm_head``) against those buffers, and does greedy selection with the
+  generation config's repetition penalty, ``min_new_tokens``, EOS and padding on the GPU. On
+  CUDA the step is captured once per (batch, cache length) as a CUDA graph and replayed;
+* the host reads the "every row finished" flag only every ``CHECK_EVERY`` steps.
+
+It computes the same function as ``generate(do_sample=False)`` (same weights, same processor
+output, same logits processors); the kernels differ (a masked fixed-length attention instead
+of a growing cache), so bf16 results differ in the last bits. ``tests`` compare the step
+logits with ``generate``'s on CPU; ``benchmarks/speed.py`` reports token agreement on GPUs.
+
+Limits (then :func:`unsupported_reason` says why and the caller uses ``generate``): the
+language model must sit on ONE device (a sharded model decodes through ``generate``), the
+generation config may ask only for processors implemented here, and no sliding-window layers.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+CHECK_EVERY = 16      # decode steps between looks at the "all rows finished" flag
+
+# Generation-config fields that would add a logits processor this decoder does not implement.
+_UNSUPPORTED_FIELDS = ("no_repeat_ngram_size", "bad_words_ids", "suppress_tokens",
+                       "begin_suppress_tokens", "forced_bos_token_id", "forced_eos_token_id",
+                       "sequence_bias", "encoder_repetition_penalty", "exponential_decay_length_penalty",
+                       "renormalize_logits", "guidance_scale")
+
+
+def unsupported_reason(model: Any) -> str | None:
+    """Why this model cannot use the fast decoder (None = it can)."""
+    inner = getattr(getattr(model, "model", None), "language_model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
+        return f"{type(model).__name__} has no model.language_model.layers / lm_head"
+    layer = inner.layers[0]
+    if not all(hasattr(layer, a) for a in ("self_attn", "mlp", "input_layernorm",
+                                           "post_attention_layernorm")):
+        return f"unexpected decoder layer {type(layer).__name__}"
+    rope = getattr(sys.modules.get(type(layer.self_attn).__module__), "apply_rotary_pos_emb", None)
+    if rope is None:
+        return "the attention module's rotary function was not found"
+    cfg = getattr(model.config, "text_config", model.config)
+    if getattr(cfg, "use_sliding_window", False):
+        return "sliding-window attention is not implemented by the fast decoder"
+    devices = {p.device for p in inner.parameters()} | {p.device for p in model.lm_head.parameters()}
+    if len(devices) != 1:
+        return f"the language model spans {len(devices)} devices (sharded)"
+    gen = model.generation_config
+    for name in _UNSUPPORTED_FIELDS:
+        value = getattr(gen, name, None)
+        if value not in (None, False, 1.0, [], 0) and not (name == "guidance_scale" and value == 1):
+            return f"generation config sets {name}={value!r}"
+    return None
+
+
+def length_bucket(n: int) -> int:
+    """Cache length for ``n`` positions: a ladder of sizes (≤ 25 % masked waste above 2k), so
+    a few captured graphs serve every prompt length."""
+    for size in _LADDER:
+        if n <= size:
+            return size
+    return -(-n // 8192) * 8192
+
+
+_LADDER = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096, 5120, 6144, 8192, 10240,
+           12288, 16384, 20480, 24576, 32768)
+
+
+def batch_bucket(n: int) -> int:
+    """Rows a decode graph is captured for: the next power of two (spare rows idle)."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
+@dataclass
+class _Buffers:
+    """Everything one decode step reads and writes, for one batch size, on the device: the
+    KV cache of every layer (capacity ``cap`` positions; a graph for a shorter length uses a
+    prefix view) and the decode state. Graphs capture these addresses, so they are reused."""
+
+    k: list
+    v: list
+    tok: Any        # [B] long   token fed into the next step
+    pos: Any        # [B] long   its rotary position
+    cur: Any        # [1] long   its cache index
+    step: Any       # [1] long   tokens generated so far
+    min_new: Any    # [1] long
+    limit: Any      # [B] long   per-row max new tokens
+    valid: Any      # [B, cap] bool  which cache entries a row attends to
+    presence: Any   # [B, V] bool  tokens seen (repetition penalty)
+    done: Any       # [B] bool
+    out: Any        # [B, cap] long  generated tokens
+
+    @property
+    def cap(self) -> int:
+        return self.valid.shape[1]
+
+    @property
+    def rows(self) -> int:
+        return self.valid.shape[0]
+
+
+@dataclass
+class _EagerStep:
+    """Stands in for a CUDA graph where there is none (CPU): replays the step eagerly."""
+
+    decoder: Any
+    buf: _Buffers
+    length: int
+
+    def replay(self) -> None:
+        self.decoder._step(self.buf, self.length)
+
+
+class FastDecoder:
+    """Greedy generation for one loaded model (one instance per model; not thread-safe —
+    callers hold ``LoadedModel.lock``)."""
+
+    def __init__(self, model: Any, *, pad_token_id: int | None = None,
+                 use_graphs: bool | None = None, compile: bool = False) -> None:
+        import torch
+
+        reason = unsupported_reason(model)
+        if reason:
+            raise ValueError(f"fast decoding unavailable: {reason}")
+        self.model = model
+        self.text = model.model.language_model
+        self.layers = list(self.text.layers)
+        attn = self.layers[0].self_attn
+        self.rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+        text_cfg = model.config.get_text_config()
+        self.n_heads, self.n_kv = text_cfg.num_attention_heads, text_cfg.num_key_value_heads
+        self.head_dim = attn.head_dim
+        self.device = self.text.embed_tokens.weight.device
+        self.dtype = self.text.embed_tokens.weight.dtype
+        self.vocab = model.lm_head.weight.shape[0]
+        gen = model.generation_config
+        eos = gen.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [] if eos is None else [eos]
+        self.eos = torch.tensor(eos, dtype=torch.long, device=self.device) if eos else None
+        pad = pad_token_id if pad_token_id is not None else gen.pad_token_id
+        self.pad = int(pad if pad is not None else (eos[0] if eos else 0))
+        self.penalty = float(gen.repetition_penalty or 1.0)
+        self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
+        self._pre, self._attend, self._post = _pre_attention, _attend, _post_attention
+        self.compiled = compile
+        if compile:  # fuse each layer's element-wise chains (norms, rotary, residuals)
+            self._pre, self._attend, self._post = _compiled()
+        self._buffers: OrderedDict[int, _Buffers] = OrderedDict()
+        self._graphs: dict[tuple[int, int], Any] = {}
+        self._pool = None
+        self.stats = {"graphs": 0, "capture_s": 0.0, "captured_on_request": 0}
+
+    # -- public -------------------------------------------------------------------------
+    def clear(self) -> None:
+        """Drop every buffer and graph (after an out-of-memory error, say)."""
+        self._graphs.clear()
+        self._buffers.clear()
+
+    def kv_bytes(self, rows: int, length: int) -> int:
+        return 2 * len(self.layers) * rows * self.n_kv * length * self.head_dim * \
+            self.model.lm_head.weight.element_size()
+
+    def prepare(self, batch_sizes: tuple[int, ...], max_len: int) -> float:
+        """Allocate buffers and capture the decode graph for every cache length up to
+        ``max_len`` for these batch sizes, so no request pays for a capture (a worker calls
+        this at start). Returns seconds spent."""
+        t0 = time.perf_counter()
+        if not self.use_graphs:  # nothing to capture ahead on the CPU
+            return 0.0
+        import torch
+
+        with torch.inference_mode():
+            for rows in sorted({batch_bucket(b) for b in batch_sizes}):
+                top = length_bucket(max_len)
+                buf = self._buffers_for(rows, top)
+                for size in [x for x in _LADDER if x < top] + [top]:
+                    self._graph(buf, size, on_request=False)
+        return time.perf_counter() - t0
+
+    def generate(self, inputs: Any, max_new_tokens: int, *, min_new_tokens: int = 0,
+                 cancel: threading.Event | None = None,
+                 force_tokens: Any = None) -> Any:
+        """New token ids [B, T] for a processor output (on this model's device), greedy.
+        Rows that finish early are padded with the pad id, like ``generate``.
+
+        ``force_tokens`` [B, T] (a diagnostic): feed these tokens instead of the model's own
+        choices; the result is then the model's argmax at each step of that fixed path
+        (teacher forcing), which is how agreement with another decoder is measured."""
+        import torch
+
+        with torch.inference_mode():
+            return self._generate(inputs, max_new_tokens, min_new_tokens, cancel, force_tokens)
+
+    # -- internals -------------------------------------------------------------------------
+    def _generate(self, inputs, max_new, min_new, cancel, force):
+        import torch
+
+        ids, mask = inputs["input_ids"], inputs.get("attention_mask")
+        if mask is None:
+            mask = torch.ones_like(ids)
+        b, p = ids.shape
+        length, rows = length_bucket(p + max_new), batch_bucket(b)
+        buf = self._buffers_for(rows, length)
+        # the graph first: capturing it runs warm-up steps that scribble on the state
+        graph = self._graph(buf, length, on_request=True)
+        out = self.model(**inputs, use_cache=True, logits_to_keep=1)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        self._load_state(buf, cache, ids, mask, max_new, min_new)
+        del cache
+        logits = out.logits[:, -1].float()
+        if rows > b:
+            logits = torch.cat([logits, logits.new_zeros(rows - b, logits.shape[1])])
+        del out
+        self._advance(buf, self._select(logits, buf))
+        steps = 1
+        while steps < max_new:
+            if force is not None:
+                self._force(buf, ids, force[:, :steps])
+            graph.replay()
+            steps += 1
+            if cancel is not None and cancel.is_set():
+                break
+            if force is None and steps % CHECK_EVERY == 0 and bool(buf.done.all()):
+                break
+        return buf.out[:b, :steps].clone()
+
+    def _buffers_for(self, rows: int, length: int) -> _Buffers:
+        import torch
+
+        buf = self._buffers.get(rows)
+        if buf is not None and buf.cap >= length:
+            self._buffers.move_to_end(rows)
+            return buf
+        if buf is not None:  # too short: reallocate (its graphs point at the old memory)
+            self._drop(rows)
+        if self.device.type == "cuda":
+            need = self.kv_bytes(rows, length)
+            while self._buffers and torch.cuda.mem_get_info(self.device)[0] < 2 * need:
+                self._drop(next(iter(self._buffers)))  # least recently used batch size
+        dev, kv = self.device, (rows, self.n_kv, length, self.head_dim)
+        long = {"dtype": torch.long, "device": dev}
+        buf = _Buffers(k=[torch.zeros(kv, dtype=self.dtype, device=dev) for _ in self.layers],
+                       v=[torch.zeros(kv, dtype=self.dtype, device=dev) for _ in self.layers],
+                       tok=torch.zeros(rows, **long), pos=torch.zeros(rows, **long),
+                       cur=torch.zeros(1, **long), step=torch.zeros(1, **long),
+                       min_new=torch.zeros(1, **long), limit=torch.zeros(rows, **long),
+                       valid=torch.zeros(rows, length, dtype=torch.bool, device=dev),
+                       presence=torch.zeros(rows, self.vocab, dtype=torch.bool, device=dev),
+                       done=torch.zeros(rows, dtype=torch.bool, device=dev),
+                       out=torch.full((rows, length), self.pad, **long))
+        self._buffers[rows] = buf
+        return buf
+
+    def _drop(self, rows: int) -> None:
+        self._buffers.pop(rows, None)
+        for key in [k for k in self._graphs if k[0] == rows]:
+            del self._graphs[key]
+
+    def _graph(self, buf: _Buffers, length: int, *, on_request: bool) -> Any:
+        """The captured decode step for (rows, length): recorded after warm-up runs on a
+        side stream, as capture requires. The state it scribbles on is reset before use."""
+        import torch
+
+        key = (buf.rows, length)
+        if key in self._graphs:
+            return self._graphs[key]
+        if not self.use_graphs:  # CPU: the same flow, the step replayed eagerly
+            self._park(buf, length)
+            self._step(buf, length)
+            self._graphs[key] = _EagerStep(self, buf, length)
+            return self._graphs[key]
+        with torch.cuda.device(self.device):  # capture on the model's GPU, not cuda:0
+            return self._capture(buf, length, key, on_request)
+
+    def _capture(self, buf: _Buffers, length: int, key: tuple, on_request: bool) -> Any:
+        import torch
+
+        t0 = time.perf_counter()
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self._park(buf, length)
+                self._step(buf, length)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        self._park(buf, length)
+        # an explicit stream: torch's default capture stream lives on the GPU that was
+        # current when the first graph of the process was captured
+        with torch.cuda.graph(graph, pool=self._pool, stream=stream):
+            self._step(buf, length)
+        self._graphs[key] = graph
+        self.stats["graphs"] += 1
+        self.stats["capture_s"] += time.perf_counter() - t0
+        self.stats["captured_on_request"] += int(on_request)
+        log.info("captured the decode step for %d rows, cache %d in %.2f s%s", buf.rows,
+                 length, time.perf_counter() - t0, " (during a request)" if on_request else "")
+        return graph
+
+    @staticmethod
+    def _park(buf: _Buffers, length: int) -> None:
+        """A harmless state for warm-up/capture steps: write the last cache slot."""
+        buf.cur.fill_(length - 1)
+        buf.step.zero_()
+        buf.valid[:, 0] = True
+
+    @staticmethod
+    def _force(buf: _Buffers, ids, path) -> None:
+        """Teacher forcing: the next input is the path's last token, and the penalty sees
+        the prompt plus the path (not the model's own choices); no row is finished."""
+        b = ids.shape[0]
+        buf.tok[:b].copy_(path[:, -1])
+        buf.done[:b] = False
+        buf.presence[:b] = False
+        buf.presence[:b].scatter_(1, ids, True)
+        buf.presence[:b].scatter_(1, path, True)
+
+    def _load_state(self, buf: _Buffers, cache, ids, mask, max_new, min_new) -> None:
+        """Copy the prefill's cache into the buffers and reset the decode state in place.
+        Spare rows (batch padded up to the graph's size) start finished."""
+        import torch
+
+        b, p = ids.shape
+        layers = getattr(cache, "layers", None)
+        for i in range(len(self.layers)):
+            k = layers[i].keys if layers is not None else cache.key_cache[i]
+            v = layers[i].values if layers is not None else cache.value_cache[i]
+            buf.k[i][:b, :, :p].copy_(k)
+            buf.v[i][:b, :, :p].copy_(v)
+        buf.valid.zero_()
+        buf.valid[:b, :p].copy_(mask.bool())
+        buf.valid[b:, 0] = True
+        deltas = getattr(self.model.model, "rope_deltas", None)
+        deltas = torch.zeros(b, dtype=torch.long, device=self.device) \
+            if deltas is None else deltas.reshape(-1).to(self.device)
+        # the next token's rotary position: one past the last real prompt position
+        buf.pos.zero_()
+        buf.pos[:b].copy_(mask.long().sum(-1) + deltas)
+        buf.cur.fill_(p)
+        buf.step.zero_()
+        buf.min_new.fill_(min(min_new or 0, max_new))
+        buf.limit.fill_(max_new)
+        buf.done.zero_()
+        buf.done[b:] = True
+        buf.out.fill_(self.pad)
+        buf.tok.fill_(self.pad)
+        buf.presence.zero_()
+        buf.presence[:b].scatter_(1, ids, True)
+
+    def _select(self, logits, buf: _Buffers):
+        """Greedy choice with the generation config's processors, all on the device."""
+        import torch
+
+        if self.penalty != 1.0:
+            penalised = torch.where(logits < 0, logits * self.penalty, logits / self.penalty)
+            logits = torch.where(buf.presence, penalised, logits)
+        if self.eos is not None:  # min_new_tokens: no end token before that many
+            ban = (buf.step < buf.min_new).view(1, 1)
+            logits = logits.index_copy(1, self.eos, torch.where(
+                ban, float("-inf"), logits.index_select(1, self.eos)))
+        return torch.where(buf.done, self.pad, logits.argmax(-1))
+
+    def _advance(self, buf: _Buffers, nxt) -> None:
+        rows = nxt.shape[0]
+        buf.out.index_copy_(1, buf.step.clamp_max(buf.cap - 1), nxt.view(rows, 1))
+        ended = buf.step + 1 >= buf.limit
+        if self.eos is not None:
+            ended = ended | (nxt.view(rows, 1) == self.eos.view(1, -1)).any(-1)
+        buf.done |= ended
+        buf.presence.scatter_(1, nxt.view(rows, 1), True)
+        buf.tok.copy_(nxt)
+        buf.step.add_(1)
+
+    def _step(self, buf: _Buffers, length: int) -> None:
+        """One decode step for every row: embed → layers → norm → lm_head → select. Reads
+        the first ``length`` cache positions."""
+        rows = buf.rows
+        h = self.text.embed_tokens(buf.tok.view(rows, 1))
+        cos, sin = self.text.rotary_emb(h, buf.pos.view(1, rows, 1).expand(3, rows, 1))
+        buf.valid.index_fill_(1, buf.cur, True)
+        mask = buf.valid[:, :length].view(rows, 1, 1, length)
+        for i, layer in enumerate(self.layers):
+            h = self._layer(layer, h, buf.k[i][:, :, :length], buf.v[i][:, :, :length],
+                            cos, sin, mask, buf.cur)
+        logits = self.model.lm_head(self.text.norm(h))[:, -1].float()
+        buf.pos.add_(1)
+        buf.cur.add_(1)
+        self._advance(buf, self._select(logits, buf))
+
+    def _layer(self, layer, h, kc, vc, cos, sin, mask, cur):
+        """One decoder layer for one new token per row, with the model's own submodules; the
+        attention reads the fixed-size cache under ``mask``. Query heads are grouped by the
+        key/value head they share (head j uses kv head j // n_rep, as in ``repeat_kv``), so
+        grouped-query attention needs no copy of the cache."""
+        b = h.shape[0]
+        q, k, v = self._pre(layer, h, cos, sin, self.rope, self.head_dim, self.n_kv)
+        kc.index_copy_(2, cur, k)
+        vc.index_copy_(2, cur, v)
+        o = self._attend(q, kc, vc, mask, layer.self_attn.scaling)
+        return self._post(layer, h, o.reshape(b, 1, self.n_heads * self.head_dim))
+
+
+def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int):
+    """Norm, q/k/v projections and rotary embedding of one new token per row; q comes out
+    grouped by the key/value head its heads share ([B, n_kv, n_rep, hd])."""
+    attn, b = layer.self_attn, h.shape[0]
+    x = layer.input_layernorm(h)
+    q = attn.q_proj(x).view(b, 1, -1, hd).transpose(1, 2)
+    k = attn.k_proj(x).view(b, 1, -1, hd).transpose(1, 2)
+    v = attn.v_proj(x).view(b, 1, -1, hd).transpose(1, 2)
+    q, k = rope(q, k, cos, sin)
+    return q.reshape(b, n_kv, -1, hd), k, v
+
+
+def _attend(q, kc, vc, mask, scale: float):
+    """Attention of the new token(s) over the cache: [B, n_kv, n_rep, hd] queries against
+    [B, n_kv, L, hd] keys/values, ``mask`` [B, 1, 1, L] (True = attend). Written as two
+    batched matrix products around a float32 softmax: a fused attention kernel would run
+    one thread block per (row, kv head) — 4 blocks for a 7B model at batch 1 — while the
+    products spread over the whole cache length."""
+    import torch
+
+    scores = torch.matmul(q, kc.transpose(-1, -2)).float() * scale
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(scores.softmax(-1).to(vc.dtype), vc)
+
+
+def _post_attention(layer, h, o):
+    """Output projection, residual, norm, MLP, residual."""
+    h = h + layer.self_attn.o_proj(o)
+    return h + layer.mlp(layer.post_attention_layernorm(h))
+
+
+_COMPILED: tuple | None = None
+
+
+def _compiled() -> tuple:
+    """``torch.compile``d pre/post functions, shared by every layer (modules are arguments,
+    so one compiled graph serves all layers of the same shape; the batch dimension is
+    dynamic). Inductor's caches go under the Chord cache dir, so a restarted worker reuses
+    them."""
+    global _COMPILED
+    if _COMPILED is None:
+        import os
+
+        import torch
+
+        from chord_core.config import default_cache_dir
+
+        root = default_cache_dir() / "compile"
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+        os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+        dyn = torch._dynamo.config
+        if hasattr(dyn, "recompile_limit"):
+            dyn.recompile_limit = max(dyn.recompile_limit, 32)
+        else:
+            dyn.cache_size_limit = max(dyn.cache_size_limit, 32)
+        _COMPILED = tuple(torch.compile(fn, dynamic=True, fullgraph=True)
+                          for fn in (_pre_attention, _attend, _post_attention))
+    return _COMPILED

@@ -1,0 +1,171 @@
+"""The fast decoder and the grouped vision attention compute what transformers computes.
+
+On the CPU in float32 the two paths agree token for token (the kernels differ, the function
+does not); the GPU agreement in bf16 is measured by benchmarks/speed.py."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from chord_core import fastvision
+from chord_core import model as m
+from chord_core.config import ModelConfig
+from chord_core.errors import ConfigError
+from chord_core.fastgen import FastDecoder, batch_bucket, length_bucket, unsupported_reason
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_model_dir):
+    return m.load_model(ModelConfig(model="test", device="cpu"))
+
+
+def _clip(rng, n=4, hw=(56, 84)):
+    frames = rng.integers(0, 255, (n, *hw, 3), dtype=np.uint8)
+    return frames, {"total_num_frames": n, "fps": 2.0, "frames_indices": list(range(n))}
+
+
+def _reference(lm, inputs, tokens, **kw):
+    with fastvision.disabled(lm.model), torch.inference_mode():
+        out = lm.model.generate(**inputs, max_new_tokens=tokens, do_sample=False,
+                                pad_token_id=lm.processor.tokenizer.pad_token_id, **kw)
+    return out[:, inputs["input_ids"].shape[1]:]
+
+
+def test_default_load_uses_the_fast_path_and_generate_opts_out(lm, tiny_model_dir):
+    assert isinstance(lm.decoder, FastDecoder)
+    assert not lm.decoder.compiled  # compile is for GPUs unless asked for
+    plain = m.load_model(ModelConfig(model="test", device="cpu", decoder="generate"))
+    assert plain.decoder is None
+    with pytest.raises(ConfigError, match="unknown decoder"):
+        ModelConfig(decoder="turbo")
+
+
+def test_video_tokens_match_generate(lm):
+    frames, meta = _clip(np.random.default_rng(0))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe this clip.")
+    ref = _reference(lm, inputs, 40)
+    ours = lm.decoder.generate(inputs, 40)
+    assert ours.tolist() == ref.tolist()
+
+
+def test_left_padded_batch_with_min_new_tokens_matches_generate(lm):
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8)
+              for hw in ((56, 84), (84, 112), (56, 56))]
+    inputs = m.build_image_inputs(lm, images, "the red car")
+    assert len(set(inputs["attention_mask"].sum(-1).tolist())) == 3  # really padded
+    ref = _reference(lm, inputs, 30, min_new_tokens=12)
+    ours = lm.decoder.generate(inputs, 30, min_new_tokens=12)  # 3 rows → a 4-row graph
+    assert ours.tolist() == ref.tolist()
+
+
+def test_end_token_stops_a_row_and_pads_it_like_generate(lm):
+    frames, meta = _clip(np.random.default_rng(2))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    free = lm.decoder.generate(inputs, 24)[0].tolist()
+    stop = free[5]  # make the 6th generated token an end token
+    gen = lm.model.generation_config
+    saved = gen.eos_token_id
+    try:
+        gen.eos_token_id = [stop]
+        dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
+        ref = _reference(lm, inputs, 24)[0].tolist()
+        ours = dec.generate(inputs, 24)[0].tolist()
+        banned = dec.generate(inputs, 24, min_new_tokens=24)[0].tolist()
+    finally:
+        gen.eos_token_id = saved
+    cut = free.index(stop) + 1
+    assert ref == free[:cut] and ours[:cut] == ref
+    assert set(ours[cut:]) <= {dec.pad}  # checked only every few steps: the rest is padding
+    assert stop not in banned and len(banned) == 24  # min_new_tokens bans the end token
+
+
+def test_teacher_forcing_reports_the_models_choice_on_a_given_path(lm):
+    frames, meta = _clip(np.random.default_rng(3))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    own = lm.decoder.generate(inputs, 20, min_new_tokens=20)
+    assert lm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=own).tolist() \
+        == own.tolist()
+    other = own.clone()
+    other[0, 3] = (own[0, 3] + 1) % lm.decoder.vocab
+    forced = lm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=other)
+    assert forced[0, :4].tolist() == own[0, :4].tolist()  # same up to the changed input
+    assert forced.shape == own.shape
+
+
+def test_cancel_stops_generation_early(lm):
+    frames, meta = _clip(np.random.default_rng(4))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    stop = threading.Event()
+    stop.set()
+    assert lm.decoder.generate(inputs, 64, min_new_tokens=64, cancel=stop).shape[1] < 64
+
+
+def test_unsupported_generation_settings_fall_back_to_generate(lm, caplog):
+    gen = lm.model.generation_config
+    gen.no_repeat_ngram_size = 3
+    try:
+        assert "no_repeat_ngram_size" in unsupported_reason(lm.model)
+        cfg = ModelConfig(model="test", device="cpu")
+        assert m._fast_decoder(cfg, lm.model, lm.processor) is None
+    finally:
+        gen.no_repeat_ngram_size = None
+    assert unsupported_reason(lm.model) is None
+
+
+@pytest.mark.parametrize("n, want", [(1, 256), (256, 256), (257, 512), (2487 + 128, 3072),
+                                     (11_800, 12_288), (32_768, 32_768), (40_000, 40_960)])
+def test_length_bucket(n, want):
+    assert length_bucket(n) == want
+
+
+@pytest.mark.parametrize("n, want", [(1, 1), (2, 2), (3, 4), (5, 8), (8, 8), (9, 16)])
+def test_batch_bucket(n, want):
+    assert batch_bucket(n) == want
+
+
+def test_describe_batch_equals_one_by_one_and_the_plain_path(lm, tiny_model_dir):
+    rng = np.random.default_rng(5)
+    clips = [(*_clip(rng, n, hw), p) for n, hw, p in
+             ((4, (56, 84), "hi"), (6, (84, 56), "describe it please"), (2, (56, 56), "x"))]
+    batched = m.describe_batch(lm, clips, 30)
+    single = [m.describe(lm, *c, 30) for c in clips]
+    plain = replace(lm, decoder=None)
+    with fastvision.disabled(lm.model):
+        reference = m.describe_batch(plain, clips, 30)
+    assert [o.text for o in batched] == [o.text for o in single] == [o.text for o in reference]
+    assert [o.prompt_tokens for o in batched] == [o.prompt_tokens for o in single]
+
+
+def test_grouped_vision_attention_is_bit_identical_to_the_window_loop(lm):
+    rng = np.random.default_rng(6)
+    clips = [(*_clip(rng, 4, (252, 448)), "a"), (*_clip(rng, 2, (140, 196)), "b")]
+    inputs = m.build_video_batch(lm, clips)
+
+    def features():
+        with torch.inference_mode():
+            out = lm.model.model.get_video_features(inputs["pixel_values_videos"],
+                                                    inputs["video_grid_thw"])
+        out = getattr(out, "pooler_output", out)
+        return torch.cat(list(out)) if isinstance(out, (list, tuple)) else out
+
+    ours = features()
+    with fastvision.disabled(lm.model):
+        loop = features()
+    assert torch.equal(ours, loop)
+
+
+def test_grouped_attention_handles_mixed_span_lengths():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(40, 2, 8) for _ in range(3))
+    cu = torch.tensor([0, 16, 32, 36, 40])  # lengths 16, 16, 4, 4
+    out = fastvision.grouped_attention(q, k, v, cu, 0.35)
+    for a, b in zip(cu[:-1].tolist(), cu[1:].tolist()):
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1), scale=0.35)
+        torch.testing.assert_close(out[a:b], ref.transpose(0, 1))
