@@ -314,6 +314,8 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--ground-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compare-compile", action="store_true",
+                    help="decode: also time the fast decoder with the other compile setting")
     ap.add_argument("--batch", type=int, default=16,
                     help="worker batch size (describe clips / grounding frames per call)")
     ap.add_argument("--cpu", action="store_true", help="test model on the CPU (harness smoke)")
@@ -347,9 +349,14 @@ def main() -> int:
     clips = make_clips(root / "w1", max(args.clips, 8) if not args.cpu else args.clips,
                        w1_s, W1_WH if not args.cpu else (112, 84))
     w1_sampling = SamplingConfig(fps=2.0)
+
+    def save() -> None:  # after every workload: a run cut short still reports what it did
+        Path(args.out).write_text(json.dumps(res, indent=2, default=str))
+
+    save()
     if "decode" in work:
         variants = {"naive": lm_naive, "ours": lm_fast}
-        if not args.cpu and lm_fast.decoder is not None:  # the other compile setting too
+        if args.compare_compile and lm_fast.decoder is not None:  # the other setting too
             from chord_core.fastgen import FastDecoder
 
             other = not lm_fast.decoder.compiled
@@ -361,15 +368,19 @@ def main() -> int:
                                                                               decoder=dec)
         res["ours_compiled"] = bool(lm_fast.decoder and lm_fast.decoder.compiled)
         bench_decode(variants, clips, args.tokens, args.repeats, res, args.cpu)
+        save()
     if "agree" in work and lm_fast.decoder is not None:
         bench_agree(lm_fast, lm_naive, clips, args.tokens, res)
+        save()
     if "w1" in work:
         bench_describe(e_fast, e_naive, clips[:args.clips], args.naive_clips, args.tokens,
                        w1_sampling, args.repeats, "w1", res)
+        save()
     if "w2" in work:
         clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0]
         bench_ground(e_fast, e_naive, clip, args.ground_tokens, args.repeats, res,
                      (2,) if args.cpu else (8, 16, 32))
+        save()
     if "w3" in work:
         wh = W3_WH if not args.cpu else (168, 112)
         hi = make_clips(root / "w3", 4 if not args.cpu else 2, w1_s, wh)
@@ -377,12 +388,18 @@ def main() -> int:
                                   min_pixels=min(wh[0] * wh[1], SamplingConfig().min_pixels))
         bench_describe(e_fast, e_naive, hi, 2 if not args.cpu else 1, args.tokens, sampling,
                        args.repeats, "w3", res)
+        save()
     res["decoder_stats"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
-    if "w2x" in work:
+    if "w2x" in work:  # the workers load their own copies: give this one back first
+        from chord_core.model import release_memory
+
+        lm_fast = lm_naive = e_fast = e_naive = variants = None  # noqa: F841
+        release_memory()
         long_clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0]
         gpus = 2 if args.cpu else torch_gpus()
         bench_workers(model, clips[:args.clips], long_clip, args.tokens, args.ground_tokens,
                       args.batch, args.repeats, gpus, args.cpu, res)
+        save()
     if "cold" in work:
         bench_cold(model, args.cpu, res)
     Path(args.out).write_text(json.dumps(res, indent=2, default=str))

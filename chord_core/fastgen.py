@@ -158,10 +158,12 @@ class FastDecoder:
         self.pad = int(pad if pad is not None else (eos[0] if eos else 0))
         self.penalty = float(gen.repetition_penalty or 1.0)
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
-        self._pre, self._attend, self._post = _pre_attention, _attend, _post_attention
+        self._pre, self._attend, self._post, self._head = \
+            _pre_attention, _attend, _post_attention, _head_choose
         self.compiled = compile
         if compile:  # fuse each layer's element-wise chains (norms, rotary, residuals)
-            self._pre, self._attend, self._post = _compiled()
+            self._pre, self._attend, self._post, self._head = _compiled()
+        self._fused = [_fuse_projections(layer) for layer in self.layers]
         self._buffers: OrderedDict[int, _Buffers] = OrderedDict()
         self._graphs: dict[tuple[int, int], Any] = {}
         self._pool = None
@@ -368,16 +370,8 @@ class FastDecoder:
 
     def _select(self, logits, buf: _Buffers):
         """Greedy choice with the generation config's processors, all on the device."""
-        import torch
-
-        if self.penalty != 1.0:
-            penalised = torch.where(logits < 0, logits * self.penalty, logits / self.penalty)
-            logits = torch.where(buf.presence, penalised, logits)
-        if self.eos is not None:  # min_new_tokens: no end token before that many
-            ban = (buf.step < buf.min_new).view(1, 1)
-            logits = logits.index_copy(1, self.eos, torch.where(
-                ban, float("-inf"), logits.index_select(1, self.eos)))
-        return torch.where(buf.done, self.pad, logits.argmax(-1))
+        return _choose(logits, buf.presence, buf.step, buf.min_new, buf.done, self.eos,
+                       self.penalty, self.pad)
 
     def _advance(self, buf: _Buffers, nxt) -> None:
         rows = nxt.shape[0]
@@ -399,34 +393,73 @@ class FastDecoder:
         buf.valid.index_fill_(1, buf.cur, True)
         mask = buf.valid[:, :length].view(rows, 1, 1, length)
         for i, layer in enumerate(self.layers):
-            h = self._layer(layer, h, buf.k[i][:, :, :length], buf.v[i][:, :, :length],
-                            cos, sin, mask, buf.cur)
-        logits = self.model.lm_head(self.text.norm(h))[:, -1].float()
+            h = self._layer(layer, self._fused[i], h, buf.k[i][:, :, :length],
+                            buf.v[i][:, :, :length], cos, sin, mask, buf.cur)
+        nxt = self._head(self.text.norm, self.model.lm_head, h, buf.presence, buf.step,
+                         buf.min_new, buf.done, self.eos, self.penalty, self.pad)
         buf.pos.add_(1)
         buf.cur.add_(1)
-        self._advance(buf, self._select(logits, buf))
+        self._advance(buf, nxt)
 
-    def _layer(self, layer, h, kc, vc, cos, sin, mask, cur):
+    def _layer(self, layer, fused, h, kc, vc, cos, sin, mask, cur):
         """One decoder layer for one new token per row, with the model's own submodules; the
         attention reads the fixed-size cache under ``mask``. Query heads are grouped by the
         key/value head they share (head j uses kv head j // n_rep, as in ``repeat_kv``), so
         grouped-query attention needs no copy of the cache."""
         b = h.shape[0]
-        q, k, v = self._pre(layer, h, cos, sin, self.rope, self.head_dim, self.n_kv)
+        qkv_w, qkv_b, sizes, gate_up_w = fused
+        q, k, v = self._pre(layer, h, cos, sin, self.rope, self.head_dim, self.n_kv,
+                            qkv_w, qkv_b, sizes)
         kc.index_copy_(2, cur, k)
         vc.index_copy_(2, cur, v)
         o = self._attend(q, kc, vc, mask, layer.self_attn.scaling)
-        return self._post(layer, h, o.reshape(b, 1, self.n_heads * self.head_dim))
+        return self._post(layer, h, o.reshape(b, 1, self.n_heads * self.head_dim), gate_up_w)
 
 
-def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int):
-    """Norm, q/k/v projections and rotary embedding of one new token per row; q comes out
-    grouped by the key/value head its heads share ([B, n_kv, n_rep, hd])."""
-    attn, b = layer.self_attn, h.shape[0]
+def _fuse_projections(layer) -> tuple:
+    """One weight for q/k/v and one for gate/up, so each is one matrix product per step
+    (a batch-1 step is a chain of matrix-vector products: fewer, larger ones read memory
+    better and launch less). The layer's own q/k/v and gate/up parameters become row views
+    of the fused tensors — same values, no second copy — so the model's forward is
+    unchanged. Returns (qkv weight, qkv bias or None, split sizes, gate_up weight)."""
+    import torch
+
+    if "_chord_fused" in layer.__dict__:  # a second decoder on the same model
+        return layer.__dict__["_chord_fused"]
+
+    def fuse(linears):
+        weight = torch.cat([lin.weight.data for lin in linears])
+        has_bias = all(lin.bias is not None for lin in linears)
+        bias = torch.cat([lin.bias.data for lin in linears]) if has_bias else None
+        start = 0
+        for lin in linears:
+            rows = lin.weight.shape[0]
+            lin.weight.data = weight[start:start + rows]
+            if bias is not None:
+                lin.bias.data = bias[start:start + rows]
+            start += rows
+        return weight, bias
+
+    attn, mlp = layer.self_attn, layer.mlp
+    projections = (attn.q_proj, attn.k_proj, attn.v_proj)
+    qkv_w, qkv_b = fuse(projections)
+    gate_up_w, _ = fuse((mlp.gate_proj, mlp.up_proj))
+    fused = (qkv_w, qkv_b, tuple(p.weight.shape[0] for p in projections), gate_up_w)
+    layer.__dict__["_chord_fused"] = fused  # plain attribute: not a parameter or buffer
+    return fused
+
+
+def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int, qkv_w, qkv_b, sizes):
+    """Norm, q/k/v projection (one fused product) and rotary embedding of one new token per
+    row; q comes out grouped by the key/value head its heads share ([B, n_kv, n_rep, hd])."""
+    import torch.nn.functional as F
+
+    b = h.shape[0]
     x = layer.input_layernorm(h)
-    q = attn.q_proj(x).view(b, 1, -1, hd).transpose(1, 2)
-    k = attn.k_proj(x).view(b, 1, -1, hd).transpose(1, 2)
-    v = attn.v_proj(x).view(b, 1, -1, hd).transpose(1, 2)
+    q, k, v = F.linear(x, qkv_w, qkv_b).split(list(sizes), dim=-1)
+    q = q.reshape(b, 1, -1, hd).transpose(1, 2)
+    k = k.reshape(b, 1, -1, hd).transpose(1, 2)
+    v = v.reshape(b, 1, -1, hd).transpose(1, 2)
     q, k = rope(q, k, cos, sin)
     return q.reshape(b, n_kv, -1, hd), k, v
 
@@ -444,17 +477,44 @@ def _attend(q, kc, vc, mask, scale: float):
     return torch.matmul(scores.softmax(-1).to(vc.dtype), vc)
 
 
-def _post_attention(layer, h, o):
-    """Output projection, residual, norm, MLP, residual."""
+def _post_attention(layer, h, o, gate_up_w):
+    """Output projection, residual, norm, MLP (gate and up as one product), residual."""
+    import torch.nn.functional as F
+
     h = h + layer.self_attn.o_proj(o)
-    return h + layer.mlp(layer.post_attention_layernorm(h))
+    mlp = layer.mlp
+    gate, up = F.linear(layer.post_attention_layernorm(h), gate_up_w).chunk(2, dim=-1)
+    return h + mlp.down_proj(mlp.act_fn(gate) * up)
+
+
+def _choose(logits, presence, step, min_new, done, eos, penalty: float, pad: int):
+    """Greedy choice after the processors ``generate`` would apply: repetition penalty
+    (on tokens seen), no end token before ``min_new`` tokens; finished rows get ``pad``."""
+    import torch
+
+    if penalty != 1.0:
+        penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+        logits = torch.where(presence, penalised, logits)
+    if eos is not None:
+        ban = (step < min_new).view(1, 1)
+        logits = logits.index_copy(1, eos, torch.where(ban, float("-inf"),
+                                                       logits.index_select(1, eos)))
+    return torch.where(done, pad, logits.argmax(-1))
+
+
+def _head_choose(norm, lm_head, h, presence, step, min_new, done, eos, penalty: float,
+                 pad: int):
+    """Final norm, vocabulary projection (float32 logits, as ``generate`` scores them) and
+    the greedy choice."""
+    logits = lm_head(norm(h))[:, -1].float()
+    return _choose(logits, presence, step, min_new, done, eos, penalty, pad)
 
 
 _COMPILED: tuple | None = None
 
 
 def _compiled() -> tuple:
-    """``torch.compile``d pre/post functions, shared by every layer (modules are arguments,
+    """``torch.compile``d step functions, shared by every layer (modules are arguments,
     so one compiled graph serves all layers of the same shape; the batch dimension is
     dynamic). Inductor's caches go under the Chord cache dir, so a restarted worker reuses
     them."""
@@ -475,5 +535,5 @@ def _compiled() -> tuple:
         else:
             dyn.cache_size_limit = max(dyn.cache_size_limit, 32)
         _COMPILED = tuple(torch.compile(fn, dynamic=True, fullgraph=True)
-                          for fn in (_pre_attention, _attend, _post_attention))
+                          for fn in (_pre_attention, _attend, _post_attention, _head_choose))
     return _COMPILED
