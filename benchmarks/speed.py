@@ -282,8 +282,13 @@ def bench_cold(model: str, cpu: bool, res: dict) -> None:
     from chord_core.manager import JobManager, gpu_specs
 
     cache = tempfile.mkdtemp(prefix="chord-cold-")
-    old = os.environ.get("CHORD_CACHE_DIR")
-    os.environ["CHORD_CACHE_DIR"] = cache  # workers inherit it: a fresh compile cache
+    names = ("CHORD_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    saved = {k: os.environ.get(k) for k in names}
+    # workers inherit these: a fresh compile cache (this process's own compile set the
+    # inductor/triton variables to ITS cache, which would make the first start warm)
+    os.environ["CHORD_CACHE_DIR"] = cache
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "compile", "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(cache, "compile", "triton")
     out = {}
     try:
         for name in ("fresh_cache_s", "warm_cache_s"):
@@ -297,10 +302,11 @@ def bench_cold(model: str, cpu: bool, res: dict) -> None:
             out[name.replace("_s", "_state")] = [w["state"] for w in m.workers()]
             m.shutdown()
     finally:
-        if old is None:
-            os.environ.pop("CHORD_CACHE_DIR", None)
-        else:
-            os.environ["CHORD_CACHE_DIR"] = old
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     res["cold"] = out
 
 

@@ -182,6 +182,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         annotated_video=args.annotated_video, batch_size=args.batch_size)
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
+    if cfg.compile is None:  # one clip per process: compiling costs more than it saves
+        cfg = cfg.with_overrides(compile=False)
     result = Engine(cfg).analyze(request, on_progress=_ProgressLine(args.quiet))
     _emit(result.to_dict(), args.json_out)
     if result.model.test_model:

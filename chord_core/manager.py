@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import os
 import queue
 import threading
 import time
@@ -22,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chord_core.balancer import Balancer, plan_cost
-from chord_core.config import ModelConfig
 from chord_core.engine import GroundChunk, assemble_ground
 from chord_core.errors import ChordError
 from chord_core.jobs import JobSpec, JobState, JobStatus, JobTable
 from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
 from chord_core.workers import Task, WorkerSpec, worker_main
+from chord_core.workers import cpu_specs, gpu_specs, gpu_worker_threads  # noqa: F401 (re-export)
 
 log = logging.getLogger(__name__)
 
@@ -501,23 +500,3 @@ class JobManager(JobTable):
             self._persist("save_result", job.status.job_id, result.to_dict())
         else:
             self._persist("update_state", job.status.job_id, state.value, error=error)
-
-
-def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[WorkerSpec]:
-    """``n`` CPU workers running the same code path as GPU workers (tests, GPU-less hosts)."""
-    return [WorkerSpec(f"cpu{i}", (), model_cfg, cpu_threads=threads) for i in range(n)]
-
-
-def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
-              max_memory_fraction: float = 0.9) -> list[WorkerSpec]:
-    """One worker per planned GPU group (see ``planner.plan_gpus``)."""
-    threads = gpu_worker_threads(len(groups))
-    return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
-                       max_memory_fraction, cpu_threads=threads) for grp in groups]
-
-
-def gpu_worker_threads(n_workers: int) -> int:
-    """CPU threads per GPU worker: a share of the cores, at most 8. Each worker's main thread
-    launches GPU kernels; oversubscribed intra-op thread pools from several workers would
-    steal its cycles and slow every GPU."""
-    return max(1, min(8, (os.cpu_count() or 1) // max(1, n_workers)))

@@ -237,29 +237,15 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
                      device_map={k: _device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family)
     return LoadedModel(model=model, processor=processor, info=info, family=family,
-                       decoder=_fast_decoder(cfg, model, processor),
+                       decoder=_fast_path(cfg, model, processor),
                        coord_mode=coord_mode, load_s=time.perf_counter() - t0,
                        input_device=_input_device(model), resolved=resolved)
 
 
-def _fast_decoder(cfg: ModelConfig, model: Any, processor: Any) -> Any:
-    """The fast path for this model: grouped vision attention (``fastvision``) and the fast
-    decoder — or None where ``decoder="generate"`` asked for plain transformers, or the
-    model/placement is one the decoder does not handle (then the log says why)."""
-    if cfg.decoder != "fast":
-        return None
-    from chord_core import fastvision
-    from chord_core.fastgen import FastDecoder, unsupported_reason
+def _fast_path(cfg: ModelConfig, model: Any, processor: Any) -> Any:
+    from chord_core.fastgen import for_model
 
-    fastvision.install(model)
-
-    reason = unsupported_reason(model)
-    if reason:
-        log.info("decoding with transformers' generate: %s", reason)
-        return None
-    on_gpu = next(model.parameters()).device.type == "cuda"
-    return FastDecoder(model, pad_token_id=processor.tokenizer.pad_token_id,
-                       compile=cfg.compile if cfg.compile is not None else on_gpu)
+    return for_model(cfg, model, processor)
 
 
 def release_memory() -> None:

@@ -61,6 +61,26 @@ class Task:
     probe_s: float = 0.0
 
 
+def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[WorkerSpec]:
+    """``n`` CPU workers running the same code path as GPU workers (tests, GPU-less hosts)."""
+    return [WorkerSpec(f"cpu{i}", (), model_cfg, cpu_threads=threads) for i in range(n)]
+
+
+def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
+              max_memory_fraction: float = 0.9) -> list[WorkerSpec]:
+    """One worker per planned GPU group (see ``planner.plan_gpus``)."""
+    threads = gpu_worker_threads(len(groups))
+    return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
+                       max_memory_fraction, cpu_threads=threads) for grp in groups]
+
+
+def gpu_worker_threads(n_workers: int) -> int:
+    """CPU threads per GPU worker: a share of the cores, at most 8. Each worker's main thread
+    launches GPU kernels; oversubscribed intra-op thread pools from several workers would
+    steal its cycles and slow every GPU."""
+    return max(1, min(8, (os.cpu_count() or 1) // max(1, n_workers)))
+
+
 def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
     cfg = spec.model_cfg if not model else replace(spec.model_cfg, model=model)
     if spec.is_cpu:

@@ -112,7 +112,7 @@ def test_unsupported_generation_settings_fall_back_to_generate(lm, caplog):
     try:
         assert "no_repeat_ngram_size" in unsupported_reason(lm.model)
         cfg = ModelConfig(model="test", device="cpu")
-        assert m._fast_decoder(cfg, lm.model, lm.processor) is None
+        assert m._fast_path(cfg, lm.model, lm.processor) is None
     finally:
         gen.no_repeat_ngram_size = None
     assert unsupported_reason(lm.model) is None
