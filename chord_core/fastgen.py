@@ -7,16 +7,19 @@ fifth of what its memory bandwidth allows (issue 5; ``docs/benchmarks.md``). Her
 
 * **prefill** is the model's own forward — vision tower, mrope positions, left padding, all as
   ``generate`` does them — into a ``DynamicCache`` that is then copied into fixed-size buffers;
-* **each decode step** calls the model's own submodules (norms, projections, its rotary
-  function, MLP, ``lm_head``) against those buffers, and does greedy selection with the
-  generation config's repetition penalty, ``min_new_tokens``, EOS and padding on the GPU. On
-  CUDA the step is captured once per (batch, cache length) as a CUDA graph and replayed;
+* **each decode step** (``decode_step.py``) uses the model's own norms, rotary function,
+  output/down projections, activation and ``lm_head``; q/k/v and gate/up run as one product
+  each over the same weights (the layer's parameters become views of the fused tensors). It
+  does greedy selection with the generation config's repetition penalty, ``min_new_tokens``,
+  EOS and padding on the GPU. On CUDA the step is captured once per (batch, cache length) as a
+  CUDA graph and replayed; on GPUs its element-wise chains are ``torch.compile``d;
 * the host reads the "every row finished" flag only every ``CHECK_EVERY`` steps.
 
 It computes the same function as ``generate(do_sample=False)`` (same weights, same processor
 output, same logits processors); the kernels differ (a masked fixed-length attention instead
-of a growing cache), so bf16 results differ in the last bits. ``tests`` compare the step
-logits with ``generate``'s on CPU; ``benchmarks/speed.py`` reports token agreement on GPUs.
+of a growing cache), so bf16 results differ in the last bits. The tests compare tokens with
+``generate``'s on the CPU (float32: identical); ``benchmarks/speed.py`` reports the agreement
+on GPUs. If compiling or capturing fails, the step runs without it (logged), never wrong.
 
 Limits (then :func:`unsupported_reason` says why and the caller uses ``generate``): the
 language model must sit on ONE device (a sharded model decodes through ``generate``), the
@@ -308,13 +311,37 @@ class FastDecoder:
         key = (buf.rows, length)
         if key in self._graphs:
             return self._graphs[key]
-        if not self.use_graphs:  # CPU: the same flow, the step replayed eagerly
-            self._park(buf, length)
-            self._step(buf, length)
-            self._graphs[key] = _EagerStep(self, buf, length)
-            return self._graphs[key]
-        with torch.cuda.device(self.device):  # capture on the model's GPU, not cuda:0
-            return self._capture(buf, length, key, on_request)
+        try:
+            if not self.use_graphs:  # CPU: the same flow, the step replayed eagerly
+                self._park(buf, length)
+                self._step(buf, length)
+                self._graphs[key] = _EagerStep(self, buf, length)
+                return self._graphs[key]
+            with torch.cuda.device(self.device):  # capture on the model's GPU, not cuda:0
+                return self._capture(buf, length, key, on_request)
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — a speed-up must never cost the answer
+            return self._degrade(buf, length, key, on_request, exc)
+
+    def _degrade(self, buf: _Buffers, length: int, key: tuple, on_request: bool,
+                 exc: Exception) -> Any:
+        """Compilation failed (no C compiler for Triton, an inductor bug, …): carry on with
+        the plain step functions. Capture failed with them too: replay the step eagerly."""
+        if self.compiled:
+            log.warning("compiling the decode step failed (%s: %s); decoding without "
+                        "torch.compile", type(exc).__name__, exc)
+            self._pre, self._attend, self._post, self._head = step.functions(False)
+            self.compiled = False
+            self._graphs.clear()
+            return self._graph(buf, length, on_request=on_request)
+        if not self.use_graphs:  # the plain eager step itself fails: a real error
+            raise exc
+        log.warning("capturing the decode step failed (%s: %s); replaying it eagerly",
+                    type(exc).__name__, exc)
+        self.use_graphs = False
+        self._graphs.clear()
+        return self._graph(buf, length, on_request=on_request)
 
     def _capture(self, buf: _Buffers, length: int, key: tuple, on_request: bool) -> Any:
         import torch

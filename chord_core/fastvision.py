@@ -15,11 +15,14 @@ theirs.
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
+
+log = logging.getLogger(__name__)
 
 _CLASS_NAMES = ("Qwen2_5_VLVisionAttention", "VisionSdpaAttention", "VisionAttention")
 
@@ -34,6 +37,10 @@ def install(model: Any) -> int:
     changed = 0
     for module in visual.modules():
         if type(module).__name__ not in _CLASS_NAMES or not hasattr(module, "qkv"):
+            continue
+        if hasattr(module, "_chord_original"):  # installed before: re-enable, never wrap twice
+            module.forward = types.MethodType(_grouped_forward, module)
+            changed += 1
             continue
         impl = getattr(getattr(module, "config", None), "_attn_implementation", "sdpa") or ""
         if "flash" in impl:
@@ -64,9 +71,27 @@ def disabled(model: Any) -> Iterator[None]:
             m.forward = types.MethodType(_grouped_forward, m)
 
 
-def _grouped_forward(self: Any, hidden_states: Any, cu_seqlens: Any,
-                     position_embeddings: Any = None, max_seqlen: Any = None, **kwargs: Any):
-    """The module's own projections and rotary function; attention grouped by window length."""
+def _grouped_forward(self: Any, hidden_states: Any, *args: Any, **kwargs: Any):
+    """The module's own projections and rotary function; attention grouped by window length.
+    A call this was not written for (another transformers version's arguments, say) goes to
+    transformers' own forward from then on, with a warning: never a failed request."""
+    import torch
+
+    cu_seqlens, position_embeddings = kwargs.get("cu_seqlens"), kwargs.get("position_embeddings")
+    try:
+        if args or cu_seqlens is None or position_embeddings is None:
+            raise TypeError(f"unexpected arguments {len(args)} positional, {sorted(kwargs)}")
+        return _grouped(self, hidden_states, cu_seqlens, position_embeddings)
+    except torch.cuda.OutOfMemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — fall back to the loop transformers ships
+        log.warning("grouped vision attention off for this module (%s: %s)",
+                    type(exc).__name__, exc)
+        self.forward = self._chord_original
+        return self._chord_original(hidden_states, *args, **kwargs)
+
+
+def _grouped(self: Any, hidden_states: Any, cu_seqlens: Any, position_embeddings: Any):
     seq = hidden_states.shape[0]
     q, k, v = self.qkv(hidden_states).reshape(seq, 3, self.num_heads, -1).permute(1, 0, 2, 3) \
         .unbind(0)

@@ -169,3 +169,48 @@ def test_grouped_attention_handles_mixed_span_lengths():
         ref = torch.nn.functional.scaled_dot_product_attention(
             q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1), scale=0.35)
         torch.testing.assert_close(out[a:b], ref.transpose(0, 1))
+
+
+def test_a_failing_compile_falls_back_to_the_plain_step(lm, caplog):
+    frames, meta = _clip(np.random.default_rng(7))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    want = lm.decoder.generate(inputs, 16).tolist()
+    dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("inductor: no working C compiler")
+
+    dec._pre, dec.compiled = broken, True  # as if torch.compile had produced this
+    assert dec.generate(inputs, 16).tolist() == want
+    assert not dec.compiled and "decoding without torch.compile" in caplog.text
+
+
+def test_an_error_in_the_plain_step_is_raised_not_retried(lm):
+    frames, meta = _clip(np.random.default_rng(8))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("shape mismatch")
+
+    dec._post = broken
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        dec.generate(inputs, 8)
+
+
+def test_grouped_vision_attention_hands_unexpected_calls_to_transformers(lm, caplog):
+    module = next(mod for mod in lm.model.modules() if hasattr(mod, "_chord_original"))
+    seq, dim = 16, module.qkv.in_features
+    hidden = torch.randn(seq, dim)
+    head = dim // module.num_heads
+    emb = (torch.ones(seq, head), torch.zeros(seq, head))
+    cu = torch.tensor([0, seq], dtype=torch.int32)
+    with torch.inference_mode():
+        want = module._chord_original(hidden, cu_seqlens=cu, position_embeddings=emb)
+        got = module(hidden, cu, position_embeddings=emb)  # positional: not what it expects
+    try:
+        torch.testing.assert_close(got, want)
+        assert "grouped vision attention off" in caplog.text
+        assert module.forward == module._chord_original
+    finally:
+        fastvision.install(lm.model)  # back to grouped for the other tests
