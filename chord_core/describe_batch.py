@@ -120,6 +120,7 @@ class DescribeBatching:
         import torch
 
         from chord_core import model as m
+        from chord_core.errors import ChordError
         from chord_core.prompts import DEFAULT_DESCRIBE_PROMPT
         from chord_core.sampling import video_metadata
 
@@ -136,6 +137,14 @@ class DescribeBatching:
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
             outs = m.describe_batch(lm, clips, first.max_new_tokens,
                                     min_new_tokens=first.min_new_tokens, cancel=cancel)
+        except ChordError as exc:  # one clip's fault: halve until it is found
+            if len(ready) == 1:
+                results[ready[0][0]] = exc
+                return
+            half = len(ready) // 2
+            self._describe_ready(lm, requests, ready[:half], results, on_progress, cancel)
+            self._describe_ready(lm, requests, ready[half:], results, on_progress, cancel)
+            return
         except torch.cuda.OutOfMemoryError:
             from chord_core.model import release_memory
 

@@ -186,3 +186,40 @@ def test_cli_bad_options_exit_2(args, needle, clips):
     assert proc.returncode == 2, proc.stderr
     error = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(error) == 1 and needle in error[0] and "Traceback" not in proc.stderr
+
+
+def test_describe_many_batches_and_isolates_bad_files(engine, clips, tmp_path):
+    bad = make_text_as_mp4(tmp_path / "notes.mp4")
+    paths = [str(clips[name].path) for name, *_ in CLIPS]
+    reqs = [AnalysisRequest(p, "describe", max_new_tokens=128) for p in paths]
+    reqs.insert(2, AnalysisRequest(str(bad), "describe", max_new_tokens=128))
+    results = engine.describe_many(reqs, batch_size=4)
+    assert type(results[2]).__name__ == "VideoError"
+    good = results[:2] + results[3:]
+    for req, res in zip(reqs[:2] + reqs[3:], good):
+        jsonschema.validate(res.to_dict(), SCHEMA)
+        assert res.video.path == req.video_path and res.task == "describe"
+        assert res.text == engine.analyze(req).text  # batching changes no answer
+
+
+def test_describe_many_splits_on_oom_and_on_one_clips_error(tiny_model_dir, clips,
+                                                            monkeypatch):
+    from chord_core import model as m
+    from chord_core.errors import InputError
+
+    monkeypatch.setenv("CHORD_FAULT_OOM", "1")
+    engine = Engine(ModelConfig(model="test"))
+    real = m.describe_batch
+
+    def picky(lm, items, *args, **kwargs):  # the model side rejects one prompt
+        if any(prompt == "reject me" for _, _, prompt in items):
+            raise InputError("rejected", hint="test")
+        return real(lm, items, *args, **kwargs)
+
+    monkeypatch.setattr(m, "describe_batch", picky)
+    paths = [str(clips[name].path) for name, *_ in CLIPS[:4]]
+    reqs = [AnalysisRequest(p, "describe", q, max_new_tokens=128)
+            for p, q in zip(paths, ["", "", "reject me", ""])]
+    results = engine.describe_many(reqs, batch_size=4)
+    assert [type(r).__name__ for r in results] == ["Result", "Result", "InputError", "Result"]
+    assert engine._faults_left == 0  # the injected OOM happened and was split around
