@@ -23,22 +23,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import clip_inputs  # noqa: E402
 
-def _inputs(lm, clip: str):
-    from chord_core.config import SamplingConfig
-    from chord_core.model import build_video_inputs
-    from chord_core.video import plan_sampling, probe, read_frames, video_metadata
-
-    info = probe(clip)
-    plan = plan_sampling(info, "describe", SamplingConfig(fps=2.0))
-    frames, idx = read_frames(clip, plan.frame_indices, plan.input_wh)
-    return build_video_inputs(lm, frames, video_metadata(info, idx), "Describe this video.")
+from chord_core.config import SamplingConfig  # noqa: E402
 
 
 def _run(lm, clip: str, tokens: int) -> tuple:
     import torch
 
-    inputs = _inputs(lm, clip).to(lm.input_device)
+    inputs = clip_inputs(lm, [clip], SamplingConfig(fps=2.0), "Describe this video.")
     with torch.inference_mode():
         logits = lm.model(**inputs).logits[0, -1].float().cpu()
         out = lm.model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens,

@@ -25,21 +25,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_common import describe_req, ground_req, make_clips  # noqa: E402
+
 from chord_core.cluster import gpu_inventory, plan_workers  # noqa: E402
-from chord_core.config import ModelConfig, SamplingConfig  # noqa: E402
+from chord_core.config import ModelConfig  # noqa: E402
 from chord_core.engine import AnalysisRequest  # noqa: E402
 from chord_core.gpu import GpuSampler  # noqa: E402
 from chord_core.jobs import JobSpec, JobState  # noqa: E402
 from chord_core.manager import JobManager, gpu_specs  # noqa: E402
 from chord_core.parallel_config import ParallelConfig  # noqa: E402
-
-
-def make_clips(folder: Path, n: int, seconds: float, size_wh: tuple[int, int]) -> list[str]:
-    from chord_core.testing.videos import make_video
-
-    folder.mkdir(parents=True, exist_ok=True)
-    return [str(make_video(folder / f"clip{i}.mp4", duration_s=seconds, fps=10.0,
-                           size_wh=size_wh, seed=i).path) for i in range(n)]
 
 
 CPU_MODE = {"on": False}
@@ -96,16 +90,6 @@ def agreement(ref: list[str], other: list[str]) -> dict:
             "n": len(pairs), "empty": sum(not a for a, _ in pairs)}
 
 
-def describe_reqs(clips: list[str], tokens: int) -> list[AnalysisRequest]:
-    return [AnalysisRequest(c, "describe", sampling=SamplingConfig(fps=2.0),
-                            max_new_tokens=tokens, min_new_tokens=tokens) for c in clips]
-
-
-def ground_req(clip: str, tokens: int) -> AnalysisRequest:
-    return AnalysisRequest(clip, "ground", "the green square", sampling=SamplingConfig(fps=2.0),
-                           max_new_tokens=tokens, min_new_tokens=tokens)
-
-
 def gpu_summary(sampler: GpuSampler) -> dict:
     out = {}
     for idx, samples in sampler.history().items():
@@ -156,7 +140,7 @@ def main() -> int:
     long_clip = make_clips(Path("/tmp/chord-bench-long"), 1, 30.0, (448, 252))[0]
     sampler = GpuSampler(interval_s=0.5, history_s=3600)
     sampler.start()
-    reqs = describe_reqs(clips, args.tokens)
+    reqs = [describe_req(c, args.tokens) for c in clips]
 
     warm_ground = ground_req(reqs[0].video_path, args.ground_tokens)
     one, res["start_1gpu_s"] = start(((0,),), str(ckpt), args.batch)

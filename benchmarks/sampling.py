@@ -23,15 +23,15 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_common import timed  # noqa: E402
 
 
 def make_clip(path: Path, minutes: float, size_wh=(1280, 720), fps: int = 30) -> Path:
@@ -94,15 +94,6 @@ def ffmpeg(path: Path, fps: float, size_wh: tuple[int, int], binary: str) -> int
                            f"fps={fps},scale={w}:{h}:flags=area", "-f", "rawvideo",
                            "-pix_fmt", "rgb24", "-"], capture_output=True, check=True)
     return len(proc.stdout) // (w * h * 3)
-
-
-def timed(fn, repeats: int) -> tuple[float, int]:
-    times, n = [], 0
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        n = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), n
 
 
 def main() -> int:

@@ -31,9 +31,13 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import multigpu  # noqa: E402 — this folder: the scripts share helpers
+from bench_common import clip_inputs, describe_req, ground_req, make_clips, timed  # noqa: E402
 
 from chord_core.config import ModelConfig, SamplingConfig  # noqa: E402
-from chord_core.engine import AnalysisRequest, Engine  # noqa: E402
+from chord_core.engine import Engine  # noqa: E402
 
 W1_WH, W3_WH = (448, 252), (1036, 588)
 
@@ -42,59 +46,6 @@ def torch_gpus() -> int:
     import torch
 
     return torch.cuda.device_count()
-
-
-def _sync() -> None:
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def timed(fn, repeats: int = 1) -> tuple[float, object]:
-    """Median wall seconds of ``repeats`` calls (GPU work included), and the last result."""
-    times, out = [], None
-    for _ in range(repeats):
-        _sync()
-        t0 = time.perf_counter()
-        out = fn()
-        _sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
-def make_clips(folder: Path, n: int, seconds: float, size_wh: tuple[int, int]) -> list[str]:
-    from chord_core.testing.videos import make_video
-
-    folder.mkdir(parents=True, exist_ok=True)
-    return [str(make_video(folder / f"c{size_wh[0]}_{seconds:g}_{i}.mp4", duration_s=seconds,
-                           fps=10.0, size_wh=size_wh, seed=i).path) for i in range(n)]
-
-
-def describe_req(clip: str, tokens: int, sampling: SamplingConfig) -> AnalysisRequest:
-    return AnalysisRequest(clip, "describe", sampling=sampling, max_new_tokens=tokens,
-                           min_new_tokens=tokens)
-
-
-def ground_req(clip: str, tokens: int, batch: int = 0) -> AnalysisRequest:
-    return AnalysisRequest(clip, "ground", "the green square", sampling=SamplingConfig(fps=2.0),
-                           max_new_tokens=tokens, min_new_tokens=tokens, batch_size=batch)
-
-
-def clip_inputs(lm, clips: list[str], sampling: SamplingConfig):
-    """Processor output for these clips as one left-padded batch (what describe_batch feeds)."""
-    from chord_core.model import build_video_batch
-    from chord_core.prompts import DEFAULT_DESCRIBE_PROMPT
-    from chord_core.sampling import plan_sampling, video_metadata
-    from chord_core.video import probe, read_frames
-
-    items = []
-    for clip in clips:
-        info = probe(clip)
-        plan = plan_sampling(info, "describe", sampling)
-        frames, idx = read_frames(clip, plan.frame_indices, plan.input_wh)
-        items.append((frames, video_metadata(info, idx), DEFAULT_DESCRIBE_PROMPT))
-    return build_video_batch(lm, items).to(lm.input_device)
 
 
 # -- decode: tokens/s against the bandwidth bound ----------------------------------------------
@@ -247,9 +198,6 @@ def bench_workers(model: str, clips: list[str], long_clip: str, tokens: int, gro
                   batch: int, repeats: int, gpus: int, cpu: bool, res: dict) -> None:
     """The product path (JobManager → workers → Engine): W1 throughput and W2 latency on one
     replica and on one replica per GPU; warm-up jobs excluded; W2 is the median of repeats."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    import multigpu
-
     multigpu.CPU_MODE["on"] = cpu
     out: dict = {}
     w1 = [describe_req(c, tokens, SamplingConfig(fps=2.0)) for c in clips]
@@ -382,9 +330,10 @@ def main() -> int:
         bench_describe(e_fast, e_naive, clips[:args.clips], args.naive_clips, args.tokens,
                        w1_sampling, args.repeats, "w1", res)
         save()
+    long_clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0] \
+        if work & {"w2", "w2x"} else None
     if "w2" in work:
-        clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0]
-        bench_ground(e_fast, e_naive, clip, args.ground_tokens, args.repeats, res,
+        bench_ground(e_fast, e_naive, long_clip, args.ground_tokens, args.repeats, res,
                      (2,) if args.cpu else (8, 16, 32))
         save()
     if "w3" in work:
@@ -401,7 +350,6 @@ def main() -> int:
 
         lm_fast = lm_naive = e_fast = e_naive = variants = None  # noqa: F841
         release_memory()
-        long_clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0]
         gpus = 2 if args.cpu else torch_gpus()
         bench_workers(model, clips[:args.clips], long_clip, args.tokens, args.ground_tokens,
                       args.batch, args.repeats, gpus, args.cpu, res)
