@@ -68,3 +68,10 @@ class JobCancelled(ChordError):
     """The job was cancelled before it finished."""
 
     exit_code = 1
+
+
+def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:
+    """The error record of a job that failed on a bug in Chord rather than on its input
+    (same keys as ``ChordError.to_dict``); ``log`` names where the traceback went."""
+    return {"type": type(exc).__name__, "message": f"internal error: {exc}",
+            "hint": f"this is a bug in Chord; {log} has the traceback — please report it"}

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from chord_core.config import ModelConfig
 from chord_core.engine import AnalysisRequest, Engine
-from chord_core.errors import ChordError, JobCancelled
+from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.types import ModelInfo, ProgressEvent, Result
 
 log = logging.getLogger(__name__)
@@ -205,9 +205,7 @@ class JobRunner(JobTable):
             self._finish(job_id, JobState.FAILED, error=exc.to_dict())
         except Exception as exc:  # noqa: BLE001 — a bug must not kill the worker thread
             log.exception("%s crashed", job_id)
-            self._finish(job_id, JobState.FAILED, error={
-                "type": type(exc).__name__, "message": f"internal error: {exc}",
-                "hint": "this is a bug in Chord; the log has the traceback — please report it"})
+            self._finish(job_id, JobState.FAILED, error=internal_error(exc))
 
     def _engine_for(self, model: str | None) -> Engine:
         cfg = self.model_cfg if not model else replace(self.model_cfg, model=model)

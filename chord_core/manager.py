@@ -22,7 +22,7 @@ from typing import Any
 
 from chord_core.balancer import Balancer, plan_cost
 from chord_core.engine import GroundChunk, assemble_ground
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, internal_error
 from chord_core.jobs import JobSpec, JobState, JobStatus, JobTable
 from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
 from chord_core.workers import Task, WorkerSpec, worker_main
@@ -41,14 +41,18 @@ class _Worker:
     inbox: Any = None
     control: Any = None
     state: str = "starting"          # starting | ready | failed | stopped
-    current: str | None = None
-    batch: list = field(default_factory=list)  # task ids sent together (describe batches)
+    batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
     queue: deque = field(default_factory=deque)
     restarts: int = 0
     busy_s: float = 0.0
     tasks_done: int = 0
     model_info: dict | None = None
     error: dict | None = None
+
+    @property
+    def current(self) -> str | None:
+        """The task the worker is on (the first unfinished one of its batch)."""
+        return self.batch[0] if self.batch else None
 
 
 @dataclass
@@ -227,14 +231,14 @@ class JobManager(JobTable):
         w.proc = self._ctx.Process(target=worker_main, name=f"chord-{w.spec.worker_id}",
                                    args=(w.spec, w.inbox, self._outbox, w.control), daemon=True)
         w.proc.start()
-        w.state, w.current = "starting", None
+        w.state, w.batch = "starting", []
 
     def _check_alive(self) -> None:
         for wid, w in self._workers.items():
             if w.proc is None or w.proc.is_alive() or w.state in ("failed", "stopped"):
                 continue
             self._drain()  # a "done" sent just before dying still counts
-            for tid in reversed(w.batch or ([w.current] if w.current else [])):
+            for tid in reversed(w.batch):
                 ts = self._tasks[tid]
                 if ts.state == "running":
                     ts.state, ts.attempts = "pending", ts.attempts + 1
@@ -283,8 +287,7 @@ class JobManager(JobTable):
             # another model; jobs for the missing model fail with the loader's message.
             w.model_info, w.error, w.state = msg[2], msg[3], "ready"
         elif kind == "started":
-            if not w.batch:
-                w.current = msg[2]
+            pass  # the task was marked running when it was sent
         elif kind == "progress":
             self._on_progress(msg[2], msg[3])
         elif kind == "done":
@@ -307,9 +310,7 @@ class JobManager(JobTable):
                 self._finish(job, JobState.FAILED, error=exc.to_dict())
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
                 log.exception("planning %s failed", job.status.job_id)
-                self._finish(job, JobState.FAILED, error={
-                    "type": type(exc).__name__, "message": f"internal error: {exc}",
-                    "hint": "this is a bug in Chord; the log has the traceback"})
+                self._finish(job, JobState.FAILED, error=internal_error(exc))
             self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
@@ -357,7 +358,7 @@ class JobManager(JobTable):
                 ts = self._tasks[t]
                 ts.worker, ts.state = wid, "running"
                 self._start_job(ts.task.job_id, wid)
-            w.current, w.batch = tid, batch
+            w.batch = batch
             tasks = [self._tasks[t].task for t in batch]
             w.inbox.put(tasks[0] if len(tasks) == 1 else tasks)
 
@@ -390,10 +391,10 @@ class JobManager(JobTable):
                     mates.append(tid)
         return mates
 
-    def _task_ended(self, w: _Worker, tid: str) -> None:
+    @staticmethod
+    def _task_ended(w: _Worker, tid: str) -> None:
         if tid in w.batch:
             w.batch.remove(tid)
-        w.current = w.batch[0] if w.batch else None
 
     def _steal(self, thief: str) -> str | None:
         donor = max((w for w in self._workers.values() if len(w.queue) > 0),

@@ -24,6 +24,7 @@ from typing import Any
 
 from chord_core.config import ModelConfig, deterministic_mode
 from chord_core.engine import AnalysisRequest
+from chord_core.errors import internal_error
 from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -182,9 +183,7 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
             on_progress=lambda i, ev: outbox.put(("progress", worker_id, tasks[i].task_id, ev)))
     except Exception as exc:  # noqa: BLE001 — a crash fails this batch, not the worker
         log.exception("describe batch of %d crashed", len(tasks))
-        error = {"type": type(exc).__name__, "message": f"internal error: {exc}",
-                 "hint": "this is a bug in Chord; the worker log has the traceback"}
-        results = [error] * len(tasks)
+        results = [internal_error(exc, "the worker log")] * len(tasks)
     share = (time.perf_counter() - t0) / len(tasks)
     for task, res in zip(tasks, results):
         if isinstance(res, dict):
@@ -232,6 +231,4 @@ def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
         outbox.put(("failed", worker_id, task.task_id, exc.to_dict()))
     except Exception as exc:  # noqa: BLE001 — one bad task must not take the worker down
         log.exception("task %s crashed", task.task_id)
-        outbox.put(("failed", worker_id, task.task_id, {
-            "type": type(exc).__name__, "message": f"internal error: {exc}",
-            "hint": "this is a bug in Chord; the worker log has the traceback"}))
+        outbox.put(("failed", worker_id, task.task_id, internal_error(exc, "the worker log")))
