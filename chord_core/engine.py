@@ -170,9 +170,9 @@ class Engine(DescribeBatching):
                         batch_size=self.model_cfg.batch_size, max_new_tokens=8)
         if lm.decoder is not None:  # capture decode graphs now, not on a user's request
             lm.decoder.prepare((1,), WARM_SINGLE_LEN)
-            lm.decoder.prepare(tuple(b for b in (2, 4, 8, self.model_cfg.batch_size)
-                                     if b <= max(DESCRIBE_BATCH, self.model_cfg.batch_size)),
-                               WARM_BATCH_LEN)
+            # every row count a batch of up to this many clips or frames is padded to
+            top = max(DESCRIBE_BATCH, self.model_cfg.batch_size)
+            lm.decoder.prepare(tuple(range(2, top + 1)), WARM_BATCH_LEN)
         return time.perf_counter() - t0
 
     @property

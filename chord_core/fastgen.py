@@ -205,7 +205,7 @@ class FastDecoder:
 
     def kv_bytes(self, rows: int, length: int) -> int:
         return 2 * len(self.layers) * rows * self.n_kv * length * self.head_dim * \
-            self.model.lm_head.weight.element_size()
+            self.text.embed_tokens.weight.element_size()  # the buffers' dtype (self.dtype)
 
     def prepare(self, batch_sizes: tuple[int, ...], max_len: int) -> float:
         """Allocate buffers and capture the decode graph for every cache length up to
@@ -216,9 +216,9 @@ class FastDecoder:
             return 0.0
         import torch
 
+        top = length_bucket(max_len)
         with torch.inference_mode():
             for rows in sorted({batch_bucket(b) for b in batch_sizes}):
-                top = length_bucket(max_len)
                 buf = self._buffers_for(rows, top)
                 for size in [x for x in _LADDER if x < top] + [top]:
                     self._graph(buf, size, on_request=False)

@@ -214,3 +214,13 @@ def test_grouped_vision_attention_hands_unexpected_calls_to_transformers(lm, cap
         assert module.forward == module._chord_original
     finally:
         fastvision.install(lm.model)  # back to grouped for the other tests
+
+
+def test_warm_up_prepares_every_padded_batch_size(lm, monkeypatch):
+    from chord_core.engine import Engine
+
+    asked = []
+    monkeypatch.setattr(lm.decoder, "prepare", lambda sizes, max_len: asked.append(
+        ({batch_bucket(b) for b in sizes}, max_len)))
+    Engine(ModelConfig(model="test", device="cpu", batch_size=32), loaded=lm).warmup()
+    assert asked == [({1}, 16_384), ({2, 4, 8, 16, 32}, 4_096)]  # 16: batches of 9–16
