@@ -212,6 +212,8 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     import torch
     from transformers import AutoProcessor
 
+    from chord_core import fastgen
+
     t0 = time.perf_counter()
     resolved = resolve_model(cfg)
     path = str(resolved.local_path or resolved.path_or_id)
@@ -237,15 +239,9 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
                      device_map={k: _device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family)
     return LoadedModel(model=model, processor=processor, info=info, family=family,
-                       decoder=_fast_path(cfg, model, processor),
+                       decoder=fastgen.for_model(cfg, model, processor),
                        coord_mode=coord_mode, load_s=time.perf_counter() - t0,
                        input_device=_input_device(model), resolved=resolved)
-
-
-def _fast_path(cfg: ModelConfig, model: Any, processor: Any) -> Any:
-    from chord_core.fastgen import for_model
-
-    return for_model(cfg, model, processor)
 
 
 def release_memory() -> None:

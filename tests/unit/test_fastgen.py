@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from chord_core import fastvision
+from chord_core import fastgen, fastvision
 from chord_core import model as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError
@@ -112,7 +112,7 @@ def test_unsupported_generation_settings_fall_back_to_generate(lm, caplog):
     try:
         assert "no_repeat_ngram_size" in unsupported_reason(lm.model)
         cfg = ModelConfig(model="test", device="cpu")
-        assert m._fast_path(cfg, lm.model, lm.processor) is None
+        assert fastgen.for_model(cfg, lm.model, lm.processor) is None
     finally:
         gen.no_repeat_ngram_size = None
     assert unsupported_reason(lm.model) is None
