@@ -131,6 +131,12 @@ class DescribeBatching:
         clips = [(it["frames"], video_metadata(it["info"], it["plan"].frame_indices),
                   requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in ready]
         first = requests[ready[0][0]]
+
+        def halves() -> None:
+            half = len(ready) // 2
+            for part in (ready[:half], ready[half:]):
+                self._describe_ready(lm, requests, part, results, on_progress, cancel)
+
         try:
             if self._faults_left > 0:
                 self._faults_left -= 1
@@ -140,10 +146,8 @@ class DescribeBatching:
         except ChordError as exc:  # one clip's fault: halve until it is found
             if len(ready) == 1:
                 results[ready[0][0]] = exc
-                return
-            half = len(ready) // 2
-            self._describe_ready(lm, requests, ready[:half], results, on_progress, cancel)
-            self._describe_ready(lm, requests, ready[half:], results, on_progress, cancel)
+            else:
+                halves()
             return
         except torch.cuda.OutOfMemoryError:
             from chord_core.model import release_memory
@@ -153,12 +157,10 @@ class DescribeBatching:
                 i, it = ready[0]
                 results[i] = self._analyze_one(requests[i], i, on_progress, cancel,
                                                {i: it["info"]}, {i: it["plan"]})
-                return
-            half = len(ready) // 2
-            log.warning("out of GPU memory describing %d clips at once; splitting the batch",
-                        len(ready))
-            self._describe_ready(lm, requests, ready[:half], results, on_progress, cancel)
-            self._describe_ready(lm, requests, ready[half:], results, on_progress, cancel)
+            else:
+                log.warning("out of GPU memory describing %d clips at once; splitting the "
+                            "batch", len(ready))
+                halves()
             return
         for (i, it), out in zip(ready, outs):
             req = requests[i]
