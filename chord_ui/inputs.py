@@ -23,6 +23,7 @@ from chord_core.config import (
     SamplingConfig,
 )
 from chord_core.errors import ChordError, InputError
+from chord_ui import model_panel
 from chord_ui.uploads import VIDEO_TYPES, ClipSource, local_source, save_upload
 
 
@@ -57,6 +58,17 @@ class Settings:
         return SamplingConfig(fps=self.fps, max_frames=self.max_frames,
                               token_budget=self.token_budget, max_pixels=pixels,
                               min_pixels=min(MIN_PIXELS_DEFAULT, pixels))
+
+
+def run_sidebar() -> tuple[str | None, bool, Settings, Any]:
+    """The sidebar of the pages that run analyses: the model choice and its status, then the
+    settings. Returns (model, whether it can run, settings, the slot for the plan)."""
+    with st.sidebar:
+        model = model_panel.model_selector()
+        model_ok = model_panel.model_panel(model)
+        st.divider()
+        settings, plan_slot = settings_sidebar()
+    return model, model_ok, settings, plan_slot
 
 
 def settings_sidebar() -> tuple[Settings, Any]:

@@ -9,14 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_core.errors import ChordError
-from chord_ui import clip_view, inputs, model_panel, progress, results, session
+from chord_ui import clip_view, inputs, progress, results, session
 from chord_ui.formatting import plan_summary
 
-with st.sidebar:
-    model = model_panel.model_selector()
-    model_ok = model_panel.model_panel(model)
-    st.divider()
-    settings, plan_slot = inputs.settings_sidebar()
+model, model_ok, settings, plan_slot = inputs.run_sidebar()
 
 st.title("Analyze a clip")
 left, right = st.columns([5, 4], gap="large")

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from chord_ui import batch_view, inputs, model_panel
+from chord_ui import batch_view, inputs
 
 batch_view.keep_model_choice()
-with st.sidebar:
-    model = model_panel.model_selector()
-    model_ok = model_panel.model_panel(model)
-    st.divider()
-    settings, plan_slot = inputs.settings_sidebar()
-    plan_slot.caption("Each clip gets its own sampling plan when a worker picks it up.")
+model, model_ok, settings, plan_slot = inputs.run_sidebar()
+plan_slot.caption("Each clip gets its own sampling plan when a worker picks it up.")
 
 st.title("Batch")
 st.caption("Queue many clips with one task. They run on every worker at once; clips already "
