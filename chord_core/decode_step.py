@@ -38,6 +38,17 @@ def fuse_projections(layer) -> tuple:
     return fused
 
 
+def mark_static(tensors) -> None:
+    """Tell the compiler these tensors' shapes never change (fused weights, the end-token
+    list): under ``dynamic=True`` every input dimension is otherwise a symbol, which makes
+    tracing slower and the kernels generic."""
+    import torch
+
+    for t in tensors:
+        if t is not None:
+            torch._dynamo.mark_static(t)
+
+
 def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int, qkv_w, qkv_b, sizes):
     """Norm, q/k/v projection (one fused product) and rotary embedding of one new token per
     row; q comes out grouped by the key/value head its heads share ([B, n_kv, n_rep, hd])."""
@@ -102,6 +113,22 @@ def _head_choose(norm, lm_head, h, presence, step, min_new, done, eos, penalty: 
 _COMPILED: tuple | None = None
 
 
+def compile_stats() -> dict[str, float]:
+    """What compiling cost this process so far: graphs compiled and the persistent caches'
+    hits and misses (a restart with a warm cache shows hits, no misses)."""
+    import sys
+
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return {}
+    c = utils.counters
+    return {"compiled_graphs": float(c["stats"]["unique_graphs"]),
+            "fx_cache_hits": float(c["inductor"]["fxgraph_cache_hit"]),
+            "fx_cache_misses": float(c["inductor"]["fxgraph_cache_miss"]),
+            "aot_cache_hits": float(c["aot_autograd"]["autograd_cache_hit"]),
+            "aot_cache_misses": float(c["aot_autograd"]["autograd_cache_miss"])}
+
+
 def functions(compiled: bool) -> tuple:
     """(pre-attention, attention, post-attention, head) — plain, or ``torch.compile``d:
     shared by every layer (modules are arguments, so one compiled graph serves all layers of
@@ -121,6 +148,9 @@ def functions(compiled: bool) -> tuple:
         root = default_cache_dir() / "compile"
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
         os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+        # "duck sizing" would tie sizes that merely happen to be equal at the first trace
+        # (two end tokens and a 2-row batch, say) and recompile when they part
+        torch.fx.experimental._config.use_duck_shape = False
         dyn = torch._dynamo.config
         if hasattr(dyn, "recompile_limit"):
             dyn.recompile_limit = max(dyn.recompile_limit, 32)

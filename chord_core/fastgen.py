@@ -41,6 +41,7 @@ from chord_core import decode_step as step
 log = logging.getLogger(__name__)
 
 CHECK_EVERY = 16      # decode steps between looks at the "all rows finished" flag
+SPARE_SLOTS = 8       # cache slots past the longest graph's length (see _buffers_for)
 
 # Generation-config fields that would add a logits processor this decoder does not implement.
 _UNSUPPORTED_FIELDS = ("no_repeat_ngram_size", "bad_words_ids", "suppress_tokens",
@@ -191,7 +192,13 @@ class FastDecoder:
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
         self._pre, self._attend, self._post, self._head = step.functions(compile)
         self.compiled = compile
+        # A compiled step specialises batch size 1 apart from every larger size, which costs
+        # a second compilation at start-up; a lone request rides in a 2-row graph instead
+        # (its spare row idles: a decode step reads the weights once for any row count).
+        self.min_rows = 2 if compile else 1
         self._fused = [step.fuse_projections(layer) for layer in self.layers]
+        if compile:  # fixed shapes: the compiler specialises on them instead of symbols
+            step.mark_static([self.eos, *(t for f in self._fused for t in (f[0], f[1], f[3]))])
         self._buffers: OrderedDict[int, _Buffers] = OrderedDict()
         self._graphs: dict[tuple[int, int], Any] = {}
         self._pool = None
@@ -202,6 +209,10 @@ class FastDecoder:
         """Drop every buffer and graph (after an out-of-memory error, say)."""
         self._graphs.clear()
         self._buffers.clear()
+
+    def rows_for(self, batch: int) -> int:
+        """Rows of the graph a batch of ``batch`` requests runs in."""
+        return max(self.min_rows, batch_bucket(batch))
 
     def kv_bytes(self, rows: int, length: int) -> int:
         return 2 * len(self.layers) * rows * self.n_kv * length * self.head_dim * \
@@ -218,7 +229,7 @@ class FastDecoder:
 
         top = length_bucket(max_len)
         with torch.inference_mode():
-            for rows in sorted({batch_bucket(b) for b in batch_sizes}):
+            for rows in sorted({self.rows_for(b) for b in batch_sizes}):
                 buf = self._buffers_for(rows, top)
                 for size in [x for x in _LADDER if x < top] + [top]:
                     self._graph(buf, size, on_request=False)
@@ -246,7 +257,7 @@ class FastDecoder:
         if mask is None:
             mask = torch.ones_like(ids)
         b, p = ids.shape
-        length, rows = length_bucket(p + max_new), batch_bucket(b)
+        length, rows = length_bucket(p + max_new), self.rows_for(b)
         buf = self._buffers_for(rows, length)
         # the graph first: capturing it runs warm-up steps that scribble on the state
         graph = self._graph(buf, length, on_request=True)
@@ -280,6 +291,10 @@ class FastDecoder:
             return buf
         if buf is not None:  # too short: reallocate (its graphs point at the old memory)
             self._drop(rows)
+        # A few slots past the longest graph: every graph then reads a strict prefix, so the
+        # compiled step sees one memory layout for all lengths (no recompilation when the
+        # first graph traced happened to span the whole buffer).
+        length += SPARE_SLOTS
         if self.device.type == "cuda":
             need = self.kv_bytes(rows, length)
             while self._buffers and torch.cuda.mem_get_info(self.device)[0] < 2 * need:
@@ -350,7 +365,9 @@ class FastDecoder:
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(stream):
-            for _ in range(2):
+            # eager steps first: lazy initialisation and any compilation happen here, never
+            # inside the capture (twice for the first graph of the process, once after)
+            for _ in range(1 if self.stats["graphs"] else 2):
                 self._park(buf, length)
                 self._step(buf, length)
         torch.cuda.current_stream(self.device).wait_stream(stream)

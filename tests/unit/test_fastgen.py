@@ -53,6 +53,18 @@ def test_video_tokens_match_generate(lm):
     assert ours.tolist() == ref.tolist()
 
 
+def test_a_lone_request_in_a_two_row_graph_matches_generate(lm):
+    # compiled decoders run batch 1 in 2-row graphs (one compilation for every batch size)
+    assert FastDecoder(lm.model, compile=True).rows_for(1) == 2
+    dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
+    dec.min_rows = 2  # the compiled layout, on the plain CPU step
+    frames, meta = _clip(np.random.default_rng(5))
+    inputs = m.build_video_inputs(lm, frames, meta, "Describe this clip.")
+    ours = dec.generate(inputs, 30)
+    assert set(dec._buffers) == {2} and ours.shape == (1, 30)
+    assert ours.tolist() == _reference(lm, inputs, 30).tolist()
+
+
 def test_left_padded_batch_with_min_new_tokens_matches_generate(lm):
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8)
