@@ -155,25 +155,43 @@ class Engine(DescribeBatching):
                          time.perf_counter() - t0, self._lm.info.device_map)
             return self._lm
 
-    def warmup(self) -> float:
+    def warmup(self) -> dict[str, float]:
         """Run one tiny describe and one tiny grounding batch so the first user request does
-        not pay for CUDA context, kernel selection and allocator growth. Returns seconds."""
+        not pay for CUDA context, kernel selection and allocator growth, then capture the
+        decode graphs. Returns seconds per step (``total_s`` for all)."""
         import numpy as np
 
         from chord_core import model as m
 
-        lm, t0 = self.load(), time.perf_counter()
+        lm = self.load()
+        t0 = mark = time.perf_counter()
+        out: dict[str, float] = {}
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            out[name], mark = now - mark, now
+
         frames = np.full((2, 252, 448, 3), 127, dtype=np.uint8)
         meta = {"total_num_frames": 2, "fps": 2.0, "frames_indices": [0, 1], "duration": 1.0}
         m.describe(lm, frames, meta, "warm-up", 8)
+        lap("describe_s")  # the first decode graph: compiling the step lands here
         m.ground_images(lm, [frames[0]] * min(2, self.model_cfg.batch_size), "warm-up",
                         batch_size=self.model_cfg.batch_size, max_new_tokens=8)
+        lap("ground_s")
         if lm.decoder is not None:  # capture decode graphs now, not on a user's request
             lm.decoder.prepare((1,), WARM_SINGLE_LEN)
             # every row count a batch of up to this many clips or frames is padded to
             top = max(DESCRIBE_BATCH, self.model_cfg.batch_size)
             lm.decoder.prepare(tuple(range(2, top + 1)), WARM_BATCH_LEN)
-        return time.perf_counter() - t0
+            lap("graphs_s")
+            out["graphs"] = float(lm.decoder.stats["graphs"])
+            if lm.decoder.compiled:
+                from chord_core.decode_step import compile_stats
+
+                out.update(compile_stats())
+        out["total_s"] = time.perf_counter() - t0
+        return out
 
     @property
     def model_info(self) -> ModelInfo | None:

@@ -48,6 +48,7 @@ class _Worker:
     tasks_done: int = 0
     model_info: dict | None = None
     error: dict | None = None
+    startup: dict | None = None      # where the worker's start-up time went (seconds)
 
     @property
     def current(self) -> str | None:
@@ -192,7 +193,7 @@ class JobManager(JobTable):
                             "job": cur.task.job_id if cur else None, "queued": len(w.queue),
                             "busy_s": w.busy_s, "tasks_done": w.tasks_done,
                             "restarts": w.restarts, "speed": speeds.get(wid, 1.0),
-                            "pid": w.proc.pid if w.proc else None})
+                            "pid": w.proc.pid if w.proc else None, "startup": w.startup})
             return out
 
     def summary(self) -> dict[str, Any]:
@@ -286,6 +287,7 @@ class JobManager(JobTable):
             # A worker whose start-up model failed to load still serves jobs that name
             # another model; jobs for the missing model fail with the loader's message.
             w.model_info, w.error, w.state = msg[2], msg[3], "ready"
+            w.startup = msg[4] if len(msg) > 4 else None
         elif kind == "started":
             pass  # the task was marked running when it was sent
         elif kind == "progress":

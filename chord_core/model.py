@@ -71,6 +71,7 @@ class LoadedModel:
     input_device: str
     resolved: ResolvedModel | None = None
     decoder: Any = None  # fastgen.FastDecoder, or None: transformers' generate decodes
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per loading step
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -209,12 +210,20 @@ def _load_config(path: str) -> Any:
 
 def load_model(cfg: ModelConfig) -> LoadedModel:
     """Resolve, place and load the model and its processor. Raises ChordError subclasses."""
+    t0 = mark = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name], mark = now - mark, now
+
     import torch
     from transformers import AutoProcessor
 
     from chord_core import fastgen
 
-    t0 = time.perf_counter()
+    lap("imports_s")
     resolved = resolve_model(cfg)
     path = str(resolved.local_path or resolved.path_or_id)
     config = _load_config(path)
@@ -227,21 +236,25 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
         device_map, offloaded_bytes = _planned_device_map(cls, config, dtype, max_memory)
         if isinstance(device_map, dict):
             check_placement(device_map, True, cfg.allow_offload, offloaded_bytes)
+    lap("plan_s")
     log.info("loading %s (%s) as %s, device_map=%s", cfg.model, family, dtype, device_map)
     model = _load_weights(cls, path, dtype=dtype, device_map=device_map, max_memory=max_memory,
                           attn_implementation=cfg.attn_implementation)
+    lap("weights_s")
     hf_map = dict(getattr(model, "hf_device_map", None) or {"": _input_device(model)})
     check_placement(hf_map, kind == "cuda", cfg.allow_offload)
     model.eval()
     processor = AutoProcessor.from_pretrained(path, trust_remote_code=False)
     processor.tokenizer.padding_side = "left"
+    lap("processor_s")
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: _device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family)
+    decoder = fastgen.for_model(cfg, model, processor)
+    lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,
-                       decoder=fastgen.for_model(cfg, model, processor),
-                       coord_mode=coord_mode, load_s=time.perf_counter() - t0,
-                       input_device=_input_device(model), resolved=resolved)
+                       decoder=decoder, coord_mode=coord_mode, load_s=time.perf_counter() - t0,
+                       input_device=_input_device(model), resolved=resolved, phases=phases)
 
 
 def release_memory() -> None:

@@ -90,8 +90,79 @@ def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
     return replace(cfg, device="auto", max_memory=mem)
 
 
+def _bytecode_cache() -> None:
+    """Keep compiled Python bytecode for this worker's imports under the Chord cache when the
+    installed packages carry none that is valid (a read-only or copied environment, or
+    PYTHONDONTWRITEBYTECODE): otherwise every worker start compiles torch, transformers and
+    the compiler stack from source again — seconds of each start. Call before importing
+    them. A normal install (valid ``__pycache__`` next to the sources) is left alone."""
+    import importlib.util
+    import sys
+
+    if sys.pycache_prefix:
+        return
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin or _bytecode_valid(spec.origin):
+        return
+    from chord_core.config import default_cache_dir
+
+    sys.pycache_prefix = str(default_cache_dir() / "pycache")
+    sys.dont_write_bytecode = False  # into Chord's cache, never next to the sources
+    log.info("installed packages have no valid bytecode; caching it in %s", sys.pycache_prefix)
+
+
+def _bytecode_valid(source: str) -> bool:
+    """Whether the bytecode Python would read for ``source`` exists and matches it (the
+    timestamp check importlib does)."""
+    import importlib.util
+
+    try:
+        with open(importlib.util.cache_from_source(source), "rb") as f:
+            head = f.read(16)
+        st = os.stat(source)
+    except OSError:
+        return False
+    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(head[4:8], "little") & 1:  # hash-based bytecode: checked differently
+        return True
+    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+
+
+def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
+    """Load the start-up model and warm it up, then tell the manager — with where the
+    start-up time went (seconds per step, ``total_s`` since the process began its work).
+    Returns the engine, or None when the model could not be loaded."""
+    from chord_core.engine import Engine
+    from chord_core.errors import ChordError
+
+    startup = {"imports_s": time.perf_counter() - t0}
+    engine = Engine(_engine_config(spec, None))
+    try:
+        lm = engine.load()
+    except ChordError as exc:
+        # The worker stays up: jobs that name another model (e.g. the test model, or one
+        # downloaded later) can still run here; jobs for this model fail with this error.
+        outbox.put(("ready", spec.worker_id, None, exc.to_dict(), startup))
+        return None
+    startup["load_s"] = lm.load_s
+    startup.update({f"load_{k}": v for k, v in lm.phases.items()})
+    if spec.warmup and not spec.is_cpu:
+        try:
+            startup.update({f"warmup_{k}": v for k, v in engine.warmup().items()})
+        except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
+            log.warning("warm-up failed (%s); the first request will be slower", exc)
+    startup["total_s"] = time.perf_counter() - t0
+    log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f)", startup["total_s"],
+             startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0))
+    outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None, startup))
+    return engine
+
+
 def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
     """Entry point of a worker process (spawned). Never returns until told to stop."""
+    t0 = time.perf_counter()
     # PCI bus order makes CUDA ordinals agree with NVML indices (the GPU charts use NVML).
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
@@ -100,30 +171,14 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
+    _bytecode_cache()
     import torch  # noqa: F401 — only now, after CUDA_VISIBLE_DEVICES is set
 
     if spec.cpu_threads:
         torch.set_num_threads(spec.cpu_threads)
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
-    from chord_core.engine import Engine
-    from chord_core.errors import ChordError
-
-    engine: Any = Engine(_engine_config(spec, None))
-    try:
-        engine.load()
-    except ChordError as exc:
-        # The worker stays up: jobs that name another model (e.g. the test model, or one
-        # downloaded later) can still run here; jobs for this model fail with this error.
-        outbox.put(("ready", spec.worker_id, None, exc.to_dict()))
-        engine = None
-    if engine is not None:
-        if spec.warmup and not spec.is_cpu:
-            try:
-                log.info("warm-up took %.1f s", engine.warmup())
-            except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
-                log.warning("warm-up failed (%s); the first request will be slower", exc)
-        outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None))
+    engine = _start_engine(spec, outbox, t0)
     current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
     threading.Thread(target=_control_loop, args=(control, current), daemon=True).start()
     while True:
