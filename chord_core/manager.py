@@ -300,11 +300,14 @@ class JobManager(JobTable):
             w.state = "stopped"
 
     def _plan_new_jobs(self) -> None:
-        """Probe + plan queued jobs one at a time, handing work to idle workers after each,
-        so the first clip starts while later ones are still being probed."""
-        for job in list(self._jobs.values()):
-            if job.planned or job.status.state is not JobState.QUEUED:
-                continue
+        """Probe + plan queued jobs one at a time, handing work to idle workers as it goes,
+        so the first clip starts while later ones are still being probed. Describe jobs
+        that arrived together are handed out a worker batch at a time: an idle worker given
+        the first clip of a burst alone would spend a whole generate call on it."""
+        new = [job for job in self._jobs.values()
+               if not job.planned and job.status.state is JobState.QUEUED]
+        batch = max(w.spec.model_cfg.batch_size for w in self._workers.values())
+        for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
                 self._make_tasks(job)
@@ -313,7 +316,9 @@ class JobManager(JobTable):
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
                 log.exception("planning %s failed", job.status.job_id)
                 self._finish(job, JobState.FAILED, error=internal_error(exc))
-            self._feed_idle_workers()
+            describe = job.status.spec.request.task == "describe"
+            if not describe or i + 1 == len(new) or (i + 1) % batch == 0:
+                self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
         from chord_core.sampling import plan_sampling

@@ -124,8 +124,10 @@ def test_queued_describes_share_one_generate_call(tiny_model_dir, clips):
     m = JobManager(cpu_specs(1, ModelConfig(model="test", batch_size=4), threads=1))
     try:
         m.wait_ready(180)
-        m.wait(m.submit(describe(clips[0])), 300)  # worker busy-free, then a burst arrives
+        m.wait(m.submit(describe(clips[0])), 300)  # the first request's one-time costs
+        first = m.submit(describe(clips[0]))  # keeps the worker busy while a burst queues
         ids = [m.submit(describe(c)) for c in clips]
+        m.wait(first, 300)
         finals = [m.wait(i, 300) for i in ids]
         assert [f.state for f in finals] == [JobState.DONE] * len(clips)
         batched = [f for f in finals
@@ -137,7 +139,13 @@ def test_queued_describes_share_one_generate_call(tiny_model_dir, clips):
         for f, clip in zip(finals, clips):  # batching (left padding) changes no answer
             assert f.result.video.path == clip
             assert f.result.text == engine.analyze(describe(clip).request).text
-        assert m.workers()[0]["tasks_done"] == len(clips) + 1
+        assert m.workers()[0]["tasks_done"] == len(clips) + 2
+        with m._lock:  # a burst arriving at an idle worker, seen by the dispatcher at once
+            burst = [m.submit(describe(c)) for c in clips]
+        done = [m.wait(i, 300) for i in burst]
+        # handed out whole: the first clip is not sent off alone while the rest are probed
+        assert all(any(f"in a batch of {len(clips)}" in e.message for e in f.events)
+                   for f in done), [e.message for f in done for e in f.events]
     finally:
         m.shutdown()
 
