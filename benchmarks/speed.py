@@ -248,6 +248,7 @@ def bench_cold(model: str, cpu: bool, res: dict) -> None:
             m.wait_ready(600)
             out[name] = time.perf_counter() - t0
             out[name.replace("_s", "_state")] = [w["state"] for w in m.workers()]
+            out[name.replace("_s", "_startup")] = [w["startup"] for w in m.workers()]
             m.shutdown()
     finally:
         for k, v in saved.items():
@@ -256,6 +257,24 @@ def bench_cold(model: str, cpu: bool, res: dict) -> None:
             else:
                 os.environ[k] = v
     res["cold"] = out
+
+
+IN_PROCESS = {"decode", "agree", "w1", "w2", "w3"}  # workloads on a model loaded here
+
+
+def load_in_process(model: str, device: str, res: dict) -> tuple:
+    """The model loaded in this process and warmed up: (fast lm, naive lm, engines)."""
+    from chord_core.model import load_model
+
+    t0 = time.perf_counter()
+    cfg = ModelConfig(model=model, device=device)
+    lm_fast = load_model(cfg)
+    res["load_s"] = time.perf_counter() - t0
+    lm_naive = replace(lm_fast, decoder=None)
+    e_fast, e_naive = Engine(cfg, loaded=lm_fast), Engine(cfg, loaded=lm_naive)
+    res["warmup"] = e_fast.warmup()
+    res["decoder_stats_after_warmup"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
+    return lm_fast, lm_naive, e_fast, e_naive
 
 
 def main() -> int:
@@ -270,12 +289,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compare-compile", action="store_true",
                     help="decode: also time the fast decoder with the other compile setting")
+    ap.add_argument("--worker-clips", type=int, default=0,
+                    help="w2x: describe jobs per run (default 4 batches per GPU)")
+    ap.add_argument("--compare-rows", action="store_true",
+                    help="decode: also time batch 1 in its own 1-row graphs")
     ap.add_argument("--batch", type=int, default=16,
                     help="worker batch size (describe clips / grounding frames per call)")
     ap.add_argument("--cpu", action="store_true", help="test model on the CPU (harness smoke)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "speed.json"))
     args = ap.parse_args()
-    from chord_core.model import load_model
     from chord_core.testing.tiny_model import build_checkpoint
 
     work = set(args.workloads.split(","))
@@ -289,16 +311,6 @@ def main() -> int:
             build_checkpoint(ckpt, shape=args.shape, device="cuda")
         model, device, w1_s, w2_s = str(ckpt), "cuda:0", 15.0, 30.0
     res: dict = {"shape": "tiny" if args.cpu else args.shape, "workloads": sorted(work)}
-    t0 = time.perf_counter()
-    cfg = ModelConfig(model=model, device=device)
-    lm_fast = load_model(cfg)
-    res["load_s"] = time.perf_counter() - t0
-    lm_naive = replace(lm_fast, decoder=None)
-    e_fast, e_naive = Engine(cfg, loaded=lm_fast), Engine(cfg, loaded=lm_naive)
-    t0 = time.perf_counter()
-    e_fast.warmup()
-    res["warmup_s"] = time.perf_counter() - t0
-    res["decoder_stats_after_warmup"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
     root = Path(os.environ.get("CHORD_BENCH_DIR", "/tmp/chord-speed"))
     clips = make_clips(root / "w1", max(args.clips, 8) if not args.cpu else args.clips,
                        w1_s, W1_WH if not args.cpu else (112, 84))
@@ -307,7 +319,12 @@ def main() -> int:
     def save() -> None:  # after every workload: a run cut short still reports what it did
         Path(args.out).write_text(json.dumps(res, indent=2, default=str))
 
-    save()
+    if "cold" in work:  # first, before this process has compiled anything
+        bench_cold(model, args.cpu, res)
+        save()
+    if work & IN_PROCESS:
+        lm_fast, lm_naive, e_fast, e_naive = load_in_process(model, device, res)
+        save()
     if "decode" in work:
         variants = {"naive": lm_naive, "ours": lm_fast}
         if args.compare_compile and lm_fast.decoder is not None:  # the other setting too
@@ -320,6 +337,16 @@ def main() -> int:
             res[f"prepare_compile_{other}_s"] = time.perf_counter() - t0
             variants["ours_compile" if other else "ours_nocompile"] = replace(lm_fast,
                                                                               decoder=dec)
+        if args.compare_rows and lm_fast.decoder is not None and lm_fast.decoder.min_rows > 1:
+            from chord_core.fastgen import FastDecoder
+
+            dec = FastDecoder(lm_fast.model, pad_token_id=lm_fast.decoder.pad,
+                              compile=lm_fast.decoder.compiled)
+            dec.min_rows = 1  # batch 1 in its own graphs (a second compilation)
+            t0 = time.perf_counter()
+            dec.prepare((1,), 4096)
+            res["prepare_rows1_s"] = time.perf_counter() - t0
+            variants["ours_rows1"] = replace(lm_fast, decoder=dec)
         res["ours_compiled"] = bool(lm_fast.decoder and lm_fast.decoder.compiled)
         bench_decode(variants, clips, args.tokens, args.repeats, res, args.cpu)
         save()
@@ -344,18 +371,20 @@ def main() -> int:
         bench_describe(e_fast, e_naive, hi, 2 if not args.cpu else 1, args.tokens, sampling,
                        args.repeats, "w3", res)
         save()
-    res["decoder_stats"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
+    if work & IN_PROCESS:
+        res["decoder_stats"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
     if "w2x" in work:  # the workers load their own copies: give this one back first
         from chord_core.model import release_memory
 
         lm_fast = lm_naive = e_fast = e_naive = variants = None  # noqa: F841
         release_memory()
         gpus = 2 if args.cpu else torch_gpus()
-        bench_workers(model, clips[:args.clips], long_clip, args.tokens, args.ground_tokens,
+        # throughput in steady state: several batches per GPU (files repeat: each job
+        # still probes, reads and decodes its clip)
+        n = args.worker_clips or (len(clips) if args.cpu else 4 * args.batch * gpus)
+        bench_workers(model, (clips * n)[:n], long_clip, args.tokens, args.ground_tokens,
                       args.batch, args.repeats, gpus, args.cpu, res)
         save()
-    if "cold" in work:
-        bench_cold(model, args.cpu, res)
     Path(args.out).write_text(json.dumps(res, indent=2, default=str))
     print(json.dumps(res, indent=1, default=str))
     return 0

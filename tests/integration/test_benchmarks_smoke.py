@@ -62,6 +62,9 @@ def test_speed_harness_cpu_mode(tmp_path, tiny_model_dir):
     assert workers["w1_speedup"] > 0 and workers["w2_ratio"] > 0
     assert {w["worker"] for w in workers["workers_2gpu"]} == {"gpu0", "gpu1"}
     assert res["cold"]["fresh_cache_state"] == res["cold"]["warm_cache_state"] == ["ready"]
+    startup = res["cold"]["fresh_cache_startup"][0]  # where the worker's start went
+    assert 0 < startup["load_s"] < startup["total_s"] <= res["cold"]["fresh_cache_s"]
+    assert startup["load_weights_s"] > 0
 
 
 def test_sampling_harness_cpu_mode(tmp_path):
