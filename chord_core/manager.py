@@ -306,7 +306,7 @@ class JobManager(JobTable):
         the first clip of a burst alone would spend a whole generate call on it."""
         new = [job for job in self._jobs.values()
                if not job.planned and job.status.state is JobState.QUEUED]
-        batch = max(w.spec.model_cfg.batch_size for w in self._workers.values())
+        batch = max((w.spec.model_cfg.batch_size for w in self._workers.values()), default=1)
         for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
