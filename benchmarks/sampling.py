@@ -8,10 +8,18 @@ in the same run on the same file, median of ``--repeats``:
 
 * ``decode_every_frame`` — the naive loop: ``cv2.VideoCapture.read()`` on every frame
   (decode + colour conversion of all of them), keeping every 15th;
-* ``ours`` — ``chord_core.video.read_frames`` with the sampling plan's indices: every frame
-  is decoded (``grab``), only the sampled ones are converted and resized;
-* ``ffmpeg`` — ``ffmpeg -i FILE -vf fps=2,scale=W:H -f rawvideo -pix_fmt rgb24 -`` into a pipe,
-  when an ``ffmpeg`` binary is on PATH (reported as unavailable otherwise).
+* ``ours`` — ``chord_core.video.read_frames`` with the sampling plan's indices: PyAV with
+  threaded decoding (``chord_core.av_reader``); once frame indices are proven from the
+  timestamps, frames nobody refers to (non-reference B-frames) are not decoded, and only the
+  sampled frames are converted, in one swscale pass straight to the model's size (RGB, area
+  averaging); OpenCV's grab()/retrieve() is the fallback when PyAV cannot read the file;
+* ``ffmpeg`` — ``ffmpeg -i FILE -vf fps=2,scale=W:H:flags=area -f rawvideo -pix_fmt rgb24 -``
+  into a pipe, when an ``ffmpeg`` binary is on PATH (reported as unavailable otherwise).
+
+``ours_opencv_s`` times the same ``read_frames`` call forced onto its OpenCV route (the route
+before PyAV), for comparison. Each ``*_s`` (median wall seconds) has a ``*_cpu_s`` twin: median
+CPU seconds of one run, threads and the ffmpeg child included, steadier than wall time when
+other work shares the machine.
 
 The test clip is written once with PyAV/libx264 (moving shapes over a textured, slowly
 panning background, so the decoder has real work) and cached under ``--cache``.
@@ -81,10 +89,11 @@ def decode_every_frame(path: Path, step: int, size_wh: tuple[int, int]) -> int:
     return kept
 
 
-def ours(path: Path, indices: list[int], size_wh: tuple[int, int]) -> int:
+def ours(path: Path, indices: list[int], size_wh: tuple[int, int],
+         backend: str = "auto") -> int:
     from chord_core.video import read_frames
 
-    frames, _ = read_frames(path, indices, size_wh)
+    frames, _ = read_frames(path, indices, size_wh, backend=backend)
     return len(frames)
 
 
@@ -94,6 +103,31 @@ def ffmpeg(path: Path, fps: float, size_wh: tuple[int, int], binary: str) -> int
                            f"fps={fps},scale={w}:{h}:flags=area", "-f", "rawvideo",
                            "-pix_fmt", "rgb24", "-"], capture_output=True, check=True)
     return len(proc.stdout) // (w * h * 3)
+
+
+def _cpu_s() -> float:
+    """CPU seconds used so far by this process and its finished children (ffmpeg)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def measure(res: dict, name: str, fn, repeats: int) -> object:
+    """``res[name_s]``: median wall seconds; ``res[name_cpu_s]``: median CPU seconds (all
+    threads and child processes: robust on a shared machine). Returns ``fn``'s result."""
+    cpu: list[float] = []
+
+    def run() -> object:
+        cpu0 = _cpu_s()
+        out = fn()
+        cpu.append(_cpu_s() - cpu0)
+        return out
+
+    res[f"{name}_s"], out = timed(run, repeats)
+    res[f"{name}_cpu_s"] = sorted(cpu)[len(cpu) // 2]
+    return out
 
 
 def main() -> int:
@@ -117,14 +151,16 @@ def main() -> int:
     res = {"clip": str(clip), "frames_in_file": info.frame_count, "source_fps": info.fps,
            "size": [info.width, info.height], "sampled_frames": len(indices),
            "output_wh": list(size_wh), "cpu_cores": os.cpu_count()}
-    res["decode_every_frame_s"], n0 = timed(lambda: decode_every_frame(clip, step, size_wh),
-                                            args.repeats)
-    res["ours_s"], n1 = timed(lambda: ours(clip, indices, size_wh), args.repeats)
-    res["kept"] = {"decode_every_frame": n0, "ours": n1}
+    n0 = measure(res, "decode_every_frame", lambda: decode_every_frame(clip, step, size_wh),
+                 args.repeats)
+    n1 = measure(res, "ours", lambda: ours(clip, indices, size_wh), args.repeats)
+    n3 = measure(res, "ours_opencv", lambda: ours(clip, indices, size_wh, "opencv"),
+                 args.repeats)
+    res["kept"] = {"decode_every_frame": n0, "ours": n1, "ours_opencv": n3}
     binary = shutil.which("ffmpeg")
     if binary:
-        res["ffmpeg_s"], n2 = timed(lambda: ffmpeg(clip, args.fps, size_wh, binary),
-                                    args.repeats)
+        n2 = measure(res, "ffmpeg", lambda: ffmpeg(clip, args.fps, size_wh, binary),
+                     args.repeats)
         res["kept"]["ffmpeg"] = n2
         res["ours_vs_ffmpeg"] = res["ffmpeg_s"] / res["ours_s"]
     else:

@@ -1,8 +1,9 @@
-"""Video input: read a file's frames with OpenCV (FFmpeg backend).
+"""Video input: read a file's frames with PyAV (fast route) or OpenCV (FFmpeg backend).
 
 * :func:`probe` — what the file really is (:class:`VideoInfo`); it lives in
   :mod:`chord_core.probe` and is re-exported here.
-* :func:`read_frames` / :func:`iter_frames` — decode frames.
+* :func:`read_frames` — decode sampled frames: PyAV (threaded, see :mod:`chord_core.av_reader`)
+  with OpenCV as the fallback; :func:`iter_frames` — every frame, OpenCV.
 
 Which frames to read is planned in :mod:`chord_core.sampling` (pure); its public names are
 re-exported here so ``from chord_core.video import plan_sampling`` keeps working.
@@ -13,7 +14,8 @@ inside this module. Rotation: OpenCV's FFmpeg backend reports the display-matrix
 ``VideoInfo.rotation``) and, by default, rotates decoded frames itself
 (``CAP_PROP_ORIENTATION_AUTO``). We switch that auto-rotation OFF on every capture and rotate
 once ourselves, so frames are upright exactly once whatever the OpenCV default is; if a backend
-refuses to turn it off we apply no rotation of our own.
+refuses to turn it off we apply no rotation of our own. PyAV never rotates; its route reads the
+same display matrix from the decoded frames.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import logging
 import math
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Literal
 
 import numpy as np
 
@@ -157,24 +159,111 @@ def _to_rgb(bgr: np.ndarray, size_wh: tuple[int, int] | None, rotation: int) -> 
     return rgb if turn is None else cv2.rotate(rgb, turn)
 
 
+Backend = Literal["auto", "pyav", "opencv"]
+
+
 def read_frames(path: str | Path, frame_indices: Iterable[int],
                 size_wh: tuple[int, int] | None = None, *, rotation: int | None = None,
                 on_progress: ProgressFn | None = None, cancel: threading.Event | None = None,
-                allow_seek: bool = True) -> tuple[np.ndarray, tuple[int, ...]]:
+                allow_seek: bool = True, backend: Backend = "auto"
+                ) -> tuple[np.ndarray, tuple[int, ...]]:
     """Decode the frames at ``frame_indices`` (strictly increasing) as a T×H×W×3 uint8 RGB
-    array, upright, resized with INTER_AREA to ``size_wh`` = (w, h) when given.
+    array, upright, resized (area averaging) to ``size_wh`` = (w, h) when given.
 
-    Sequential grab()/retrieve() (only wanted frames are converted); long gaps may seek (see
-    :class:`_Cursor`; pass ``allow_seek=False`` for clips probed as VFR). ``rotation`` None
-    uses the file's rotation metadata; an int (clockwise degrees) overrides it. Frames missing
-    at the end (the header over-promised) are dropped with a logged warning; returns
-    (frames, indices actually read). None read → VideoError. ``cancel`` (threading.Event) is
-    checked between frames → JobCancelled.
+    Index k is the k-th frame the decoder outputs. ``backend`` "auto" decodes with PyAV
+    (threaded; only wanted frames are converted, straight to the target size; see
+    :mod:`chord_core.av_reader`) and falls back to OpenCV (sequential grab()/retrieve(), see
+    :class:`_Cursor`) when PyAV is missing or cannot read the file, and re-reads with OpenCV
+    when PyAV ends before a wanted frame that OpenCV can decode; "pyav" / "opencv" force one.
+    Work is skipped only where frame indices are provable from timestamps (PyAV: timestamp
+    mode; OpenCV: verified seeks over long gaps); ``allow_seek=False`` (for clips probed as
+    VFR) decodes and counts every frame up to the last wanted one. ``rotation`` None uses
+    the file's rotation metadata; an int (clockwise degrees) overrides it. Frames missing at
+    the end (the header over-promised) are dropped with a logged warning; returns (frames,
+    indices actually read). None read → VideoError. ``cancel`` (threading.Event) is checked
+    between frames → JobCancelled.
     """
     wanted = _check_indices(frame_indices)
     if not wanted:
         raise ValueError("no frame indices given")
+    if backend not in ("auto", "pyav", "opencv"):
+        raise ValueError(f"backend must be 'auto', 'pyav' or 'opencv', got {backend!r}")
     p = _check_file(path)
+    progress = _monotonic(on_progress)
+    args = (p, wanted, size_wh, rotation, progress, cancel, allow_seek)
+    got = _read_pyav(*args, strict=backend == "pyav") if backend != "opencv" else None
+    frames, seen = got if got is not None else _read_opencv(*args)
+    if not frames and seen == 0:
+        raise _no_frames_error(p, "")
+    if not frames:
+        raise VideoError(f"{p.name} has {seen} decodable frames; none of the requested "
+                         f"frames (from index {wanted[0]}) exist",
+                         hint="probe the file again: it may be truncated or have changed")
+    if len(frames) < len(wanted):
+        log.warning("%s: only %d of %d planned frames decode (the clip ends at frame %d, "
+                    "before index %d)", p.name, len(frames), len(wanted), seen - 1,
+                    wanted[len(frames)])
+    return np.stack(frames), wanted[: len(frames)]
+
+
+def _monotonic(on_progress: ProgressFn | None) -> ProgressFn | None:
+    """Progress that never goes back (a fallback re-read starts counting again)."""
+    if on_progress is None:
+        return None
+    best = [0]
+
+    def report(done: int, total: int) -> None:
+        if done > best[0]:
+            best[0] = done
+            on_progress(done, total)
+
+    return report
+
+
+_AV_MISSING_SAID = False  # "PyAV is not installed" is logged once per process
+
+
+def _read_pyav(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,
+               rotation: int | None, on_progress: ProgressFn | None,
+               cancel: threading.Event | None, allow_seek: bool, *, strict: bool
+               ) -> tuple[list[np.ndarray], int] | None:
+    """Frames via PyAV; None when OpenCV must read them instead (logged at INFO)."""
+    from chord_core.av_reader import AvFailed, AvMissing, read_frames_av
+
+    global _AV_MISSING_SAID
+    try:
+        frames, seen = read_frames_av(p, wanted, size_wh, rotation=rotation,
+                                      on_progress=on_progress, cancel=cancel,
+                                      allow_seek=allow_seek)
+    except AvFailed as e:
+        if strict:
+            raise VideoError(f"cannot decode {p.name} with PyAV: {e}",
+                             hint="use backend='auto' to fall back to OpenCV") from e
+        if not isinstance(e, AvMissing) or not _AV_MISSING_SAID:
+            log.info("%s: %s; decoding with OpenCV instead", p.name, e)
+        _AV_MISSING_SAID = _AV_MISSING_SAID or isinstance(e, AvMissing)
+        return None
+    if strict or len(frames) == len(wanted) or not _opencv_has(p, wanted[len(frames)]):
+        return frames, seen
+    log.info("%s: PyAV ends after %d frames but OpenCV decodes frame %d; reading with OpenCV",
+             p.name, seen, wanted[len(frames)])
+    return None
+
+
+def _opencv_has(p: Path, index: int) -> bool:
+    """Whether OpenCV decodes frame ``index`` (checks a PyAV read that ended early)."""
+    cursor = _Cursor(p, True, None)
+    try:
+        return cursor.grab_at(index)
+    finally:
+        cursor.close()
+
+
+def _read_opencv(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,
+                 rotation: int | None, on_progress: ProgressFn | None,
+                 cancel: threading.Event | None, allow_seek: bool
+                 ) -> tuple[list[np.ndarray], int]:
+    """Frames via OpenCV grab()/retrieve() (:class:`_Cursor`): (frames, frames grabbed)."""
     cursor = _Cursor(p, allow_seek, cancel)
     rot = _meta_rotation(cursor.cap) if rotation is None else int(rotation) % 360
     frames: list[np.ndarray] = []
@@ -193,17 +282,7 @@ def read_frames(path: str | Path, frame_indices: Iterable[int],
                 on_progress(done + 1, len(wanted))
     finally:
         cursor.close()
-    if not frames and cursor.next == 0:
-        raise _no_frames_error(p, "")
-    if not frames:
-        raise VideoError(f"{p.name} has {cursor.next} decodable frames; none of the requested "
-                         f"frames (from index {wanted[0]}) exist",
-                         hint="probe the file again: it may be truncated or have changed")
-    if len(frames) < len(wanted):
-        log.warning("%s: only %d of %d planned frames decode (the clip ends at frame %d, "
-                    "before index %d)", p.name, len(frames), len(wanted), cursor.next - 1,
-                    wanted[len(frames)])
-    return np.stack(frames), wanted[: len(frames)]
+    return frames, cursor.next
 
 
 def iter_frames(path: str | Path, *, size_wh: tuple[int, int] | None = None,

@@ -1,6 +1,8 @@
 """read_frames / iter_frames on synthetic clips: the right frames (index band), size, RGB
-order, upright orientation, sequential == one-by-one, seeking only when safe, missing frames,
-cancellation; and the synthetic clips' own ground truth."""
+order, upright orientation, sequential == one-by-one (PyAV and OpenCV routes), the OpenCV
+cursor seeking only when safe, missing frames, cancellation; and the synthetic clips' own
+ground truth. The PyAV route's own seeking, fallback and agreement with OpenCV:
+test_av_reader.py."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ from chord_core.errors import JobCancelled, VideoError
 from chord_core.testing.videos import SyntheticVideo, has_pyav, make_undecodable, make_video
 from chord_core.video import iter_frames, plan_sampling, probe, read_frames
 
+# read_frames' default "auto" is PyAV with OpenCV as the fallback
+BACKENDS = [pytest.param("pyav", marks=pytest.mark.skipif(not has_pyav(), reason="needs PyAV")),
+            "opencv"]
 CODECS = [("c.mp4", "mp4v"), ("c.avi", "mjpg"), ("c.webm", "vp90"), ("c.mp4", "h264"),
           ("c.mkv", "h264"), ("c.webm", "vp9")]
 
@@ -71,11 +76,12 @@ def _mean_rgb(frame: np.ndarray, box: tuple[float, float, float, float]) -> np.n
     return frame[int(cy1 * h):int(cy2 * h), int(cx1 * w):int(cx2 * w)].reshape(-1, 3).mean(0)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("key", [f"{c}-{n}" for n, c in CODECS])
-def test_read_frames_right_frames_size_and_rgb(clips: Clips, key: str) -> None:
+def test_read_frames_right_frames_size_and_rgb(clips: Clips, key: str, backend: str) -> None:
     sv = clips[key]
     want = (0, 3, 4, 17, 29)
-    frames, read = read_frames(sv.path, want, size_wh=(224, 168))
+    frames, read = read_frames(sv.path, want, size_wh=(224, 168), backend=backend)
     assert read == want
     assert frames.shape == (5, 168, 224, 3) and frames.dtype == np.uint8
     assert [sv.index_of(f) for f in frames] == list(want)
@@ -86,14 +92,15 @@ def test_read_frames_right_frames_size_and_rgb(clips: Clips, key: str) -> None:
         assert blue[2] > 180 and blue[0] < 70, blue
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("key", ["mp4v-c.mp4", "vp90-c.webm", "h264-c.mkv", "vp9-c.webm", "vfr"])
-def test_sequential_read_equals_one_by_one(clips: Clips, key: str) -> None:
+def test_sequential_read_equals_one_by_one(clips: Clips, key: str, backend: str) -> None:
     sv = clips[key]
     every = tuple(range(sv.frame_count))
-    frames, read = read_frames(sv.path, every)
+    frames, read = read_frames(sv.path, every, backend=backend)
     assert read == every
     for i in (0, 1, sv.frame_count // 2, sv.frame_count - 1):
-        single, got = read_frames(sv.path, [i])
+        single, got = read_frames(sv.path, [i], backend=backend)
         assert got == (i,)
         np.testing.assert_array_equal(single[0], frames[i])
     assert [sv.index_of(f) for f in frames] == list(every)
@@ -104,11 +111,12 @@ def test_read_frames_native_size(clips: Clips) -> None:
     assert frames.shape == (2, 240, 320, 3)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("rot", [90, 180, 270])
-def test_rotated_clips_are_upright_once(clips: Clips, rot: int) -> None:
+def test_rotated_clips_are_upright_once(clips: Clips, rot: int, backend: str) -> None:
     sv = clips[f"rot{rot}"]
     dw, dh = sv.display_wh
-    frames, _ = read_frames(sv.path, [0, 5], size_wh=(dw // 2, dh // 2))
+    frames, _ = read_frames(sv.path, [0, 5], size_wh=(dw // 2, dh // 2), backend=backend)
     assert frames.shape[1:3] == (dh // 2, dw // 2)
     red = _mean_rgb(frames[0], sv.patch_boxes()["red"][0])
     assert red[0] > 180 and red[1] < 70 and red[2] < 70, red  # the red patch is where truth says
@@ -117,7 +125,7 @@ def test_rotated_clips_are_upright_once(clips: Clips, rot: int) -> None:
     green = _mean_rgb(frames[1], sv.box_at(5))
     assert green[1] > 150 and green[0] < 70, green
     # rotation=0 overrides the metadata: stored orientation comes back
-    stored, _ = read_frames(sv.path, [0], rotation=0)
+    stored, _ = read_frames(sv.path, [0], rotation=0, backend=backend)
     assert stored.shape[1:3] == (240, 320)
 
 
@@ -136,8 +144,8 @@ def test_sparse_read_over_long_clip_seeks_and_stays_exact(
     sv = long_clips[key]
     plan = plan_sampling(probe(sv.path), "describe", SamplingConfig(max_frames=8))
     assert min(b - a for a, b in zip(plan.frame_indices, plan.frame_indices[1:])) > 400
-    grab_counter[0] = 0
-    frames, read = read_frames(sv.path, plan.frame_indices, plan.input_wh)
+    grab_counter[0] = 0  # the OpenCV cursor's seeking (PyAV's: test_av_reader.py)
+    frames, read = read_frames(sv.path, plan.frame_indices, plan.input_wh, backend="opencv")
     assert read == plan.frame_indices
     assert [sv.index_of(f) for f in frames] == list(read)
     assert grab_counter[0] < sv.frame_count / 2  # seeks were used
@@ -148,7 +156,7 @@ def test_vfr_clip_is_read_sequentially(long_clips: Clips, key: str,
                                        grab_counter: list[int]) -> None:
     sv = long_clips[key]
     want = (0, 500, 1000, 2999)
-    frames, read = read_frames(sv.path, want)
+    frames, read = read_frames(sv.path, want, backend="opencv")
     assert [sv.index_of(f) for f in frames] == list(want)
     assert grab_counter[0] >= 2999  # every frame counted: a time-based seek could miss
 
@@ -157,7 +165,7 @@ def test_mixed_gaps_seek_then_walk(long_clips: Clips,
                                    grab_counter: list[int]) -> None:
     sv = long_clips["h264"]
     want = (*range(10), 500, 501, 505, 600, 1200, 1300, 2998, 2999)
-    frames, read = read_frames(sv.path, want, size_wh=(48, 32))
+    frames, read = read_frames(sv.path, want, size_wh=(48, 32), backend="opencv")
     assert read == want
     assert [sv.index_of(f) for f in frames] == list(want)
     assert grab_counter[0] < 1500
