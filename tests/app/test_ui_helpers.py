@@ -266,3 +266,18 @@ def test_settings_to_sampling(settings, task, expect) -> None:
     for key, value in expect.items():
         assert getattr(cfg, key) == value
     assert cfg.min_pixels <= cfg.max_pixels
+
+
+@pytest.mark.parametrize("startup, text", [
+    (None, "—"),
+    ({"imports_s": 1.2, "load_imports_s": 3.7, "load_weights_s": 2.7, "warmup_total_s": 11.8,
+      "total_s": 20.3}, "20.3 s (imports 4.9 s, weights 2.7 s, warm-up 11.8 s)"),
+    ({"imports_s": 0.5, "load_s": 1.0, "total_s": 1.6}, "1.6 s (imports 0.5 s)"),  # CPU: none
+], ids=["not-ready", "gpu-worker", "cpu-worker-no-warm-up"])
+def test_worker_start_up_text(startup, text) -> None:
+    from chord_ui.gpu_view import startup_text, worker_table_rows
+
+    assert startup_text(startup) == text
+    row = worker_table_rows([{"worker": "gpu0", "devices": [0], "state": "ready",
+                              "startup": startup}], manager=None)[0]
+    assert row["ready in"] == text and row["devices"] == "cuda:0"
