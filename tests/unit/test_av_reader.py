@@ -259,6 +259,7 @@ def test_falls_back_to_opencv(clips: dict[str, SyntheticVideo], patch: str,
         monkeypatch.setattr(av_reader._AvCursor, "_feed", feed)
     else:
         monkeypatch.setitem(__import__("sys").modules, "av", None)
+        monkeypatch.setattr(video, "_AV_MISSING_SAID", False)
     seen: list[int] = []
     with caplog.at_level(logging.INFO, logger="chord_core.video"):
         frames, read = read_frames(sv.path, LONG, (48, 32),
@@ -267,6 +268,11 @@ def test_falls_back_to_opencv(clips: dict[str, SyntheticVideo], patch: str,
     np.testing.assert_array_equal(frames, ref)
     assert read == LONG and seen == list(range(1, len(LONG) + 1))  # never backwards
     assert any("OpenCV" in r.getMessage() for r in caplog.records)
+    if patch == "missing":  # said once per process, not on every read
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="chord_core.video"):
+            read_frames(sv.path, (0, 1), (48, 32))
+        assert not any("not installed" in r.getMessage() for r in caplog.records)
 
 
 def test_forced_pyav_does_not_fall_back(clips: dict[str, SyntheticVideo],
