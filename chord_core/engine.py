@@ -164,14 +164,8 @@ class Engine(DescribeBatching):
         from chord_core import model as m
 
         lm = self.load()
-        t0 = mark = time.perf_counter()
-        out: dict[str, float] = {}
-
-        def lap(name: str) -> None:
-            nonlocal mark
-            now = time.perf_counter()
-            out[name], mark = now - mark, now
-
+        laps = m.Laps()
+        lap, out = laps.lap, laps.steps
         frames = np.full((2, 252, 448, 3), 127, dtype=np.uint8)
         meta = {"total_num_frames": 2, "fps": 2.0, "frames_indices": [0, 1], "duration": 1.0}
         m.describe(lm, frames, meta, "warm-up", 8)
@@ -190,7 +184,7 @@ class Engine(DescribeBatching):
                 from chord_core.decode_step import compile_stats
 
                 out.update(compile_stats())
-        out["total_s"] = time.perf_counter() - t0
+        out["total_s"] = laps.total()
         return out
 
     @property

@@ -75,6 +75,21 @@ class LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
+class Laps:
+    """Seconds per step, each step timed from the end of the one before (start-up reports)."""
+
+    def __init__(self) -> None:
+        self.t0 = self._mark = time.perf_counter()
+        self.steps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.steps[name], self._mark = now - self._mark, now
+
+    def total(self) -> float:
+        return time.perf_counter() - self.t0
+
+
 @dataclass(frozen=True)
 class GenerationOutput:
     """One describe request: text plus what it cost."""
@@ -210,13 +225,8 @@ def _load_config(path: str) -> Any:
 
 def load_model(cfg: ModelConfig) -> LoadedModel:
     """Resolve, place and load the model and its processor. Raises ChordError subclasses."""
-    t0 = mark = time.perf_counter()
-    phases: dict[str, float] = {}
-
-    def lap(name: str) -> None:
-        nonlocal mark
-        now = time.perf_counter()
-        phases[name], mark = now - mark, now
+    laps = Laps()
+    lap = laps.lap
 
     import torch
     from transformers import AutoProcessor
@@ -253,8 +263,8 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     decoder = fastgen.for_model(cfg, model, processor)
     lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,
-                       decoder=decoder, coord_mode=coord_mode, load_s=time.perf_counter() - t0,
-                       input_device=_input_device(model), resolved=resolved, phases=phases)
+                       decoder=decoder, coord_mode=coord_mode, load_s=laps.total(),
+                       input_device=_input_device(model), resolved=resolved, phases=laps.steps)
 
 
 def release_memory() -> None:
