@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from chord_core.errors import JobCancelled
+from chord_core.probe import rotated_wh, upright
 
 __all__ = ["AvFailed", "AvMissing", "AvStats", "read_frames_av"]
 
@@ -315,17 +316,13 @@ class _AvCursor:
 
 def _convert(frame: Any, size_wh: tuple[int, int] | None, rotation: int) -> np.ndarray:
     """Decoded frame (stored orientation) → RGB uint8 at displayed ``size_wh``, upright."""
-    import cv2
-
     if size_wh is None:
         rgb = frame.to_ndarray(format="rgb24")
     else:
-        w, h = size_wh[::-1] if rotation in (90, 270) else size_wh
+        w, h = rotated_wh(size_wh, rotation)
         rgb = frame.to_ndarray(width=int(w), height=int(h), format="rgb24",
                                interpolation="AREA")
-    turn = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180,
-            270: cv2.ROTATE_90_COUNTERCLOCKWISE}.get(rotation)
-    return np.ascontiguousarray(rgb) if turn is None else cv2.rotate(rgb, turn)
+    return upright(rgb, rotation)
 
 
 def _read_once(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,

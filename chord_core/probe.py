@@ -74,6 +74,20 @@ def _open(p: Path) -> Any:
     return cap
 
 
+def rotated_wh(wh: tuple[int, int], rotation: int) -> tuple[int, int]:
+    """(w, h) seen the other way round after a quarter turn: stored ↔ displayed size."""
+    return (wh[1], wh[0]) if rotation in (90, 270) else (wh[0], wh[1])
+
+
+def upright(rgb: np.ndarray, rotation: int) -> np.ndarray:
+    """A decoded frame (stored orientation) turned ``rotation`` degrees clockwise, contiguous."""
+    import cv2
+
+    turn = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180,
+            270: cv2.ROTATE_90_COUNTERCLOCKWISE}.get(rotation)
+    return np.ascontiguousarray(rgb) if turn is None else cv2.rotate(rgb, turn)
+
+
 def _meta_rotation(cap: Any) -> int:
     """Clockwise degrees to apply to decoded frames (0 when OpenCV rotates them itself)."""
     import cv2
@@ -179,7 +193,7 @@ def probe(path: str | Path) -> VideoInfo:
         cap.release()
     tl = _reconcile(header, decoded)
     stored_wh = (int(shape[1]), int(shape[0]))
-    w, h = stored_wh[::-1] if rotation in (90, 270) else stored_wh
+    w, h = rotated_wh(stored_wh, rotation)
     info = VideoInfo(
         path=str(p), duration_s=tl.duration_s, fps=tl.fps, frame_count=tl.frame_count,
         width=w, height=h, codec=codec, rotation=rotation, container=p.suffix.lower().lstrip("."),

@@ -36,6 +36,8 @@ from chord_core.probe import (  # probe re-exported; the rest: capture helpers s
     _no_frames_error,
     _open,
     probe,
+    rotated_wh,
+    upright,
 )
 from chord_core.sampling import (
     MAX_ASPECT_RATIO,
@@ -150,13 +152,10 @@ def _to_rgb(bgr: np.ndarray, size_wh: tuple[int, int] | None, rotation: int) -> 
     import cv2
 
     if size_wh is not None:
-        w, h = size_wh[::-1] if rotation in (90, 270) else size_wh
+        w, h = rotated_wh(size_wh, rotation)
         if bgr.shape[1] != w or bgr.shape[0] != h:
             bgr = cv2.resize(bgr, (int(w), int(h)), interpolation=cv2.INTER_AREA)
-    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-    turn = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180,
-            270: cv2.ROTATE_90_COUNTERCLOCKWISE}.get(rotation)
-    return rgb if turn is None else cv2.rotate(rgb, turn)
+    return upright(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), rotation)
 
 
 Backend = Literal["auto", "pyav", "opencv"]
