@@ -24,7 +24,7 @@ from typing import Any
 
 from chord_core.config import ModelConfig, deterministic_mode
 from chord_core.engine import AnalysisRequest
-from chord_core.errors import internal_error
+from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,6 @@ def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
     start-up time went (seconds per step, ``total_s`` since the process began its work).
     Returns the engine, or None when the model could not be loaded."""
     from chord_core.engine import Engine
-    from chord_core.errors import ChordError
 
     startup = {"imports_s": time.perf_counter() - t0}
     engine = Engine(_engine_config(spec, None))
@@ -204,7 +203,6 @@ def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -
     loaded one. A model that cannot be loaded fails these tasks (with the loader's message)
     and nothing else."""
     from chord_core.engine import Engine
-    from chord_core.errors import ChordError
 
     model = tasks[0].model
     want = model or spec.model_cfg.model
@@ -226,8 +224,6 @@ def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -
 def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> None:
     """Several describe tasks through one batched generate (``Engine.describe_many``); each
     task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
-    from chord_core.errors import ChordError
-
     for task in tasks:
         outbox.put(("started", worker_id, task.task_id))
     t0 = time.perf_counter()
@@ -262,8 +258,6 @@ def _control_loop(control: Any, current: dict[str, Any]) -> None:
 
 def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
               cancel: threading.Event) -> None:
-    from chord_core.errors import ChordError, JobCancelled
-
     outbox.put(("started", worker_id, task.task_id))
     t0 = time.perf_counter()
 
