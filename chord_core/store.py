@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -86,6 +87,13 @@ def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _private_parent(path: Path) -> None:
+    """Create the store's folder (the data dir) readable by this user only (0700)."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)  # mkdir's mode is masked by the umask
+
+
 class Store:
     """The SQLite store. Thread-safe; plain dicts in and out."""
 
@@ -98,9 +106,10 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         conn = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_parent(self.path)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
                                    isolation_level=None, check_same_thread=False)
+            os.chmod(self.path, 0o600)  # history and results: this user only (WAL/SHM follow)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
