@@ -219,11 +219,14 @@ class Engine(DescribeBatching):
         clock.emit("sampling", f"sampling {sampling_plan.num_frames} frames at "
                    f"{sampling_plan.input_wh[0]}×{sampling_plan.input_wh[1]} "
                    f"({sampling_plan.visual_tokens} visual tokens)")
-        if not self.loaded:
+        fresh = not self.loaded
+        if fresh:
             clock.emit("loading_model", f"loading model {self.model_cfg.model}")
         t = time.perf_counter()
         lm = self.load()
         load_s = time.perf_counter() - t
+        if fresh:
+            clock.emit("placed", f"model {lm.info.id} {lm.placement}")
         body, sampling_plan, warnings, decode_s = self._run_with_budget(
             lm, info, sampling_plan, request, clock)
         timing = Timing(probe_s=probe_s, load_s=load_s, decode_s=decode_s,
@@ -288,7 +291,7 @@ class Engine(DescribeBatching):
                             "the result uses the frames that were read")
             sampling_plan = replace(
                 sampling_plan, frame_indices=tuple(read),
-                timestamps_s=tuple(i / info.fps for i in read))
+                timestamps_s=tuple(info.time_of(i) for i in read))
         return frames, sampling_plan, warnings, decode_s
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,8 @@ class _Timeline:
     duration_s: float
     variable: bool
     warnings: tuple[str, ...]
+    count_warnings: tuple[str, ...] = ()  # the part of ``warnings`` about the frame count
+    runs: tuple[tuple[int, float, float], ...] = ()  # VideoInfo.timeline
 
 
 def probe(path: str | Path) -> VideoInfo:
@@ -191,7 +193,7 @@ def probe(path: str | Path) -> VideoInfo:
         decoded = _count_frames(cap, header, times, ended, shape)
     finally:
         cap.release()
-    tl = _reconcile(header, decoded)
+    tl = _with_container_times(p, _reconcile(header, decoded), header.fps)
     stored_wh = (int(shape[1]), int(shape[0]))
     w, h = rotated_wh(stored_wh, rotation)
     info = VideoInfo(
@@ -199,10 +201,34 @@ def probe(path: str | Path) -> VideoInfo:
         width=w, height=h, codec=codec, rotation=rotation, container=p.suffix.lower().lstrip("."),
         header_fps=float(header.fps) if math.isfinite(header.fps) else 0.0,
         header_frame_count=int(header.frame_count) if _plausible_count(header.frame_count) else 0,
-        variable_fps=tl.variable, stored_wh=stored_wh, warnings=tl.warnings)
+        variable_fps=tl.variable, stored_wh=stored_wh, warnings=tl.warnings, timeline=tl.runs)
     for warning in tl.warnings:
         log.warning("%s: %s", p.name, warning)
     return info
+
+
+def _with_container_times(p: Path, tl: _Timeline, header_fps: float) -> _Timeline:
+    """Replace the frame rate OpenCV measured on the first frames by every frame's own
+    presentation time (:mod:`chord_core.frame_times`), when the container has them; the
+    header's rate is kept only when it fits every frame within ``TIME_TOLERANCE_S``."""
+    from chord_core.frame_times import analyse, compact, read_frame_times
+
+    ft = read_frame_times(p)
+    if ft is None or len(ft.ticks) < min(tl.frame_count, 2):
+        return tl
+    got = analyse(replace(ft, ticks=ft.ticks[: tl.frame_count]),
+                  header_fps if _plausible_fps(header_fps) else 0.0)
+    if got is None:
+        return tl
+    runs = compact(got.times_s)
+    fps, counted = got.fps, tl.count_warnings
+    if got.irregular:  # a header count from duration × fps means nothing across jumps
+        counted = tuple(w for w in counted if not w.startswith("the header claims"))
+    if not (got.variable or got.irregular) and _plausible_fps(header_fps) \
+            and len(runs) == 1 and abs(header_fps * runs[0][2] - 1.0) <= 1e-3:
+        fps = float(header_fps)  # e.g. 30000/1001 exactly, not a rounded average
+    return _Timeline(fps, tl.frame_count, tl.frame_count / fps, got.variable,
+                     got.warnings + counted, counted, runs)
 
 
 def _decode_prefix(cap: Any) -> tuple[tuple[int, ...] | None, list[float], bool]:
@@ -313,6 +339,7 @@ def _reconcile(header: _Header, dec: _Decoded) -> _Timeline:
     """Decide fps, frame count, duration and VFR from the header and what decoded. Pure."""
     warnings: list[str] = []
     fps, variable = _reconcile_fps(header, dec, warnings)
+    n_fps = len(warnings)
     count = dec.frame_count
     if not dec.exact:
         rest = (f"using the header's {count}, unverified" if count > dec.counted else
@@ -327,7 +354,8 @@ def _reconcile(header: _Header, dec: _Decoded) -> _Timeline:
         why = " (the file may be truncated)" if count < claimed else ""
         warnings.append(f"the header claims {claimed} frames but {count} decode{why}; "
                         f"using {count}")
-    return _Timeline(fps, count, count / fps, variable, tuple(warnings))
+    return _Timeline(fps, count, count / fps, variable, tuple(warnings),
+                     tuple(warnings[n_fps:]))
 
 
 def _reconcile_fps(header: _Header, dec: _Decoded, warnings: list[str]) -> tuple[float, bool]:

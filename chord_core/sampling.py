@@ -113,7 +113,7 @@ def _timeline(info: VideoInfo, notes: list[str]) -> tuple[float, int]:
         raise VideoError(f"{Path(info.path).name or 'video'}: frame size {w}×{h} cannot be "
                          f"given to the model (empty, or aspect ratio above {MAX_ASPECT_RATIO}:1)",
                          hint="crop or re-encode the video to an ordinary frame shape")
-    if info.variable_fps:
+    if info.variable_fps and not info.timeline:
         notes.append("variable frame rate: frame times are index / average fps and may be "
                      "off by a few frame intervals")
     return fps, total
@@ -148,7 +148,8 @@ def plan_sampling(info: VideoInfo, task: str, cfg: SamplingConfig | None = None
     tpf = _tokens(hw)
     return SamplingPlan(
         task=task, fps=n / duration, frame_indices=indices,
-        timestamps_s=tuple(i / fps for i in indices), input_wh=(hw[1], hw[0]),
+        timestamps_s=tuple(info.time_of(i) if info.timeline else i / fps for i in indices),
+        input_wh=(hw[1], hw[0]),
         visual_tokens=tpf * (n if task == "ground" else _groups(task, n)),
         tokens_per_frame=tpf, max_frames=cfg.max_frames,
         max_pixels=max(cap_px, hw[0] * hw[1]), min_pixels=min(cfg.min_pixels, hw[0] * hw[1]),

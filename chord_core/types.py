@@ -41,7 +41,12 @@ def _from(cls: type, data: dict[str, Any]) -> Any:
 @dataclass(frozen=True)
 class VideoInfo:
     """What ``video.probe`` learned about a file. ``width``/``height`` are as displayed
-    (rotation applied); ``stored_wh`` is the coded frame size before rotation."""
+    (rotation applied); ``stored_wh`` is the coded frame size before rotation.
+
+    ``timeline``: every frame's presentation time from the container, as runs
+    ``(first_index, first_time_s, step_s)`` (see :mod:`chord_core.frame_times`); empty when
+    the file carries no usable timestamps, and :meth:`time_of` then falls back to index / fps.
+    """
 
     path: str
     duration_s: float
@@ -57,10 +62,22 @@ class VideoInfo:
     variable_fps: bool = False
     stored_wh: tuple[int, int] = (0, 0)
     warnings: tuple[str, ...] = ()
+    timeline: tuple[tuple[int, float, float], ...] = ()
 
     @property
     def size_wh(self) -> tuple[int, int]:
         return (self.width, self.height)
+
+    def time_of(self, index: int) -> float:
+        """Seconds from the first frame to frame ``index`` (its own presentation time)."""
+        if not self.timeline:
+            return index / self.fps if self.fps > 0 else 0.0
+        lo, hi = 0, len(self.timeline)
+        while hi - lo > 1:  # the last run starting at or before index
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.timeline[mid][0] <= index else (lo, mid)
+        run = self.timeline[lo]
+        return round(run[1] + (index - run[0]) * run[2], 6)
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -70,6 +87,7 @@ class VideoInfo:
         data = dict(data)
         data["stored_wh"] = tuple(data.get("stored_wh", (0, 0)))
         data["warnings"] = tuple(data.get("warnings", ()))
+        data["timeline"] = tuple(tuple(r) for r in data.get("timeline", ()))
         return _from(cls, data)
 
 
@@ -77,7 +95,8 @@ class VideoInfo:
 class SamplingPlan:
     """Which frames to read and at what size, decided before anything runs.
 
-    ``timestamps_s[i]`` is the exact time of ``frame_indices[i]`` (index / real fps).
+    ``timestamps_s[i]`` is the presentation time of ``frame_indices[i]`` from the container
+    (``VideoInfo.time_of``), in seconds from the first frame.
     ``input_wh`` is the size each frame is resized to for the model (multiples of 28).
     ``visual_tokens`` is what the whole request costs the model.
     """
