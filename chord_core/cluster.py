@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from chord_core.config import TEST_MODEL, ModelConfig
+from chord_core.devices import describe_visible
+from chord_core.errors import ConfigError
 from chord_core.parallel_config import ParallelConfig
 from chord_core.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
 from chord_core.manager import cpu_specs, gpu_specs
@@ -52,7 +54,7 @@ def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
         if cuda is None or s.memory_total_mib is None:
             continue
         free = (s.memory_total_mib - (s.memory_used_mib or 0.0)) * MIB
-        out.append(GpuInfo(cuda, s.name, int(s.memory_total_mib * MIB), int(free)))
+        out.append(GpuInfo(cuda, s.name, int(s.memory_total_mib * MIB), int(free), s.uuid))
     return sorted(out, key=lambda g: g.index), ("" if out else "no usable NVIDIA GPU")
 
 
@@ -75,12 +77,21 @@ def model_bytes(model_cfg: ModelConfig) -> int:
 
 
 def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
-                 inventory: list[GpuInfo] | None = None, reason: str = "") -> WorkerPlan:
-    """Decide the workers. ``inventory`` None = ask NVML (tests pass made-up lists)."""
+                 inventory: list[GpuInfo] | None = None, reason: str = "",
+                 parent_visible: Any = ...) -> WorkerPlan:
+    """Decide the workers. ``inventory`` None = ask NVML; ``parent_visible`` (default: this
+    process's ``CUDA_VISIBLE_DEVICES``) — tests pass made-up ones."""
     if inventory is None:
         inventory, reason = ([], "CPU workers requested") if parallel.cpu_workers else \
             gpu_inventory()
-    if parallel.gpus is not None:
+    if parallel.gpus is not None and inventory:
+        seen = {g.index for g in inventory}
+        missing = [i for i in parallel.gpus if i not in seen]
+        if missing:
+            raise ConfigError(f"GPU {missing[0]} is not visible (visible: "
+                              f"{', '.join(str(i) for i in sorted(seen))})",
+                              hint="number GPUs as nvidia-smi does, or as they appear in "
+                                   "CUDA_VISIBLE_DEVICES when it is set (the first is 0)")
         inventory = [g for g in inventory if g.index in parallel.gpus]
     if parallel.num_gpus is not None:
         inventory = inventory[:parallel.num_gpus]
@@ -96,15 +107,19 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     plan = plan_gpus(size, inventory, strategy=parallel.strategy,
                      max_memory_fraction=parallel.max_memory_fraction,
                      reserve_bytes=parallel.reserve_bytes)
-    specs = tuple(gpu_specs(plan.groups, model_cfg, parallel.max_memory_fraction))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if parent_visible is ... else parent_visible
+    specs = tuple(gpu_specs(plan.groups, model_cfg, parallel.max_memory_fraction,
+                            parent_visible=visible,
+                            uuids={g.index: g.uuid for g in inventory if g.uuid}))
     weights = {s.worker_id: sum(parallel.weight(d) for d in s.devices) / len(s.devices)
                for s in specs}
     names = {g.index: g.name for g in inventory}
     lines = [f"model {model_cfg.model}: ≈ {size / GIB:.1f} GiB of weights, "
              f"≈ {plan.need_bytes / GIB:.1f} GiB with working memory",
-             f"strategy {plan.strategy}: {plan.explanation}"]
+             f"strategy {plan.strategy}: {plan.explanation}", describe_visible(visible)]
     lines += [f"worker {s.worker_id}: " + ", ".join(f"cuda:{d} {names.get(d, '')}".strip()
-                                                   for d in s.devices) for s in specs]
+                                                   for d in s.devices)
+              + f" (CUDA_VISIBLE_DEVICES={s.visible} in the worker)" for s in specs]
     if plan.unused:
         lines.append(f"unused GPUs: {', '.join(map(str, plan.unused))}")
     return WorkerPlan(specs, weights, plan, tuple(lines) + tuple(parallel.report()))

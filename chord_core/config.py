@@ -10,6 +10,7 @@ Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 | CHORD_DATA_DIR        | job store, uploads, exports (./data)                           |
 | CHORD_DEVICE          | ``auto`` (default), ``cpu``, ``cuda``, ``cuda:N``              |
 | CHORD_MAX_MEMORY      | per-GPU cap: fraction ``0.9`` or ``20GiB``; CPU cap after ``,cpu=`` |
+| CHORD_STRATEGY        | placement: ``auto`` (one GPU when the model fits), ``shard``, ``replicate`` (one GPU per model) |
 | CHORD_ALLOW_OFFLOAD   | ``1`` lets weights spill to CPU/disk when GPUs are present     |
 | CHORD_DTYPE           | ``auto`` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)    |
 | CHORD_DECODER         | ``fast`` (default: static cache + CUDA graphs) or ``generate`` |
@@ -105,11 +106,18 @@ class ModelConfig:
     local_files_only: bool = False
     decoder: str = "fast"
     compile: bool | None = None  # fuse the decode step with torch.compile; None: on GPUs
+    # Placement of one in-process model (planner.place_engine): "auto" = one GPU when it
+    # fits, else the fewest GPUs; "single"; "shard" = every visible GPU.
+    strategy: str = "auto"
+    device_map: dict | str | None = None  # the user's own device_map, used as given
 
     def __post_init__(self) -> None:
+        from chord_core.planner import engine_strategy
+
         if self.decoder not in DECODERS:
             raise ConfigError(f"unknown decoder {self.decoder!r}",
                               hint=f"use one of: {', '.join(DECODERS)}")
+        object.__setattr__(self, "strategy", engine_strategy(self.strategy))
 
     @property
     def is_test_model(self) -> bool:
@@ -135,6 +143,7 @@ def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: obj
         cache_dir=Path(env["CHORD_CACHE_DIR"]) if env.get("CHORD_CACHE_DIR") else None,
         decoder=env.get("CHORD_DECODER") or "fast",
         compile=None if not env.get("CHORD_COMPILE") else _truthy(env.get("CHORD_COMPILE")),
+        strategy=env.get("CHORD_STRATEGY") or "auto",
     )
     return cfg.with_overrides(**overrides)
 

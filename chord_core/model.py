@@ -72,6 +72,7 @@ class LoadedModel:
     resolved: ResolvedModel | None = None
     decoder: Any = None  # fastgen.FastDecoder, or None: transformers' generate decodes
     phases: dict[str, float] = field(default_factory=dict)  # seconds per loading step
+    placement: str = ""  # why the model sits where it does (Chord's placement), for plans
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -138,8 +139,13 @@ def _gpu_totals() -> dict[int, int]:
             for i in range(torch.cuda.device_count())}
 
 
+# device_map marker: Chord places the model itself (planner.place_engine) once it knows its size
+PLACE = "<chord-placement>"
+_ACCELERATE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
 def _device_plan(cfg: ModelConfig) -> tuple[str, Any, dict | None]:
-    """(device kind, device_map for from_pretrained, max_memory) from ``cfg.device``."""
+    """(device kind, device_map for from_pretrained or ``PLACE``, max_memory) from ``cfg``."""
     import torch
 
     device = (cfg.device or "auto").strip().lower()
@@ -153,38 +159,68 @@ def _device_plan(cfg: ModelConfig) -> tuple[str, Any, dict | None]:
         raise ConfigError(f"device {cfg.device!r} asked for CUDA, but no GPU is visible",
                           hint="use --device cpu, or check the driver / CUDA_VISIBLE_DEVICES")
     if device in ("auto", "cuda"):
-        return "cuda", "auto", parse_max_memory(cfg.max_memory, _gpu_totals(), cfg.cpu_memory)
+        caps = parse_max_memory(cfg.max_memory, _gpu_totals(), cfg.cpu_memory)
+        return "cuda", _explicit_map(cfg.device_map), caps
     if int(device[5:]) >= torch.cuda.device_count():
         raise ConfigError(f"{cfg.device} is not visible ({torch.cuda.device_count()} GPUs)",
                           hint="use cuda:0 .. cuda:N-1 or auto")
     return "cuda", {"": device}, None
 
 
-def _planned_device_map(cls: Any, config: Any, dtype: Any, max_memory: dict | None
-                        ) -> tuple[Any, dict[str, int]]:
-    """The map ``device_map="auto"`` would produce, computed on a weightless model so the
-    offload check runs before any weight is read, plus the bytes of each offloaded module.
-    Falls back to "auto" if this transformers version lacks the helper (the check then runs
-    after loading)."""
+def _explicit_map(device_map: Any) -> Any:
+    """The user's own ``device_map``: a dict or one of accelerate's strategies is used as given
+    (``"auto"`` here means what it means in transformers: spread over every visible GPU);
+    None means Chord places the model."""
+    if device_map is None:
+        return PLACE
+    if isinstance(device_map, Mapping):
+        return {str(k): v for k, v in device_map.items()}
+    if isinstance(device_map, str) and device_map.strip().lower() in _ACCELERATE_MAPS:
+        return device_map.strip().lower()
+    raise ConfigError(f"unsupported device_map {device_map!r}",
+                      hint=f"use a dict, one of {', '.join(_ACCELERATE_MAPS)}, or leave it out "
+                           "to let Chord place the model")
+
+
+def _meta_model(cls: Any, config: Any, dtype: Any) -> Any:
     import torch
 
+    with torch.device("meta"):
+        return cls._from_config(config, dtype=dtype)
+
+
+def _place(cfg: ModelConfig, meta_model: Any, caps: dict | None) -> Any:
+    """Chord's placement for one engine: the fewest GPUs that hold the model with headroom."""
+    from chord_core.devices import cuda_inventory
+    from chord_core.planner import place_engine
+
+    weights = sum(p.numel() * p.element_size() for p in meta_model.parameters())
+    placement = place_engine(weights, cuda_inventory(), caps, strategy=cfg.strategy)
+    log.info("placement: %s", placement.reason)
+    return placement
+
+
+def _planned_device_map(meta_model: Any, device_map: Any, max_memory: dict | None
+                        ) -> tuple[Any, dict[str, int]]:
+    """The map ``device_map`` (a strategy string) would produce, computed on the weightless
+    model so the offload check runs before any weight is read, plus the bytes of each
+    offloaded module. Falls back to the string if this transformers version lacks the helper
+    (the check then runs after loading)."""
     try:
         from transformers.integrations.accelerate import _get_device_map
     except ImportError:
-        return "auto", {}
-    with torch.device("meta"):
-        meta_model = cls._from_config(config, dtype=dtype)
+        return device_map, {}
     try:
-        device_map = dict(_get_device_map(meta_model, "auto", max_memory, None))
+        planned = dict(_get_device_map(meta_model, device_map, max_memory, None))
     except TypeError as exc:  # private helper: its signature may change between versions
         log.warning("cannot plan the device map before loading (%s); checking after", exc)
-        return "auto", {}
+        return device_map, {}
     offloaded = {}
-    for name, dev in device_map.items():
+    for name, dev in planned.items():
         if str(dev) in ("cpu", "disk"):
             params = meta_model.get_submodule(name).parameters()
             offloaded[name] = sum(p.numel() * p.element_size() for p in params)
-    return device_map, offloaded
+    return planned, offloaded
 
 
 def _device_name(dev: Any) -> str:
@@ -242,12 +278,22 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     bf16 = kind == "cuda" and all(torch.cuda.get_device_capability(i)[0] >= 8
                                   for i in range(torch.cuda.device_count()))
     dtype = getattr(torch, choose_dtype(kind, bf16, cfg.dtype))
-    if device_map == "auto":
-        device_map, offloaded_bytes = _planned_device_map(cls, config, dtype, max_memory)
-        if isinstance(device_map, dict):
-            check_placement(device_map, True, cfg.allow_offload, offloaded_bytes)
+    placement = ""
+    if device_map == PLACE or isinstance(device_map, str):
+        meta = _meta_model(cls, config, dtype)
+        if device_map == PLACE:
+            placed = _place(cfg, meta, max_memory)
+            device_map, max_memory, placement = placed.device_map, placed.max_memory, \
+                placed.reason
+        if isinstance(device_map, str):
+            device_map, offloaded_bytes = _planned_device_map(meta, device_map, max_memory)
+            if isinstance(device_map, dict):
+                check_placement(device_map, True, cfg.allow_offload, offloaded_bytes)
+        del meta
     lap("plan_s")
-    log.info("loading %s (%s) as %s, device_map=%s", cfg.model, family, dtype, device_map)
+    log.info("loading %s (%s) as %s, device_map=%s", cfg.model, family, dtype,
+             device_map if not isinstance(device_map, dict) or len(device_map) < 4 else
+             sorted({str(v) for v in device_map.values()}))
     model = _load_weights(cls, path, dtype=dtype, device_map=device_map, max_memory=max_memory,
                           attn_implementation=cfg.attn_implementation)
     lap("weights_s")
@@ -264,7 +310,15 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,
                        decoder=decoder, coord_mode=coord_mode, load_s=laps.total(),
-                       input_device=_input_device(model), resolved=resolved, phases=laps.steps)
+                       input_device=_input_device(model), resolved=resolved, phases=laps.steps,
+                       placement=placement or _placement_line(info.device_map, cfg))
+
+
+def _placement_line(device_map: Mapping[str, str], cfg: ModelConfig) -> str:
+    devices = ", ".join(sorted(set(device_map.values())))
+    if devices == "cpu" and (cfg.device or "auto").strip().lower() == "auto":
+        return "on the CPU (no GPU visible)"
+    return f"on {devices} (as --device / device_map asked)"
 
 
 def release_memory() -> None:

@@ -36,12 +36,14 @@ KNOWN_PARAMS = {
 
 @dataclass(frozen=True)
 class GpuInfo:
-    """One GPU as the planner sees it: CUDA ordinal, name, total and free memory in bytes."""
+    """One GPU as the planner sees it: CUDA ordinal, name, total and free memory in bytes,
+    and (when NVML knows it) the UUID that names it to CUDA whatever the device order."""
 
     index: int
     name: str
     total_bytes: int
     free_bytes: int
+    uuid: str = ""
 
 
 @dataclass(frozen=True)
@@ -191,3 +193,94 @@ def _what_would_fit(need: int, order: Sequence[GpuInfo]) -> str:
         options.append(f"{max(smaller, key=lambda n: KNOWN_PARAMS[n])} fits one of these GPUs")
     options.append("or CHORD_ALLOW_OFFLOAD=1 to spill to CPU memory (slow)")
     return "; ".join(o for o in options if o)
+
+
+# -- one engine in one process ------------------------------------------------------------
+ENGINE_STRATEGIES = ("auto", "single", "shard")
+
+
+@dataclass(frozen=True)
+class EnginePlacement:
+    """Where one in-process model goes: ``devices`` (CUDA ordinals) and the ``max_memory`` caps
+    for ``from_pretrained`` (only the chosen GPUs, plus ``cpu`` when the user capped it).
+    ``sharded`` means ``device_map="auto"`` over ``devices``; otherwise the whole model sits
+    on ``devices[0]``."""
+
+    devices: tuple[int, ...]
+    max_memory: dict[int | str, int] | None
+    sharded: bool
+    need_bytes: int
+    reason: str
+
+    @property
+    def device_map(self) -> Any:
+        return "auto" if self.sharded else {"": f"cuda:{self.devices[0]}"}
+
+
+def engine_strategy(name: str | None) -> str:
+    """A single engine's strategy: ``auto``, ``single`` (one GPU) or ``shard``. The workers'
+    names are accepted: ``replicate`` (and its aliases) means one GPU here."""
+    key = (name or "auto").strip().lower()
+    if key in ("single", "one", "single_gpu"):
+        return "single"
+    return {"replicate": "single"}.get(normalise_strategy(key), normalise_strategy(key))
+
+
+def place_engine(model_bytes: int, gpus: Sequence[GpuInfo], caps: dict[int | str, int] | None,
+                 *, strategy: str = "auto", fraction: float = 0.9) -> EnginePlacement:
+    """Place one model on the fewest GPUs that hold it with headroom.
+
+    A GPU can give ``min(cap, free)`` bytes, where ``cap`` is the user's ``max_memory`` for it
+    (default ``fraction`` × its total). The model needs its weights × ``OVERHEAD``.
+    ``auto``: the lowest-numbered GPU that holds it; else the fewest GPUs (largest budgets
+    first) that hold it together; else every GPU, so the loader's offload check can say what
+    would fit. ``single``: one GPU or ResourceError. ``shard``: every GPU, within the caps."""
+    strategy = engine_strategy(strategy)
+    need = int(model_bytes * OVERHEAD)
+    if not gpus:
+        raise ResourceError("no GPU available to place the model on",
+                            hint="use --device cpu, or check the driver / CUDA_VISIBLE_DEVICES")
+    order = sorted(gpus, key=lambda g: g.index)
+    caps = dict(caps or {})
+    cap_of = {g.index: int(caps.get(g.index, g.total_bytes * fraction)) for g in order}
+    budget = {g.index: min(cap_of[g.index], g.free_bytes) for g in order}
+    gib = need / GIB
+    if strategy == "shard":
+        return _engine(order, caps, cap_of, need, True,
+                       f"sharded over all {len(order)} visible GPU(s) as asked; needs ≈ "
+                       f"{gib:.1f} GiB")
+    fits = [g for g in order if budget[g.index] >= need]
+    if fits:
+        g = fits[0]
+        return _engine([g], caps, cap_of, need, False,
+                       f"one GPU (cuda:{g.index}, {budget[g.index] / GIB:.0f} GiB usable) holds "
+                       f"it: needs ≈ {gib:.1f} GiB")
+    if strategy == "single":
+        raise ResourceError(_too_big(need, order, budget, per_gpu=True),
+                            hint="use --strategy shard (or auto) to spread it over GPUs, or a "
+                                 "smaller model")
+    by_budget = sorted(order, key=lambda g: (-budget[g.index], g.index))
+    for k in range(2, len(order) + 1):
+        chosen = by_budget[:k]
+        if sum(budget[g.index] for g in chosen) >= need:
+            chosen = sorted(chosen, key=lambda g: g.index)
+            names = ", ".join(f"cuda:{g.index}" for g in chosen)
+            return _engine(chosen, caps, cap_of, need, True,
+                           f"no single GPU holds it (needs ≈ {gib:.1f} GiB): sharded over the "
+                           f"{k} GPUs with most room ({names})")
+    return _engine(order, caps, cap_of, need, True,
+                   f"does not fit on the GPUs (needs ≈ {gib:.1f} GiB, "
+                   f"{sum(budget.values()) / GIB:.0f} GiB usable): spread over all of them")
+
+
+def _engine(chosen: Sequence[GpuInfo], caps: dict[int | str, int], cap_of: dict[int, int],
+            need: int, sharded: bool, reason: str) -> EnginePlacement:
+    ids = tuple(g.index for g in chosen)
+    mem: dict[int | str, int] | None = None
+    if sharded or caps:
+        # accelerate places weights on exactly the devices named in max_memory
+        mem = {i: cap_of[i] for i in ids if sharded or i in caps}
+        if "cpu" in caps:
+            mem["cpu"] = int(caps["cpu"])
+        mem = mem or None
+    return EnginePlacement(ids, mem, sharded, need, reason)

@@ -1,8 +1,10 @@
 """Worker processes: one per GPU group (or per CPU slot), each owning one loaded model.
 
 A worker is started with the ``spawn`` method; ``CUDA_VISIBLE_DEVICES`` is set to its group
-before torch is imported, so inside the worker its GPUs are ``cuda:0..k-1`` and
-``device_map="auto"`` spreads a sharded model over exactly that group. The model is loaded once,
+before torch is imported — the parent's own entries for those GPUs (see ``devices.py``), so
+``CUDA_VISIBLE_DEVICES=1`` in the parent lands the worker on physical GPU 1 — and inside the
+worker its GPUs are ``cuda:0..k-1``; a group of several GPUs shards the model over exactly
+that group. The model is loaded once,
 then tasks arrive on the worker's inbox and messages go back on one shared outbox:
 
     manager ──Task──▶ inbox ─▶ worker_main ─▶ Engine.analyze / Engine.ground_chunk
@@ -32,7 +34,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """What one worker process runs on. ``devices`` are CUDA ordinals (empty = CPU)."""
+    """What one worker process runs on. ``devices`` are the parent's CUDA ordinals (empty =
+    CPU); ``visible`` is the ``CUDA_VISIBLE_DEVICES`` value that names them in the worker."""
 
     worker_id: str
     devices: tuple[int, ...]
@@ -40,6 +43,7 @@ class WorkerSpec:
     max_memory_fraction: float = 0.9
     cpu_threads: int = 0
     warmup: bool = True
+    visible: str = ""
 
     @property
     def is_cpu(self) -> bool:
@@ -68,11 +72,20 @@ def cpu_specs(n: int, model_cfg: ModelConfig, *, threads: int = 0) -> list[Worke
 
 
 def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
-              max_memory_fraction: float = 0.9) -> list[WorkerSpec]:
-    """One worker per planned GPU group (see ``planner.plan_gpus``)."""
+              max_memory_fraction: float = 0.9, *, parent_visible: str | None | object = ...,
+              uuids: dict[int, str] | None = None) -> list[WorkerSpec]:
+    """One worker per planned GPU group (see ``planner.plan_gpus``). ``parent_visible`` is
+    this process's ``CUDA_VISIBLE_DEVICES`` (read from the environment unless given) and
+    ``uuids`` the GPUs' UUIDs by ordinal: together they name each group's physical GPUs."""
+    from chord_core.devices import worker_visible
+
+    if parent_visible is ...:
+        parent_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     threads = gpu_worker_threads(len(groups))
     return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
-                       max_memory_fraction, cpu_threads=threads) for grp in groups]
+                       max_memory_fraction, cpu_threads=threads,
+                       visible=worker_visible(grp, parent_visible, uuids))  # type: ignore[arg-type]
+            for grp in groups]
 
 
 def gpu_worker_threads(n_workers: int) -> int:
@@ -87,7 +100,9 @@ def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
     if spec.is_cpu:
         return replace(cfg, device="cpu")
     mem = cfg.max_memory if cfg.max_memory is not None else spec.max_memory_fraction
-    return replace(cfg, device="auto", max_memory=mem)
+    # the planner chose this group: a group of several GPUs shards over all of them
+    strategy = "shard" if len(spec.devices) > 1 else "single"
+    return replace(cfg, device="auto", max_memory=mem, strategy=strategy)
 
 
 def _bytecode_cache() -> None:
@@ -162,9 +177,10 @@ def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
 def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
     """Entry point of a worker process (spawned). Never returns until told to stop."""
     t0 = time.perf_counter()
-    # PCI bus order makes CUDA ordinals agree with NVML indices (the GPU charts use NVML).
-    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices)
+    # The parent's own names for this group's GPUs, read in the parent's device order (the
+    # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
+    os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (
+        spec.visible or ",".join(str(d) for d in spec.devices))
     deterministic = deterministic_mode()
     if deterministic:  # cuBLAS needs this before CUDA starts
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
