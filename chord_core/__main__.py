@@ -21,7 +21,8 @@ from chord_core.config import (
     SamplingConfig,
     model_config_from_env,
 )
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, ConfigError
+from chord_core.native_logs import quiet_native_logs
 from chord_core.types import ProgressEvent
 
 log = logging.getLogger("chord_core.cli")
@@ -59,8 +60,45 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse keeping the CLI's promise: usage mistakes are one ``error:`` line and one
+    ``hint:`` line (exit 2); an unknown option that is an existing file gets the ``--`` hint."""
+
+    _argv: list[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):  # type: ignore[override]
+        dashed = [a for a in self._argv if len(a) > 1 and a.startswith("-")
+                  and os.path.lexists(a)]
+        print(f"error: {message}", file=sys.stderr)
+        if dashed:
+            print(f"hint: put -- before file names starting with '-', e.g. "
+                  f"`{self.prog} -- {dashed[0]}`", file=sys.stderr)
+        else:
+            print(f"hint: see `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Option values argparse cannot judge, refused before any work starts."""
+    batch = getattr(args, "batch_size", None)
+    if batch is not None and batch < 1:
+        raise ConfigError(f"--batch-size must be at least 1, got {batch}",
+                          hint="give frames per generate call, e.g. --batch-size 8, or leave "
+                               "it out for the default")
+    spec = getattr(args, "max_memory", None)
+    if spec is not None:
+        from chord_core.placement import parse_max_memory
+
+        # the real GPU sizes are known only later: any ordinal, a size no cap exceeds
+        parse_max_memory(spec, {i: 1 << 60 for i in range(64)})
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m chord_core", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="python -m chord_core", description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -259,7 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    quiet_native_logs(args.verbose)
     try:
+        _check_args(args)
         return COMMANDS[args.command](args)
     except ChordError as exc:
         _ProgressLine.end()

@@ -50,6 +50,7 @@ GROUND_FPS_DEFAULT = 2.0
 GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
 MAX_NEW_TOKENS_RANGE = (128, 2048)
 MAX_NEW_TOKENS_DEFAULT = 512
+MAX_QUERY_CHARS = 2_000  # a target or prompt longer than this is refused before loading
 # "fast": static KV cache + CUDA-graph decode (fastgen.py); "generate": transformers' own loop.
 DECODERS = ("fast", "generate")
 

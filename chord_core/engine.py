@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
     MAX_NEW_TOKENS_RANGE,
+    MAX_QUERY_CHARS,
     ModelConfig,
     SamplingConfig,
     check_max_new_tokens,
@@ -74,6 +75,11 @@ class AnalysisRequest:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ConfigError(f"unknown task {self.task!r}", hint=f"use one of: {', '.join(TASKS)}")
+        if len(self.query) > MAX_QUERY_CHARS:
+            what = "target" if self.task == "ground" else "prompt"
+            raise ConfigError(f"the {what} is {len(self.query):,} characters long; the limit "
+                              f"is {MAX_QUERY_CHARS:,}",
+                              hint=f"shorten the {what} to a sentence or two")
         if self.task == "ground" and not self.query.strip():
             raise ConfigError("grounding needs a target to look for",
                               hint='say what to find, e.g. "the cyclist in a red helmet"')

@@ -19,6 +19,7 @@ import numpy as np
 
 from chord_core.errors import VideoError
 from chord_core.types import VideoInfo
+from chord_core.video_files import check_container, check_video_file
 
 __all__ = ["probe"]
 
@@ -36,23 +37,8 @@ FPS_TOLERANCE = 0.01  # header vs measured fps: relative disagreement that is co
 # -- files and captures ------------------------------------------------------------------
 
 def _check_file(path: str | Path) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise VideoError(f"video file not found: {p}",
-                         hint="check the path and file name (and that the file was not moved)")
-    if p.is_dir():
-        raise VideoError(f"{p} is a folder, not a video file",
-                         hint="pass the path of a video file such as clip.mp4")
-    if p.stat().st_size == 0:
-        raise VideoError(f"video file {p.name} is empty (0 bytes)",
-                         hint="the upload or copy probably failed; copy the file again")
-    return p
-
-
-def _looks_like_text(p: Path) -> bool:
-    with p.open("rb") as f:
-        head = f.read(512)
-    return bool(head) and all(b in b"\t\n\r" or 32 <= b < 127 for b in head)
+    """The path if it may be a video (:func:`chord_core.video_files.check_video_file`)."""
+    return check_video_file(path)
 
 
 def _open(p: Path) -> Any:
@@ -62,9 +48,6 @@ def _open(p: Path) -> Any:
     cap = cv2.VideoCapture(str(p), cv2.CAP_FFMPEG)
     if not cap.isOpened():
         cap.release()
-        if _looks_like_text(p):
-            raise VideoError(f"{p.name} is a text file, not a video",
-                             hint="pick the video file itself (MP4, MOV, MKV, WebM, AVI)")
         raise VideoError(
             f"cannot open {p.name}: not a video, or its container is damaged or unsupported",
             hint="check that it plays in a video player; if it was cut short (interrupted "
@@ -182,6 +165,7 @@ def probe(path: str | Path) -> VideoInfo:
     import cv2
 
     p = _check_file(path)
+    check_container(p)
     cap = _open(p)
     try:
         header = _Header(cap.get(cv2.CAP_PROP_FPS), cap.get(cv2.CAP_PROP_FRAME_COUNT))
