@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from chord_core.engine import AnalysisRequest
 from chord_core.errors import InputError
 from chord_core.jobs import JobSpec, JobState
+from chord_core.video_files import check_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,8 @@ def collect_videos(paths: Sequence[str | Path]) -> list[Path]:
         if p.is_dir():
             out.extend(sorted(f for f in p.rglob("*") if f.suffix.lower() in VIDEO_SUFFIXES
                               and f.is_file()))
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
+            check_regular_file(p)  # a pipe or device named here would hang the hashing
             out.append(p)
         else:
             raise InputError(f"{p} does not exist", hint="give video files or folders of them")

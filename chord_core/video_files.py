@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chord_core.errors import VideoError
 
-__all__ = ["TTY_SUFFIXES", "check_container", "check_video_file"]
+__all__ = ["TTY_SUFFIXES", "check_container", "check_regular_file", "check_video_file"]
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ def looks_like_text(head: bytes) -> bool:
     return bool(head) and all(b in b"\t\n\r" or 32 <= b < 127 for b in head)
 
 
-def check_video_file(path: str | Path) -> Path:
-    """The path, if it may be a video file; else :class:`VideoError` saying what it is."""
+def check_regular_file(path: str | Path) -> os.stat_result:
+    """``os.stat`` of an existing regular file (never opened); else :class:`VideoError`."""
     p = Path(path)
     st = _stat(p)
     if stat.S_ISDIR(st.st_mode):
@@ -101,6 +101,13 @@ def check_video_file(path: str | Path) -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise VideoError(f"{p.name} is {_kind_of(st.st_mode)}, not a video file",
                          hint="pass a regular video file; pipes and devices are never read")
+    return st
+
+
+def check_video_file(path: str | Path) -> Path:
+    """The path, if it may be a video file; else :class:`VideoError` saying what it is."""
+    p = Path(path)
+    st = check_regular_file(p)
     if st.st_size == 0:
         raise VideoError(f"video file {p.name} is empty (0 bytes)",
                          hint="the upload or copy probably failed; copy the file again")
