@@ -4,10 +4,12 @@
     ├── InputError                  the user's input is wrong (CLI exit code 2)
     │   ├── VideoError              not a video, empty, unreadable, truncated, missing
     │   ├── ConfigError             an option or config value out of range / malformed
+    │   ├── OutputError             an output file or folder cannot be written (exit 2)
     │   └── ModelNotFoundError      weights missing locally and the hub unreachable
     ├── ModelError                  the model could not be loaded or placed (exit 1)
     │   └── PlacementError          weights would silently land on CPU/disk while GPUs exist
     ├── ResourceError               out of memory even after every degradation step
+    ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
     └── JobCancelled                a job was cancelled by its owner
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
@@ -48,6 +50,11 @@ class ConfigError(InputError):
     """An option, environment variable or config file value is invalid."""
 
 
+class OutputError(InputError):
+    """An output path is unusable: missing permission, a file where a folder should be,
+    a read-only or full disk. Checked before analysing where possible."""
+
+
 class ModelNotFoundError(InputError):
     """Model weights are not available locally and cannot be downloaded."""
 
@@ -62,6 +69,13 @@ class PlacementError(ModelError):
 
 class ResourceError(ChordError):
     """The work does not fit in memory even after lowering batch, frames and pixels."""
+
+
+class StoreError(ChordError):
+    """The SQLite job store could not be read or written (disk full, I/O error). Jobs keep
+    running; what could not be stored is said where it is kept instead."""
+
+    exit_code = 2
 
 
 class JobCancelled(ChordError):

@@ -14,6 +14,12 @@ front, so two writers wait for each other instead of failing with "database is l
 States: queued → running → done | failed | cancelled; running → queued (``requeue_running``
 after a crash); failed | cancelled → queued (retry). ``done`` is only reached through
 ``save_result``, so a done job always has its result. Times are seconds since the epoch.
+
+Damage: a store file that is empty (0 bytes), not SQLite at all, or fails SQLite's quick
+check is moved aside as ``chord.sqlite3.corrupt-<time>`` and a fresh store is started; the
+warning is logged and kept in ``Store.notices`` for the UI and CLI to show. A new store file is
+built under a temporary name and linked into place, so an empty file at ``path`` is never a
+store being created. A write that fails (disk full, I/O error) raises ``StoreError``.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from chord_core.config import default_data_dir
-from chord_core.errors import ChordError, VideoError
+from chord_core.errors import ChordError, StoreError, VideoError
 from chord_core.types import SCHEMA
 
 log = logging.getLogger(__name__)
@@ -100,16 +106,76 @@ class Store:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.RLock()
+        self.notices: list[str] = []  # what the user should be told (a store moved aside)
         self._conn: sqlite3.Connection | None = self._open()
 
     # -- connection -----------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        conn = None
+        """Open the store; a damaged one is moved aside and replaced by a fresh one."""
         try:
             _private_parent(self.path)
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
+            if not self.path.exists():
+                self._create()
+            elif self.path.stat().st_size == 0:
+                self._move_aside("it is empty (0 bytes)")
+                self._create()
+            try:
+                return self._connect(self.path, check=True)
+            except sqlite3.DatabaseError as exc:
+                if not _is_damage(exc):
+                    raise
+                self._move_aside(f"it is damaged: {exc}")
+                self._create()
+                return self._connect(self.path, check=True)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise ChordError(f"cannot open the job store {self.path}: {exc}",
+                             hint="check that its folder is writable and its disk not full; "
+                                  "or set CHORD_DATA_DIR to another folder") from None
+
+    def _create(self) -> None:
+        """Build an empty store under a temporary name, then link it into place: a reader
+        never sees a half-made file, and two processes creating it at once agree."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{threading.get_ident()}.new")
+        try:
+            self._connect(tmp, check=False).close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process made it first: use theirs
+            except OSError:  # a file system without hard links
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    def _move_aside(self, reason: str) -> None:
+        """Keep a damaged store file (and its WAL) under a ``.corrupt-<time>`` name."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        os.replace(self.path, aside)
+        wal = Path(f"{self.path}-wal")
+        if wal.exists():
+            os.replace(wal, Path(f"{aside}-wal"))
+        Path(f"{self.path}-shm").unlink(missing_ok=True)
+        message = (f"the job store {self.path} could not be used ({reason}); it was moved to "
+                   f"{aside} and a new, empty store started: earlier history and results "
+                   f"are in that file, not in the app")
+        log.warning("%s", message)
+        self.notices.append(message)
+
+    def _connect(self, path: Path, *, check: bool) -> sqlite3.Connection:
+        """A configured connection with the schema in place; ``check`` runs SQLite's quick
+        integrity check first (raising DatabaseError on damage)."""
+        conn = None
+        try:
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000,
                                    isolation_level=None, check_same_thread=False)
-            os.chmod(self.path, 0o600)  # history and results: this user only (WAL/SHM follow)
+            os.chmod(path, 0o600)  # history and results: this user only (WAL/SHM follow)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -118,16 +184,15 @@ class Store:
                             self.path, mode)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            if check:
+                verdict = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+                if verdict != ["ok"]:
+                    raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(verdict))
             self._migrate(conn)
-        except BaseException as exc:
+        except BaseException:
             if conn is not None:
                 conn.close()
-            if not isinstance(exc, (sqlite3.DatabaseError, OSError)):
-                raise
-            raise ChordError(f"cannot open the job store {self.path}: {exc}",
-                             hint="check that its folder is writable; if the file is "
-                                  "damaged, move it aside (history is lost); or set "
-                                  "CHORD_DATA_DIR to another folder") from None
+            raise
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -162,18 +227,29 @@ class Store:
         """One write transaction: all of it or nothing."""
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
             try:
+                conn.execute("BEGIN IMMEDIATE")
                 yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+                        exc, sqlite3.IntegrityError):
+                    raise self._failure("written", exc) from None
                 raise
-            conn.execute("COMMIT")
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._connection().execute(sql, params).fetchall()
+            try:
+                return self._connection().execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise self._failure("read", exc) from None
+
+    def _failure(self, what: str, exc: sqlite3.DatabaseError) -> StoreError:
+        return StoreError(f"the job store {self.path} could not be {what}: {exc}",
+                          hint=f"free space on the disk that holds {self.path.parent} (or set "
+                               "CHORD_DATA_DIR to a folder on another disk); jobs keep running "
+                               "and result files already written are safe")
 
     def close(self) -> None:
         with self._lock:
@@ -360,6 +436,24 @@ class Store:
                                (_dumps(dict(summary)), batch_id))
             if cur.rowcount == 0:
                 raise KeyError(f"no batch {batch_id!r}")
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End a failed transaction; SQLite may have rolled it back already (disk full)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            log.warning("rollback failed: %s", exc)
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Whether an error means the file is not a (healthy) SQLite database — rather than a
+    locked, read-only or full one, which moving it aside would not cure."""
+    name = getattr(exc, "sqlite_errorname", "")
+    text = str(exc).lower()
+    return name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or any(
+        w in text for w in ("not a database", "malformed", "integrity check failed"))
 
 
 def _filters(state: str | None, batch_id: str | None) -> tuple[str, tuple[Any, ...]]:

@@ -349,14 +349,6 @@ def test_closed_store_says_so(tmp_path: Path) -> None:
         s.get_job("j1")
 
 
-def test_not_a_database(tmp_path: Path) -> None:
-    bad = tmp_path / "chord.sqlite3"
-    bad.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(ChordError, match="cannot open the job store") as info:
-        Store(bad)
-    assert "move it aside" in info.value.hint
-
-
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "chord.sqlite3"
     Store(db).close()
