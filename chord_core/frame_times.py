@@ -103,7 +103,7 @@ class Analysis:
     fps: float  # average over the clip: (n - 1) / last time
     step_s: float  # the usual (median) frame interval
     variable: bool
-    irregular: bool  # jumps or backward times
+    irregular: bool  # jumps, backward times, or a header rate that misplaces frames
     warnings: tuple[str, ...]
 
 
@@ -137,14 +137,16 @@ def analyse(ft: FrameTimes, header_fps: float = 0.0) -> Analysis | None:
                         f"time (an average {fps:.3f} fps would misplace frames by up to "
                         f"{_worst(t, fps):.2f} s)")
     off = _worst(t, header_fps) if header_fps > 0 else 0.0
-    if off > 0.5 * med and not (variable or irregular):
+    header_wrong = off > 1.5 * med and not (variable or irregular)
+    if header_wrong:
         warnings.append(f"the header says {header_fps:g} fps but frame timestamps show "
                         f"{fps:.3f} fps (the header's rate would misplace frames by up to "
                         f"{off:.2f} s); using each frame's own time")
     if not ft.complete:
         warnings.append(f"frame times were read for the first {len(t)} frames (probe "
                         f"limit); later ones continue at {1.0 / med:.3f} fps, unverified")
-    return Analysis(tuple(float(v) for v in t), fps, med, variable, irregular, tuple(warnings))
+    return Analysis(tuple(float(v) for v in t), fps, med, variable, irregular or header_wrong,
+                    tuple(warnings))
 
 
 def _worst(t: np.ndarray, fps: float) -> float:

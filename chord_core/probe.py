@@ -200,13 +200,15 @@ def _with_container_times(p: Path, tl: _Timeline, header_fps: float) -> _Timelin
     ft = read_frame_times(p)
     if ft is None or len(ft.ticks) < min(tl.frame_count, 2):
         return tl
+    if tl.frame_count == 1:  # one frame at time 0: nothing to be unsure about
+        return replace(tl, warnings=tl.count_warnings, runs=((0, 0.0, 1.0 / tl.fps),))
     got = analyse(replace(ft, ticks=ft.ticks[: tl.frame_count]),
-                  header_fps if _plausible_fps(header_fps) else 0.0)
+                  header_fps if math.isfinite(header_fps) and header_fps > 0 else 0.0)
     if got is None:
         return tl
     runs = compact(got.times_s)
     fps, counted = got.fps, tl.count_warnings
-    if got.irregular:  # a header count from duration × fps means nothing across jumps
+    if got.irregular:  # a header count from duration × a wrong rate means nothing
         counted = tuple(w for w in counted if not w.startswith("the header claims"))
     if not (got.variable or got.irregular) and _plausible_fps(header_fps) \
             and len(runs) == 1 and abs(header_fps * runs[0][2] - 1.0) <= 1e-3:

@@ -86,9 +86,12 @@ def _head(p: Path) -> bytes:
 
 
 def looks_like_text(head: bytes) -> bool:
-    """Only printable ASCII and line breaks (a video container always has binary bytes
-    within its first few hundred)."""
-    return bool(head) and all(b in b"\t\n\r" or 32 <= b < 127 for b in head)
+    """UTF-8 text (ASCII included) without control characters other than tabs, line breaks
+    and escapes: a video container always has binary bytes within its first few hundred."""
+    text = head.decode("utf-8", errors="ignore")
+    if not head or len(text.encode("utf-8")) < len(head) - 3:  # only a cut last character
+        return False
+    return all(c in "\t\n\r\f\x1b" or c.isprintable() for c in text)
 
 
 def check_regular_file(path: str | Path) -> os.stat_result:
