@@ -211,10 +211,19 @@ def _with_container_times(p: Path, tl: _Timeline, header_fps: float) -> _Timelin
     if got.irregular:  # a header count from duration × a wrong rate means nothing
         counted = tuple(w for w in counted if not w.startswith("the header claims"))
     if not (got.variable or got.irregular) and _plausible_fps(header_fps) \
-            and len(runs) == 1 and abs(header_fps * runs[0][2] - 1.0) <= 1e-3:
+            and _fits_rate(got.times_s, header_fps):
         fps = float(header_fps)  # e.g. 30000/1001 exactly, not a rounded average
+        runs = ((0, 0.0, 1.0 / fps),)  # every time is index / fps, to the clock's tick
     return _Timeline(fps, tl.frame_count, tl.frame_count / fps, got.variable,
                      got.warnings + counted, counted, runs)
+
+
+def _fits_rate(times_s: tuple[float, ...], fps: float) -> bool:
+    """Whether index / ``fps`` reproduces every time within ``TIME_TOLERANCE_S``."""
+    from chord_core.frame_times import TIME_TOLERANCE_S
+
+    t = np.asarray(times_s)
+    return bool(np.max(np.abs(t - np.arange(len(t)) / fps)) <= TIME_TOLERANCE_S)
 
 
 def _decode_prefix(cap: Any) -> tuple[tuple[int, ...] | None, list[float], bool]:
