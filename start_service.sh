@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-Usage: ./start_service.sh [--host HOST] [--port PORT] [--model MODEL] [--no-install] [-- STREAMLIT_ARGS...]
+Usage: ./start_service.sh [--host HOST] [--port PORT] [--model MODEL] [--gpus LIST] [--no-install] [-- STREAMLIT_ARGS...]
 
 Starts Chord's browser app (streamlit run app.py) from this folder.
 
@@ -13,19 +13,27 @@ Starts Chord's browser app (streamlit run app.py) from this folder.
                   so only do that on a trusted network.
   --port PORT     port (default: 8501, or $CHORD_PORT)
   --model MODEL   model to preselect: hub id, local folder or "test" (sets CHORD_MODEL)
+  --gpus LIST     GPUs the app's workers use, e.g. 0,1 (sets CHORD_GPUS). Numbers are
+                  nvidia-smi's, or positions in CUDA_VISIBLE_DEVICES when that is set
   --no-install    do not create .venv or install requirements; use the current python
+  --dry-run       print the settings and the command it would run, then exit
   -h, --help      show this help
 
 Before starting, it creates .venv (python3 -m venv) if missing and installs requirements.txt
 when that file changed since the last install. Anything after "--" goes to streamlit.
 
 Environment: CHORD_MODEL, CHORD_CACHE_DIR, CHORD_DATA_DIR, CHORD_DEVICE, CHORD_MAX_MEMORY,
-CHORD_ALLOW_OFFLOAD, CHORD_DTYPE (see README), CHORD_HOST, CHORD_PORT.
+CHORD_ALLOW_OFFLOAD, CHORD_DTYPE, CHORD_GPUS, CHORD_STRATEGY (see README), CHORD_HOST,
+CHORD_PORT, CHORD_MEDIA_ROOTS (folders a typed path may read), CHORD_ALLOWED_HOSTS (more
+host names the browser may use, e.g. this machine's address with --host 0.0.0.0).
+OMP_NUM_THREADS defaults to min(8, cores) and CUDA_DEVICE_ORDER to PCI_BUS_ID
+(GPU numbers as nvidia-smi shows them) when they are not set.
 
 Examples:
   ./start_service.sh                         # http://localhost:8501
   CHORD_MODEL=test ./start_service.sh        # try it without model weights
   ./start_service.sh --host 0.0.0.0 --port 8600
+  ./start_service.sh --gpus 1                # only the second GPU
 EOF
 }
 
@@ -33,6 +41,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 HOST="${CHORD_HOST:-localhost}"
 PORT="${CHORD_PORT:-8501}"
 INSTALL=1
+DRY=0
 EXTRA=()
 
 while [[ $# -gt 0 ]]; do
@@ -43,7 +52,10 @@ while [[ $# -gt 0 ]]; do
         --port=*) PORT="${1#*=}"; shift ;;
         --model) export CHORD_MODEL="${2:?--model needs a value}"; shift 2 ;;
         --model=*) export CHORD_MODEL="${1#*=}"; shift ;;
+        --gpus) export CHORD_GPUS="${2:?--gpus needs a value}"; shift 2 ;;
+        --gpus=*) export CHORD_GPUS="${1#*=}"; shift ;;
         --no-install) INSTALL=0; shift ;;
+        --dry-run) DRY=1; INSTALL=0; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; EXTRA=("$@"); break ;;
         *) echo "error: unknown option: $1" >&2; echo "hint: see ./start_service.sh --help" >&2; exit 2 ;;
@@ -54,6 +66,17 @@ if ! [[ "$PORT" =~ ^[0-9]+$ ]] || (( PORT < 1 || PORT > 65535 )); then
     echo "error: port must be a number from 1 to 65535, got '$PORT'" >&2
     exit 2
 fi
+
+if [[ -n "${CHORD_GPUS:-}" ]] && ! [[ "$CHORD_GPUS" =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+    echo "error: --gpus must list GPU numbers like 0,1, got '$CHORD_GPUS'" >&2
+    echo "hint: see nvidia-smi for the numbers; e.g. ./start_service.sh --gpus 0,1" >&2
+    exit 2
+fi
+if [[ -z "${OMP_NUM_THREADS:-}" ]]; then
+    cores="$(nproc 2>/dev/null || echo 1)"
+    export OMP_NUM_THREADS=$(( cores < 8 ? cores : 8 ))
+fi
+export CUDA_DEVICE_ORDER="${CUDA_DEVICE_ORDER:-PCI_BUS_ID}"
 
 cd "$HERE"
 PYTHON=python3
@@ -75,7 +98,29 @@ elif [[ -x .venv/bin/python ]]; then
     PYTHON=.venv/bin/python
 fi
 
+# DNS-rebinding guard: the app's WebSocket accepts only these Host names (and same-origin
+# Origins): localhost, --host (the machine's name for 0.0.0.0), and CHORD_ALLOWED_HOSTS
+# (comma-separated; "*" = any).
+ALLOWED=(localhost 127.0.0.1 ::1)
+case "$HOST" in
+    0.0.0.0|::) ALLOWED+=("$(hostname)") ;;
+    *) ALLOWED+=("$HOST") ;;
+esac
+IFS=',' read -r -a MORE_HOSTS <<< "${CHORD_ALLOWED_HOSTS:-}"
+for h in ${MORE_HOSTS[@]+"${MORE_HOSTS[@]}"}; do
+    h="${h// /}"
+    if [[ -n "$h" ]]; then ALLOWED+=("$h"); fi
+done
+HOST_ARGS=()
+for h in "${ALLOWED[@]}"; do HOST_ARGS+=(--server.allowedHosts "$h"); done
+
+CMD=("$PYTHON" -m streamlit run app.py
+     --server.address "$HOST" --server.port "$PORT" --server.headless true
+     --browser.gatherUsageStats false "${HOST_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"})
+if (( DRY )); then
+    env | grep -E '^(CHORD_|OMP_NUM_THREADS=|CUDA_DEVICE_ORDER=|CUDA_VISIBLE_DEVICES=)' | sort
+    echo "${CMD[*]}"
+    exit 0
+fi
 echo "Chord: http://${HOST}:${PORT}  (Ctrl+C stops it)" >&2
-exec "$PYTHON" -m streamlit run app.py \
-    --server.address "$HOST" --server.port "$PORT" --server.headless true \
-    --browser.gatherUsageStats false ${EXTRA[@]+"${EXTRA[@]}"}
+exec "${CMD[@]}"

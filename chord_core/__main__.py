@@ -52,6 +52,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=None, help="frames per generate call")
 
 
+def _placement_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strategy", default=None,
+                   help="where the model goes: auto (default: one GPU when it fits, else the "
+                        "fewest GPUs), single, or shard (over every visible GPU)")
+
+
 def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT",
                    help="write the result JSON here instead of stdout")
@@ -112,12 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default="", help="what to ask (default: a detailed description)")
     p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT,
                    help="maximum generated tokens, 128–2048 (default 512)")
-    _sampling_args(p), _model_args(p), _output_args(p)
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
 
     p = sub.add_parser("ground", help="find a target: boxes with timestamps, tracks, segments")
     p.add_argument("video")
     p.add_argument("target", help='what to find, e.g. "the cyclist in a red helmet"')
-    _sampling_args(p), _model_args(p), _output_args(p)
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
 
     p = sub.add_parser("batch", help="analyse many clips on all workers; resumable")
     p.add_argument("videos", nargs="+", metavar="VIDEO_OR_DIR")
@@ -134,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run N CPU worker processes (no GPU needed)")
     _sampling_args(p), _model_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("export", help="write a stored result (a job id) as JSON")
+    p.add_argument("job_id", help="as named by an error, the History page or summary.json")
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
 
     p = sub.add_parser("make-tiny-model", help="write a random-weight Qwen2.5-VL checkpoint")
     p.add_argument("dir")
@@ -160,13 +170,14 @@ def _sampling_from(args: argparse.Namespace) -> SamplingConfig:
 
 
 def _emit(doc: dict[str, Any], json_out: str | None) -> None:
-    text = json.dumps(doc, indent=2, ensure_ascii=False)
-    if json_out:
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_out).write_text(text + "\n", encoding="utf-8")
+    from chord_core import outputs
+
+    if json_out:  # checked before the work began; an OSError now is the caller's to handle
+        Path(json_out).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        outputs.write_json(Path(json_out).expanduser(), doc)  # whole or not at all
         print(f"wrote {json_out}", file=sys.stderr)
     else:
-        print(text)
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
 class _ProgressLine:
@@ -179,6 +190,10 @@ class _ProgressLine:
 
     def __call__(self, ev: ProgressEvent) -> None:
         if self.quiet:
+            return
+        if ev.stage == "placed":  # the placement decision: a plan line of its own
+            _ProgressLine.end()
+            print(f"plan: {ev.message}", file=sys.stderr, flush=True)
             return
         count = f" [{ev.done}/{ev.total}]" if ev.total else ""
         text = f"{ev.elapsed_s:7.1f}s  {ev.stage:<16} {ev.message}{count}"
@@ -200,8 +215,10 @@ class _ProgressLine:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from chord_core.sampling import plan_sampling
+    from chord_core.outputs import check_file
     from chord_core.video import probe
 
+    check_file(args.json_out, "the JSON output")
     info = probe(args.video)
     sampling = _sampling_from(args)
     plans = {task: plan_sampling(info, task, sampling).to_dict() for task in ("describe", "ground")}
@@ -210,8 +227,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from chord_core import outputs
     from chord_core.engine import AnalysisRequest, Engine
 
+    outputs.check_file(args.json_out, "the JSON output")  # before any work, not after it
+    outputs.check_file(args.annotated_video, "the annotated video")
     task = args.command
     query = args.prompt if task == "describe" else args.target
     request = AnalysisRequest(
@@ -219,13 +239,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
         annotated_video=args.annotated_video, batch_size=args.batch_size)
     cfg = model_config_from_env(model=args.model, device=args.device,
-                                max_memory=args.max_memory, allow_offload=args.allow_offload)
+                                max_memory=args.max_memory, allow_offload=args.allow_offload,
+                                strategy=args.strategy)
     if cfg.compile is None:  # one clip per process: compiling costs more than it saves
         cfg = cfg.with_overrides(compile=False)
     result = Engine(cfg).analyze(request, on_progress=_ProgressLine(args.quiet))
-    _emit(result.to_dict(), args.json_out)
+    try:
+        _emit(result.to_dict(), args.json_out)
+    except OSError as exc:  # e.g. the disk filled up during the analysis
+        raise outputs.keep_result(result.to_dict(), args.json_out, exc, model=cfg.model) from None
     if result.model.test_model:
         print("note: test model — random weights; its text is meaningless", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from chord_core.store import Store
+
+    with Store() as store:
+        doc = store.get_result(args.job_id)
+        where = store.path
+    if doc is None:
+        raise ChordError(f"no stored result for job {args.job_id} in {where}",
+                         hint="check the job id; CHORD_DATA_DIR must be the same as when it ran")
+    _emit(doc, args.json_out)
     return 0
 
 
@@ -238,7 +275,9 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    from chord_core import batch as batch_mod
     from chord_core.batch import collect_videos, run_batch
+    from chord_core.outputs import check_folder
     from chord_core.cluster import start_manager
     from chord_core.engine import AnalysisRequest
     from chord_core.parallel_config import load_parallel_config
@@ -252,24 +291,39 @@ def cmd_batch(args: argparse.Namespace) -> int:
         "cpu_workers": args.cpu_workers, "batch_size_per_gpu": args.batch_size})
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
+    check_folder(args.out, "batch results")  # before the workers load a model
     store = Store()
+    for notice in store.notices:
+        print(f"warning: {notice}", file=sys.stderr)
     manager, plan = start_manager(cfg, parallel, store=store)
     for line in plan.lines:
         print(f"plan: {line}", file=sys.stderr)
+    stopped = False
     try:
-        t0 = time.time()
-        manager.wait_ready()
-        print(f"plan: workers ready in {time.time() - t0:.1f} s", file=sys.stderr)
-        summary = run_batch(manager, store, videos, request, Path(args.out), model=cfg.model,
-                            on_update=None if args.quiet else _batch_bar(len(videos)))
+        with batch_mod.stop_on_sigterm():
+            t0 = time.time()
+            manager.wait_ready()
+            print(f"plan: workers ready in {time.time() - t0:.1f} s", file=sys.stderr)
+            summary = run_batch(manager, store, videos, request, Path(args.out),
+                                model=cfg.model,
+                                on_update=None if args.quiet else _batch_bar(len(videos)))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: stop now, keep the queue
+        stopped = True
+        _ProgressLine.end()
+        raise batch_mod.BatchStopped.after(exc) from None
     finally:
-        manager.shutdown()
+        manager.shutdown(abort=stopped)
+    problem = manager.store_problem()  # e.g. a full disk under the store: results are files
+    if problem:
+        print(f"\nwarning: {problem['message']}\nhint: {problem['hint']}", file=sys.stderr)
     summary.plan = plan.to_dict()
     counts = summary.counts()
     print(f"\n{len(videos)} clip(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())
           + f"; wall {summary.wall_s:.1f} s, speed-up {summary.speedup:.2f}× "
           f"(Σ busy / wall); results in {args.out}", file=sys.stderr)
     errors = [i.error or {} for i in summary.items if i.state == "failed"]
+    if summary.unwritten():
+        raise batch_mod.unwritten_error(summary, Path(args.out), store.path)
     if not errors:
         return 0
     user = {"VideoError", "ConfigError", "InputError", "ModelNotFoundError"}
@@ -290,11 +344,14 @@ def _batch_bar(total: int):
 
 
 COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "ground": cmd_analyze,
-            "make-tiny-model": cmd_make_tiny_model}
+            "export": cmd_export, "make-tiny-model": cmd_make_tiny_model}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from chord_core.devices import apply_device_order
+
+    apply_device_order()  # GPU numbers mean what nvidia-smi shows, unless the user chose
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     quiet_native_logs(args.verbose)

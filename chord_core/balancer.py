@@ -12,6 +12,7 @@ ranges in proportion to speed, so all replicas finish together.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -54,14 +55,34 @@ class Balancer:
         self._lock = threading.Lock()
         self._w = {wid: _WorkerLoad(max(1e-3, float(w))) for wid, w in weights.items()}
         self.ema = ema
+        self.check_interval_s = 0.0  # corrections are recomputed at most this often
+        self.max_correction = 0.0  # 0 = unbounded; else corrections stay in 1 ± this
+        self._last_check = 0.0
 
-    def set_adjustment(self, factor: float) -> None:
-        """How fast measured throughput corrects the speeds (0 = weights only)."""
+    def set_adjustment(self, factor: float, *, check_interval_s: float = 0.0,
+                       max_correction: float = 0.0) -> None:
+        """How fast measured throughput corrects the speeds (0 = weights only), how often
+        (seconds between corrections) and how far (a correction stays within
+        1 ± ``max_correction``; 0 = no bound)."""
         with self._lock:
             self.ema = max(0.0, min(1.0, factor))
+            self.check_interval_s = max(0.0, float(check_interval_s))
+            self.max_correction = max(0.0, float(max_correction))
+            self._last_check = time.monotonic()
             if self.ema == 0.0:
                 for w in self._w.values():
                     w.correction = 1.0
+
+    def set_weights(self, weights: dict[str, float]) -> None:
+        """New configured shares for some workers (the learned corrections are kept)."""
+        with self._lock:
+            for wid, weight in weights.items():
+                if wid in self._w:
+                    self._w[wid].weight = max(1e-3, float(weight))
+
+    def weights(self) -> dict[str, float]:
+        with self._lock:
+            return {wid: w.weight for wid, w in self._w.items()}
 
     def add_worker(self, worker_id: str, weight: float = 1.0) -> None:
         with self._lock:
@@ -97,13 +118,23 @@ class Balancer:
                 return
             w.busy_s += busy_s
             w.done_cost += cost
-            rates = {wid: x.done_cost / x.busy_s for wid, x in self._w.items() if x.busy_s > 0}
-            mean_rate_per_weight = sum(r / self._w[wid].weight for wid, r in rates.items()) \
-                / len(rates)
-            for wid, rate in rates.items():
-                x = self._w[wid]
-                target = (rate / x.weight) / mean_rate_per_weight
-                x.correction = (1 - self.ema) * x.correction + self.ema * target
+            now = time.monotonic()
+            if now - self._last_check < self.check_interval_s:
+                return  # measured, applied at the next check
+            self._last_check = now
+            self._correct()
+
+    def _correct(self) -> None:
+        rates = {wid: x.done_cost / x.busy_s for wid, x in self._w.items() if x.busy_s > 0}
+        mean_rate_per_weight = sum(r / self._w[wid].weight for wid, r in rates.items()) \
+            / len(rates)
+        bound = self.max_correction
+        for wid, rate in rates.items():
+            x = self._w[wid]
+            target = (rate / x.weight) / mean_rate_per_weight
+            x.correction = (1 - self.ema) * x.correction + self.ema * target
+            if bound > 0:
+                x.correction = min(1 + bound, max(max(1e-3, 1 - bound), x.correction))
 
     def split(self, n_items: int, workers: Sequence[str], *, align: int = 1
               ) -> list[tuple[str, int, int]]:

@@ -128,8 +128,12 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
 def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
                   worker_plan: WorkerPlan | None = None) -> tuple[Any, WorkerPlan]:
     """Plan, then start a JobManager with one process per planned worker."""
+    from chord_core.devices import apply_device_order
     from chord_core.manager import JobManager
 
+    # Workers inherit the device order: GPU numbers in CUDA_VISIBLE_DEVICES then mean in them
+    # what they mean to NVML here (PCI bus order), unless the user chose another order.
+    apply_device_order()
     wp = worker_plan or plan_workers(model_cfg, parallel)
     for line in wp.lines:
         log.info("%s", line)

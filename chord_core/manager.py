@@ -3,9 +3,15 @@
 ``JobManager`` offers the same interface as ``jobs.JobRunner`` (submit / status / jobs / cancel
 / wait / model_state / shutdown), so the app and the CLI use either. One dispatcher thread owns
 all bookkeeping: it reads the workers' outbox, notices dead workers (restart + re-queue of the
-task they held: nothing lost, nothing done twice), plans new jobs (probe + sampling plan, in this
+task they held: nothing lost, nothing done twice; see ``crashes.py`` for retries and back-off),
+plans new jobs (probe + sampling plan, in this
 process: no model needed), splits long grounding jobs over all replicas, and hands each idle
 worker its next task (its own queue first, else stolen from the longest queue).
+
+Same clip + same settings = one job: a job submitted with a content ``key`` that an unfinished
+or done job already has (one resumed from the store, say) is not added again — ``submit``
+returns the existing job's id. Workers are started and stopped from the dispatcher thread:
+their parent-death signal (``lifeline.py``) fires when the thread that started them exits.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import queue
+import sqlite3
 import threading
 import time
 import uuid
@@ -20,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chord_core import crashes
 from chord_core.balancer import Balancer, plan_cost
 from chord_core.engine import GroundChunk, assemble_ground
 from chord_core.errors import ChordError, internal_error
@@ -30,7 +38,7 @@ from chord_core.workers import cpu_specs, gpu_specs, gpu_worker_threads  # noqa:
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = crashes.MAX_ATTEMPTS
 MIN_FRAMES_PER_CHUNK = 4
 
 
@@ -40,7 +48,7 @@ class _Worker:
     proc: Any = None
     inbox: Any = None
     control: Any = None
-    state: str = "starting"          # starting | ready | failed | stopped
+    state: str = "starting"          # starting | ready | restarting | failed | stopped
     batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
     queue: deque = field(default_factory=deque)
     restarts: int = 0
@@ -49,6 +57,9 @@ class _Worker:
     model_info: dict | None = None
     error: dict | None = None
     startup: dict | None = None      # where the worker's start-up time went (seconds)
+    respawn_at: float = 0.0          # monotonic time of the next start while "restarting"
+    deaths_in_row: int = 0           # deaths without a finished task in between (back-off)
+    start_failures: int = 0          # deaths before "ready", in a row
 
     @property
     def current(self) -> str | None:
@@ -61,7 +72,8 @@ class _TaskState:
     task: Task
     worker: str | None = None
     state: str = "pending"           # pending | running | done | failed
-    attempts: int = 0
+    attempts: int = 0                # times its worker died while it ran alone
+    solo: bool = False               # run it alone (it was in a batch whose worker died)
     last_event: ProgressEvent | None = None
     payload: Any = None
 
@@ -94,22 +106,32 @@ class JobManager(JobTable):
         self._lock = threading.RLock()
         self._split = split_ground
         self._store = store
+        self._store_error: dict | None = None
+        self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop = threading.Event()
+        self._abort = False
+        self._stop_timeout = 10.0
         self._t_started = time.time()
         if store is not None:
             self._resume_from_store()
-        for w in self._workers.values():
-            self._spawn(w)
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
     # -- public API (same as JobRunner) ----------------------------------------------------
     def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
-        """Queue a job. ``job_id`` is given only when resuming a stored job."""
+        """Queue a job; returns its id. ``job_id`` is given only when resuming a stored job.
+        A job whose ``key`` an unfinished or done job already has is that job (its id is
+        returned; nothing is queued twice)."""
         resumed = job_id is not None
-        job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
         with self._lock:
+            same = self._by_key.get(spec.key) if spec.key else None
+            if same is not None and not resumed:
+                log.info("%s is already job %s; not queued again", spec.label or spec.key, same)
+                return same
+            job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
             self._jobs[job_id] = _Job(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
+            if spec.key:
+                self._by_key[spec.key] = job_id
         if not resumed:
             req = spec.request
             self._persist("add_job", job_id, video_path=req.video_path, task=req.task,
@@ -131,6 +153,11 @@ class JobManager(JobTable):
                     "type": "ResumeError", "message": f"could not resume: {exc}",
                     "hint": "submit the clip again"})
                 continue
+            if spec.key and spec.key in self._by_key:  # a duplicate left by an older Chord
+                self._persist("update_state", row["job_id"], "cancelled", error={
+                    "type": "Duplicate", "hint": "",
+                    "message": f"same clip and settings as job {self._by_key[spec.key]}"})
+                continue
             self.submit(spec, job_id=row["job_id"])
             log.info("resumed stored job %s", row["job_id"])
 
@@ -141,9 +168,21 @@ class JobManager(JobTable):
             return None
         try:
             return getattr(self._store, method)(*args, **kwargs)
-        except (ChordError, ValueError, KeyError) as exc:
+        except (ChordError, sqlite3.Error) as exc:
+            err = exc.to_dict() if isinstance(exc, ChordError) else {
+                "type": "StoreError", "message": f"the job store failed: {exc}",
+                "hint": "check the disk that holds CHORD_DATA_DIR"}
+            if err != self._store_error:
+                log.error("store: %s failed: %s", method, err["message"])
+            self._store_error = err
+        except (ValueError, KeyError) as exc:
             log.warning("store: %s failed: %s", method, exc)
-            return None
+        return None
+
+    def store_problem(self) -> dict | None:
+        """The last error from the job store (e.g. its disk is full), for the UI and CLI to
+        show; None when every write went through. Jobs keep running either way."""
+        return self._store_error
 
     def _model_name(self) -> str:
         return next(iter(self._workers.values())).spec.model_cfg.model
@@ -153,15 +192,19 @@ class JobManager(JobTable):
             job = self._jobs.get(job_id)
             if job is None or job.status.state.finished:
                 return False
-            for tid in job.tasks:
-                ts = self._tasks[tid]
-                if ts.state == "running" and ts.worker:
-                    self._workers[ts.worker].control.put(tid)
-                elif ts.state == "pending" and ts.worker:
-                    self._dequeue(ts)
-                ts.state = "failed"
+            self._drop_tasks(job)
             self._finish(job, JobState.CANCELLED)
             return True
+
+    def _drop_tasks(self, job: _Job) -> None:
+        """Stop the job's tasks: running ones are cancelled, queued ones taken off."""
+        for tid in job.tasks:
+            ts = self._tasks[tid]
+            if ts.state == "running" and ts.worker and self._workers[ts.worker].control:
+                self._workers[ts.worker].control.put(tid)
+            elif ts.state == "pending" and ts.worker:
+                self._dequeue(ts)
+            ts.state = "failed"
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Block until every worker has loaded its model (or failed to)."""
@@ -204,27 +247,35 @@ class JobManager(JobTable):
         return {"workers": rows, "wall_s": wall, "busy_s": busy,
                 "speedup": busy / wall if wall > 0 else 0.0}
 
-    def set_auto_balancing(self, adjustment_factor: float) -> None:
-        """0 = split work by the configured weights only; > 0 = also by measured speed."""
-        self._balancer.set_adjustment(adjustment_factor)
+    def set_auto_balancing(self, adjustment_factor: float, *, check_interval_s: float = 0.0,
+                           max_correction: float = 0.0) -> None:
+        """0 = split work by the configured weights only; > 0 = also by measured speed,
+        corrected at most every ``check_interval_s`` and within 1 ± ``max_correction``."""
+        self._balancer.set_adjustment(adjustment_factor, check_interval_s=check_interval_s,
+                                      max_correction=max_correction)
+
+    def balancer_weights(self) -> dict[str, float]:
+        """Configured share per worker (what ``set_balancer_weights`` last set)."""
+        return self._balancer.weights()
+
+    def set_balancer_weights(self, weights: dict[str, float]) -> None:
+        """New shares for workers (by worker id), applied to work handed out from now on."""
+        self._balancer.set_weights(weights)
 
     def kill_worker(self, worker_id: str) -> None:
         """Terminate a worker process abruptly (fault testing); the dispatcher restarts it."""
         with self._lock:
             self._workers[worker_id].proc.kill()
 
-    def shutdown(self, timeout: float = 10.0) -> None:
+    def shutdown(self, timeout: float = 10.0, *, abort: bool = False) -> None:
+        """Stop the dispatcher and the workers. Normally workers finish the task in hand
+        (up to ``timeout``); ``abort`` (Ctrl-C, SIGTERM) stops them at once. Jobs that did
+        not finish are left queued in the store, for the next start to resume."""
+        self._abort, self._stop_timeout = abort, timeout
         self._stop.set()
-        self._thread.join(timeout)
-        for w in self._workers.values():
-            if w.proc is not None and w.proc.is_alive():
-                w.inbox.put(None)
-                w.control.put(None)
-        for w in self._workers.values():
-            if w.proc is not None:
-                w.proc.join(timeout)
-                if w.proc.is_alive():
-                    w.proc.kill()
+        self._thread.join(timeout + 10)
+        if self._thread.is_alive():  # the dispatcher is stuck: stop the workers from here
+            self._stop_workers()
 
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, w: _Worker) -> None:
@@ -234,29 +285,86 @@ class JobManager(JobTable):
         w.proc.start()
         w.state, w.batch = "starting", []
 
+    def _stop_workers(self) -> None:
+        """Tell every worker to stop (or terminate them when aborting), wait, kill what is
+        left, and put the jobs that did not finish back to queued in the store."""
+        procs = [w for w in self._workers.values() if w.proc is not None and w.proc.is_alive()]
+        for w in procs:
+            if self._abort:
+                w.proc.terminate()
+            else:
+                w.inbox.put(None)
+                w.control.put(None)
+        deadline = time.monotonic() + (2.0 if self._abort else self._stop_timeout)
+        for w in procs:
+            w.proc.join(max(0.1, deadline - time.monotonic()))
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(2.0)
+        with self._lock:
+            for job in self._jobs.values():
+                if job.status.state is JobState.RUNNING:
+                    self._persist("update_state", job.status.job_id, "queued")
+
     def _check_alive(self) -> None:
-        for wid, w in self._workers.items():
-            if w.proc is None or w.proc.is_alive() or w.state in ("failed", "stopped"):
+        now = time.monotonic()
+        for w in self._workers.values():
+            if w.state == "restarting":
+                if now >= w.respawn_at:
+                    self._spawn(w)
+            elif (w.proc is not None and not w.proc.is_alive()
+                  and w.state not in ("failed", "stopped")):
+                self._on_worker_died(w)
+
+    def _on_worker_died(self, w: _Worker) -> None:
+        """Re-queue (or give up) the tasks the worker held; restart it after a back-off, or
+        give it up when it keeps dying before it is ready (see ``crashes.py``)."""
+        wid = w.spec.worker_id
+        self._drain()  # a "done" sent just before dying still counts
+        starting = w.state == "starting"
+        self._requeue_after_death(w)
+        w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
+        w.start_failures = w.start_failures + 1 if starting else 0
+        if w.start_failures >= crashes.MAX_START_FAILURES:
+            w.state, w.error = "failed", crashes.start_failure_error(wid, w.start_failures)
+            log.error("%s", w.error["message"])
+            self._fail_orphans()
+            return
+        delay = crashes.restart_delay_s(w.deaths_in_row)
+        w.state, w.respawn_at = "restarting", time.monotonic() + delay
+        log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid,
+                    w.proc.exitcode, delay)
+
+    def _requeue_after_death(self, w: _Worker) -> None:
+        """Tasks that died together are re-queued to run alone (none is blamed yet); a task
+        that died alone counts an attempt, and its job fails after MAX_ATTEMPTS."""
+        together = sum(self._tasks[t].state == "running" for t in w.batch) > 1
+        for tid in reversed(w.batch):
+            ts = self._tasks[tid]
+            if ts.state != "running":
                 continue
-            self._drain()  # a "done" sent just before dying still counts
-            for tid in reversed(w.batch):
-                ts = self._tasks[tid]
-                if ts.state == "running":
-                    ts.state, ts.attempts = "pending", ts.attempts + 1
-                    w.queue.appendleft(tid)
-                    log.warning("worker %s died running %s; re-queued (attempt %d)",
-                                wid, tid, ts.attempts + 1)
-            w.batch = []
-            w.restarts += 1
-            if w.restarts > 5:
-                w.state, w.error = "failed", {"type": "WorkerCrashed", "hint": "",
-                                              "message": f"worker {wid} crashed 5 times"}
-                self._fail_orphans()
+            ts.solo = ts.solo or together
+            ts.attempts += 0 if together else 1
+            if ts.attempts < MAX_ATTEMPTS:
+                ts.state = "pending"
+                w.queue.appendleft(tid)
+                log.warning("worker %s died running %s; re-queued%s", w.spec.worker_id, tid,
+                            " to run alone" if together else f" (attempt {ts.attempts + 1})")
                 continue
-            self._spawn(w)
+            self._balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
+            job = self._jobs[ts.task.job_id]
+            self._drop_tasks(job)
+            if not job.status.state.finished:
+                err = crashes.poisoned_clip_error(ts.task.request.video_path, ts.attempts,
+                                                  w.spec.worker_id)
+                log.error("%s: %s", job.status.job_id, err["message"])
+                self._finish(job, JobState.FAILED, error=err)
 
     # -- dispatcher -------------------------------------------------------------------------
     def _dispatch(self) -> None:
+        with self._lock:
+            for w in self._workers.values():
+                self._spawn(w)
         while not self._stop.is_set():
             try:
                 self._drain(block=0.05)
@@ -266,6 +374,7 @@ class JobManager(JobTable):
                     self._feed_idle_workers()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
+        self._stop_workers()
 
     def _drain(self, block: float = 0.0) -> None:
         try:
@@ -287,6 +396,7 @@ class JobManager(JobTable):
             # A worker whose start-up model failed to load still serves jobs that name
             # another model; jobs for the missing model fail with the loader's message.
             w.model_info, w.error, w.state = msg[2], msg[3], "ready"
+            w.start_failures = 0
             w.startup = msg[4] if len(msg) > 4 else None
         elif kind == "started":
             pass  # the task was marked running when it was sent
@@ -380,7 +490,7 @@ class JobManager(JobTable):
             return (task.kind == "analyze" and r.task == "describe" and not r.annotated_video
                     and task.model == first.model)
 
-        if not fits(first) or limit <= 1:
+        if not fits(first) or limit <= 1 or self._tasks[first.task_id].solo:
             return []
         mates: list[str] = []
         donors = [self._workers[wid]] + sorted(
@@ -391,7 +501,7 @@ class JobManager(JobTable):
                 if len(mates) >= limit - 1:
                     return mates
                 task = self._tasks[tid].task
-                if fits(task):
+                if fits(task) and not self._tasks[tid].solo:
                     donor.queue.remove(tid)
                     if donor.spec.worker_id != wid:
                         self._balancer.move(task.cost, donor.spec.worker_id, wid)
@@ -434,7 +544,9 @@ class JobManager(JobTable):
                                  worker=wid)
         elif job.status.worker and wid not in job.status.worker.split("+"):
             job.status = replace(job.status, worker=f"{job.status.worker}+{wid}")
-            self._persist("update_state", job_id, "running", worker=wid)
+        else:
+            return
+        self._persist("update_state", job_id, "running", worker=job.status.worker)
 
     def _on_progress(self, tid: str, event: ProgressEvent) -> None:
         ts = self._tasks.get(tid)
@@ -457,7 +569,7 @@ class JobManager(JobTable):
 
     def _on_done(self, w: _Worker, tid: str, payload: Any, busy_s: float) -> None:
         self._task_ended(w, tid)
-        w.busy_s, w.tasks_done = w.busy_s + busy_s, w.tasks_done + 1
+        w.busy_s, w.tasks_done, w.deaths_in_row = w.busy_s + busy_s, w.tasks_done + 1, 0
         ts = self._tasks.get(tid)
         if ts is None or ts.state != "running":
             return  # cancelled meanwhile, or a duplicate after a restart: ignore
@@ -504,6 +616,9 @@ class JobManager(JobTable):
                 error: dict | None = None) -> None:
         job.status = replace(job.status, state=state, result=result, error=error,
                              finished_at=time.time())
+        key = job.status.spec.key
+        if state is not JobState.DONE and key and self._by_key.get(key) == job.status.job_id:
+            del self._by_key[key]  # a failed or cancelled clip may be submitted again
         if result is not None:
             self._persist("save_result", job.status.job_id, result.to_dict())
         else:

@@ -44,7 +44,8 @@ SECTIONS: dict[str, dict[str, str]] = {
                  "batch_size_per_gpu": "batch_size_per_gpu", "gpu_weights": "gpu_weights",
                  "cpu_workers": "cpu_workers", "gradient_accumulation_steps": ""},
     "memory": {"max_memory_allocated": "max_memory_fraction", "pin_memory": "pin_memory"},
-    "communication": {"backend": "comm_backend", "timeout": "comm_timeout_s"},
+    "communication": {"backend": "comm_backend", "timeout": "comm_timeout_s",
+                      "socket_timeout": ""},
     "memory_optimization": {"enable": "memory_optimization",
                             "max_allocated_ratio": "max_allocated_ratio",
                             "reserved_memory": "reserved_memory_mib",
@@ -56,6 +57,9 @@ IGNORED_REASONS: dict[str, str] = {
     "parallel.gradient_accumulation_steps": "training only; Chord runs inference",
     "communication.backend": _COMM,
     "communication.timeout": _COMM,
+    "communication.socket_timeout": _COMM,
+    "memory.pin_memory": "frames reach the GPU once per request, so pinned host buffers "
+                         "would not speed anything up; accepted and not used",
     "memory_optimization.fragmentation_threshold":
         "not used; for fragmentation set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
 }
@@ -274,7 +278,6 @@ def _report(cfg: ParallelConfig) -> list[str]:
                                                  for k, v in sorted(cfg.gpu_weights.items())))
     if cfg.cpu_workers:
         lines.append(f"CPU workers {cfg.cpu_workers} (used where no GPU is available)")
-    lines.append(f"pin memory {'on' if cfg.pin_memory else 'off'}")
     lines.extend(cfg.notes)
     lines.extend(f"ignored: {item}" for item in cfg.ignored)
     lines.extend(f"unknown: {item}" for item in cfg.unknown)
@@ -286,16 +289,20 @@ def _report(cfg: ParallelConfig) -> list[str]:
 Layer = dict[str, tuple[Any, str]]  # field -> (raw value, where it was written)
 
 
-def load_parallel_config(path: str | Path | None = None, *,
+def load_parallel_config(path: str | Path | Mapping[str, Any] | None = None, *,
                          env: Mapping[str, str] | None = None,
                          overrides: Mapping[str, Any] | None = None) -> ParallelConfig:
-    """Defaults < ``path`` (YAML) < ``env`` (``os.environ`` when None) < ``overrides``."""
+    """Defaults < ``path`` (YAML file, or the same sections as a dict) < ``env``
+    (``os.environ`` when None) < ``overrides``."""
     env = os.environ if env is None else env
     file_layer: Layer = {}
     ignored: list[str] = []
     unknown: list[str] = []
     source = ""
-    if path is not None:
+    if isinstance(path, Mapping):
+        source = "config dict"
+        file_layer = _file_layer(path, Path(source), ignored, unknown)
+    elif path is not None:
         path = Path(path)
         source = str(path)
         file_layer = _file_layer(_read_yaml(path), path, ignored, unknown)
@@ -310,6 +317,14 @@ def load_parallel_config(path: str | Path | None = None, *,
         log.warning("%s: %s", source, line)
     return ParallelConfig(**values, source=source, ignored=tuple(ignored),
                           unknown=tuple(unknown), notes=tuple(notes), sources=sources)
+
+
+def read_config_dict(path: str | Path) -> dict[str, Any]:
+    """A ``multigpu_config.yaml`` as a plain nested dict, to edit like the original documents
+    do (``config["parallel"]["num_gpus"] = 4``) and pass back as ``config=``."""
+    import copy
+
+    return copy.deepcopy(dict(_read_yaml(Path(path))))
 
 
 def _read_yaml(path: Path) -> Mapping[str, Any]:

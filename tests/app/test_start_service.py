@@ -64,3 +64,24 @@ def test_serves_health_on_the_given_port(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_gpus_flag_selects_the_apps_gpus_and_sets_thread_defaults() -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "CUDA_DEVICE_ORDER", "CHORD_GPUS")}
+    out = subprocess.run(["bash", str(SCRIPT), "--gpus", "1", "--dry-run"], capture_output=True,
+                         text=True, timeout=30, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "CHORD_GPUS=1" in lines and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in lines
+    threads = [int(line.split("=")[1]) for line in lines if line.startswith("OMP_NUM_THREADS=")]
+    assert threads and 1 <= threads[0] <= 8
+    assert "streamlit run app.py" in lines[-1]
+    kept = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True,
+                          timeout=30, cwd=ROOT, env={**env, "OMP_NUM_THREADS": "3"})
+    assert "OMP_NUM_THREADS=3" in kept.stdout.splitlines()  # a user's choice is kept
+
+
+def test_gpus_flag_rejects_a_bad_list() -> None:
+    out = _run("--gpus", "first")
+    assert out.returncode == 2 and "--gpus must list GPU numbers" in out.stderr

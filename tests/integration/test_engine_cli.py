@@ -155,6 +155,14 @@ def test_cli_describe_to_stdout_and_probe(clips, tiny_model_dir):
     assert facts["video"]["rotation"] == 90 and set(facts["plans"]) == {"describe", "ground"}
 
 
+def test_cli_says_where_the_model_went(clips, tiny_model_dir):
+    proc = _cli("describe", str(clips["h264.mp4"].path), "--model", "test", "--max-new-tokens",
+                "128", "--max-frames", "4", "--strategy", "single")
+    assert proc.returncode == 0, proc.stderr
+    plan = [line for line in proc.stderr.splitlines() if line.startswith("plan: ")]
+    assert plan == ["plan: model test on the CPU (no GPU visible)"]
+
+
 BAD = {
     "zero-byte": lambda d, good: make_zero_byte(d / "empty.mp4"),
     "text-as-mp4": lambda d, good: make_text_as_mp4(d / "notes.mp4"),
@@ -180,7 +188,8 @@ def test_cli_bad_inputs_exit_2_with_clear_message(kind, clips, tmp_path):
     (("describe", "{clip}", "--fps", "-1"), "fps"),
     (("ground", "{clip}", "  "), "target"),
     (("describe", "{clip}", "--model", "/no/such/model/dir"), "/no/such/model/dir"),
-], ids=["tokens-range", "fps", "empty-target", "missing-model-folder"])
+    (("describe", "{clip}", "--model", "test", "--strategy", "everywhere"), "strategy"),
+], ids=["tokens-range", "fps", "empty-target", "missing-model-folder", "strategy"])
 def test_cli_bad_options_exit_2(args, needle, clips):
     proc = _cli(*[a.format(clip=clips["h264.mp4"].path) for a in args])
     assert proc.returncode == 2, proc.stderr

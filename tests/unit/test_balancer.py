@@ -76,3 +76,15 @@ def test_adjustment_zero_keeps_configured_weights():
 ], ids=["aligned-to-batch", "unaligned", "too-few-to-align"])
 def test_split_aligns_to_batch_boundaries(n, align, expected):
     assert Balancer({"a": 1.0, "b": 1.0}).split(n, ["a", "b"], align=align) == expected
+
+
+def test_check_interval_delays_corrections_and_max_adjustment_bounds_them() -> None:
+    b = Balancer({"a": 1.0, "b": 1.0})
+    b.set_adjustment(0.5, check_interval_s=3600)
+    b.finished("a", 100.0, 1.0)
+    b.finished("b", 100.0, 10.0)  # b measured 10x slower, but no check is due yet
+    assert b.speeds() == {"a": 1.0, "b": 1.0}
+    b.set_adjustment(1.0, check_interval_s=0, max_correction=0.3)
+    b.finished("a", 100.0, 1.0)
+    speeds = b.speeds()
+    assert speeds["a"] == pytest.approx(1.3) and speeds["b"] == pytest.approx(0.7)

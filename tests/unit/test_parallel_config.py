@@ -56,7 +56,7 @@ def test_original_document_parses(tmp_path: Path) -> None:
     assert cfg.unknown == ()
     ignored_keys = {line.split(" — ")[0] for line in cfg.ignored}
     assert ignored_keys == {"parallel.gradient_accumulation_steps", "communication.backend",
-                            "communication.timeout",
+                            "communication.timeout", "memory.pin_memory",
                             "memory_optimization.fragmentation_threshold"}
     report = cfg.report()
     assert "strategy replicate (from data_parallel)" in report
