@@ -177,7 +177,7 @@ def probe(path: str | Path) -> VideoInfo:
         decoded = _count_frames(cap, header, times, ended, shape)
     finally:
         cap.release()
-    tl = _with_container_times(p, _reconcile(header, decoded), header.fps)
+    tl = _with_container_times(p, _reconcile(header, decoded), header.fps, decoded.times_ms)
     stored_wh = (int(shape[1]), int(shape[0]))
     w, h = rotated_wh(stored_wh, rotation)
     info = VideoInfo(
@@ -191,14 +191,20 @@ def probe(path: str | Path) -> VideoInfo:
     return info
 
 
-def _with_container_times(p: Path, tl: _Timeline, header_fps: float) -> _Timeline:
+def _with_container_times(p: Path, tl: _Timeline, header_fps: float,
+                          decoded_ms: tuple[float, ...]) -> _Timeline:
     """Replace the frame rate OpenCV measured on the first frames by every frame's own
-    presentation time (:mod:`chord_core.frame_times`), when the container has them; the
-    header's rate is kept only when it fits every frame within ``TIME_TOLERANCE_S``."""
+    presentation time (:mod:`chord_core.frame_times`), when the container has them and they
+    agree with the times of the frames OpenCV decoded first (``decoded_ms``); the header's
+    rate is kept only when it fits every frame within ``TIME_TOLERANCE_S``."""
     from chord_core.frame_times import analyse, compact, read_frame_times
 
     ft = read_frame_times(p)
     if ft is None or len(ft.ticks) < min(tl.frame_count, 2):
+        return tl
+    if not _same_times(ft, decoded_ms):
+        log.info("%s: packet timestamps do not match the decoded frames'; using the "
+                 "frame rate", p.name)
         return tl
     if tl.frame_count == 1:  # one frame at time 0: nothing to be unsure about
         return replace(tl, warnings=tl.count_warnings, runs=((0, 0.0, 1.0 / tl.fps),))
@@ -216,6 +222,18 @@ def _with_container_times(p: Path, tl: _Timeline, header_fps: float) -> _Timelin
         runs = ((0, 0.0, 1.0 / fps),)  # every time is index / fps, to the clock's tick
     return _Timeline(fps, tl.frame_count, tl.frame_count / fps, got.variable,
                      got.warnings + counted, counted, runs)
+
+
+def _same_times(ft: Any, decoded_ms: tuple[float, ...]) -> bool:
+    """Whether the packets' times, in output order, are those of the first decoded frames
+    (OpenCV reports whole milliseconds: 1.5 ms of slack). Guards against streams whose
+    packets are not one frame each (field pictures, packed frames)."""
+    n = min(len(decoded_ms), len(ft.ticks))
+    if n < 2 or not all(math.isfinite(v) for v in decoded_ms[:n]):
+        return True  # nothing decoded to compare with: the packets are all there is
+    packets = (np.asarray(ft.ticks[:n], dtype=np.float64) - ft.ticks[0]) * float(ft.time_base)
+    frames = (np.asarray(decoded_ms[:n]) - decoded_ms[0]) / 1000.0
+    return bool(np.max(np.abs(packets - frames)) <= 0.0015)
 
 
 def _fits_rate(times_s: tuple[float, ...], fps: float) -> bool:
