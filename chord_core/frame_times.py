@@ -15,14 +15,14 @@ length is one run; ``VideoInfo.time_of`` reads them back.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["FrameTimes", "MAX_PACKETS", "TIME_TOLERANCE_S", "analyse", "compact",
-           "read_frame_times"]
+__all__ = ["FrameTimes", "MAX_PACKETS", "TIME_TOLERANCE_S", "Timeline", "analyse", "compact",
+           "container_timeline", "read_frame_times"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ TIME_TOLERANCE_S = 0.001  # a stored time differs from the container's by at mos
 JUMP_FACTOR = 10.0  # an interval this many times the usual one is a jump …
 JUMP_MIN_S = 0.25  # … when it also loses at least this much time
 MAX_LISTED = 3  # jumps named one by one in a warning
+DECODED_SLACK_S = 0.0015  # OpenCV reports decoded frames' times in whole milliseconds
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,58 @@ class FrameTimes:
     time_base: Fraction
     restarts: tuple[int, ...] = ()
     complete: bool = True
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What the probe keeps: ``runs`` for ``VideoInfo.timeline``; ``fps`` the header's rate
+    when it fits every frame, else the average (0.0 for a one-frame clip)."""
+
+    runs: tuple[tuple[int, float, float], ...]
+    fps: float
+    variable: bool
+    irregular: bool
+    warnings: tuple[str, ...]
+
+
+def container_timeline(path: Path, frame_count: int, header_fps: float,
+                       decoded_ms: tuple[float, ...]) -> Timeline | None:
+    """The timeline of the first ``frame_count`` frames, or None when the container has no
+    usable times or they are not those of the frames decoded first (``decoded_ms``, from the
+    probe's decoder: guards against packets that are not one frame each)."""
+    ft = read_frame_times(path)
+    if ft is None or len(ft.ticks) < min(frame_count, 2):
+        return None
+    if not same_times(ft, decoded_ms):
+        log.info("%s: packet times differ from the decoded frames'; not using them", path.name)
+        return None
+    if frame_count == 1:
+        return Timeline(((0, 0.0, 0.0),), 0.0, False, False, ())
+    got = analyse(replace(ft, ticks=ft.ticks[:frame_count]), header_fps)
+    if got is None:
+        return None
+    runs, fps = compact(got.times_s), got.fps
+    if not (got.variable or got.irregular) and header_fps > 0 \
+            and fits_rate(got.times_s, header_fps):
+        fps = float(header_fps)  # e.g. 30000/1001 exactly, not a rounded average
+        runs = ((0, 0.0, 1.0 / fps),)
+    return Timeline(runs, fps, got.variable, got.irregular, got.warnings)
+
+
+def same_times(ft: FrameTimes, decoded_ms: tuple[float, ...]) -> bool:
+    """Whether the packets' times, in output order, are those of the first decoded frames."""
+    n = min(len(decoded_ms), len(ft.ticks))
+    if n < 2 or not all(np.isfinite(decoded_ms[:n])):
+        return True  # nothing decoded to compare with: the packets are all there is
+    packets = (np.asarray(ft.ticks[:n], dtype=np.float64) - ft.ticks[0]) * float(ft.time_base)
+    frames = (np.asarray(decoded_ms[:n], dtype=np.float64) - decoded_ms[0]) / 1000.0
+    return bool(np.max(np.abs(packets - frames)) <= DECODED_SLACK_S)
+
+
+def fits_rate(times_s: tuple[float, ...], fps: float) -> bool:
+    """Whether index / ``fps`` reproduces every time within ``TIME_TOLERANCE_S``."""
+    t = np.asarray(times_s)
+    return bool(np.max(np.abs(t - np.arange(len(t)) / fps)) <= TIME_TOLERANCE_S)
 
 
 def read_frame_times(path: Path) -> FrameTimes | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +156,13 @@ def probe(path: str | Path) -> VideoInfo:
        absurd, VFR, fps mismatch, unreliable seek) count frame by frame, stopping after
        ``PROBE_COUNT_PIXELS`` decoded pixels (at least ``PROBE_MIN_COUNT_FRAMES``);
     4. reconcile (:func:`_reconcile`): every correction of the header becomes one sentence
-       in ``warnings``.
-    Limitation: a clip that runs steadily at the header's rate for its first frames and changes
+       in ``warnings``;
+    5. every frame's own presentation time from the container (PyAV demux, no decoding;
+       :func:`chord_core.frame_times.container_timeline`), checked against the decoded
+       prefix, replaces the measured rate: ``VideoInfo.timeline``, and warnings that say in
+       seconds how far jumps, backward times, variable rate or a lying header would
+       misplace frames. Without PyAV (or usable timestamps) times stay index / fps.
+    Limitation (without step 5): a clip that runs steadily at the header's rate for its first frames and changes
     rate only later is measured through OpenCV's time-based seek, so it looks constant-rate and
     its count follows the header's rate.
     Raises :class:`VideoError` for a missing/empty/non-video/undecodable file.
@@ -193,55 +198,19 @@ def probe(path: str | Path) -> VideoInfo:
 
 def _with_container_times(p: Path, tl: _Timeline, header_fps: float,
                           decoded_ms: tuple[float, ...]) -> _Timeline:
-    """Replace the frame rate OpenCV measured on the first frames by every frame's own
-    presentation time (:mod:`chord_core.frame_times`), when the container has them and they
-    agree with the times of the frames OpenCV decoded first (``decoded_ms``); the header's
-    rate is kept only when it fits every frame within ``TIME_TOLERANCE_S``."""
-    from chord_core.frame_times import analyse, compact, read_frame_times
+    """Every frame's own presentation time instead of the rate OpenCV measured on the first
+    frames, when the container has them (:func:`chord_core.frame_times.container_timeline`)."""
+    from chord_core.frame_times import container_timeline
 
-    ft = read_frame_times(p)
-    if ft is None or len(ft.ticks) < min(tl.frame_count, 2):
-        return tl
-    if not _same_times(ft, decoded_ms):
-        log.info("%s: packet timestamps do not match the decoded frames'; using the "
-                 "frame rate", p.name)
-        return tl
-    if tl.frame_count == 1:  # one frame at time 0: nothing to be unsure about
-        return replace(tl, warnings=tl.count_warnings, runs=((0, 0.0, 1.0 / tl.fps),))
-    got = analyse(replace(ft, ticks=ft.ticks[: tl.frame_count]),
-                  header_fps if math.isfinite(header_fps) and header_fps > 0 else 0.0)
+    got = container_timeline(p, tl.frame_count,
+                             header_fps if math.isfinite(header_fps) else 0.0, decoded_ms)
     if got is None:
         return tl
-    runs = compact(got.times_s)
-    fps, counted = got.fps, tl.count_warnings
+    fps, counted = got.fps or tl.fps, tl.count_warnings
     if got.irregular:  # a header count from duration × a wrong rate means nothing
         counted = tuple(w for w in counted if not w.startswith("the header claims"))
-    if not (got.variable or got.irregular) and _plausible_fps(header_fps) \
-            and _fits_rate(got.times_s, header_fps):
-        fps = float(header_fps)  # e.g. 30000/1001 exactly, not a rounded average
-        runs = ((0, 0.0, 1.0 / fps),)  # every time is index / fps, to the clock's tick
     return _Timeline(fps, tl.frame_count, tl.frame_count / fps, got.variable,
-                     got.warnings + counted, counted, runs)
-
-
-def _same_times(ft: Any, decoded_ms: tuple[float, ...]) -> bool:
-    """Whether the packets' times, in output order, are those of the first decoded frames
-    (OpenCV reports whole milliseconds: 1.5 ms of slack). Guards against streams whose
-    packets are not one frame each (field pictures, packed frames)."""
-    n = min(len(decoded_ms), len(ft.ticks))
-    if n < 2 or not all(math.isfinite(v) for v in decoded_ms[:n]):
-        return True  # nothing decoded to compare with: the packets are all there is
-    packets = (np.asarray(ft.ticks[:n], dtype=np.float64) - ft.ticks[0]) * float(ft.time_base)
-    frames = (np.asarray(decoded_ms[:n]) - decoded_ms[0]) / 1000.0
-    return bool(np.max(np.abs(packets - frames)) <= 0.0015)
-
-
-def _fits_rate(times_s: tuple[float, ...], fps: float) -> bool:
-    """Whether index / ``fps`` reproduces every time within ``TIME_TOLERANCE_S``."""
-    from chord_core.frame_times import TIME_TOLERANCE_S
-
-    t = np.asarray(times_s)
-    return bool(np.max(np.abs(t - np.arange(len(t)) / fps)) <= TIME_TOLERANCE_S)
+                     got.warnings + counted, counted, got.runs)
 
 
 def _decode_prefix(cap: Any) -> tuple[tuple[int, ...] | None, list[float], bool]:

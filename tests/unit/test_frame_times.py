@@ -8,8 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from chord_core.frame_times import TIME_TOLERANCE_S, FrameTimes, analyse, compact
-from chord_core.probe import _same_times
+from chord_core.frame_times import TIME_TOLERANCE_S, FrameTimes, analyse, compact, same_times
 from chord_core.types import VideoInfo
 
 MS = Fraction(1, 1000)
@@ -100,7 +99,7 @@ def test_incomplete_read_says_later_times_are_extrapolated() -> None:
 def test_packet_times_checked_against_decoded_frames(decoded_ms: list[float],
                                                      same: bool) -> None:
     ft = FrameTimes(_ticks([i * 0.04 for i in range(10)]), TB90K)
-    assert _same_times(ft, tuple(decoded_ms)) is same
+    assert same_times(ft, tuple(decoded_ms)) is same
 
 
 def test_time_of_without_timeline_is_index_over_fps() -> None:
