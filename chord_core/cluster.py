@@ -41,12 +41,18 @@ class WorkerPlan:
 
 
 def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
-    """GPUs visible to this process (CUDA ordinals, free memory) and, if none, why."""
+    """GPUs visible to this process (CUDA ordinals, free memory) and, if none, why.
+    ``CUDA_VISIBLE_DEVICES`` listing MIG instances gives one entry per instance, in order."""
+    from chord_core.devices import is_mig, visible_entries
     from chord_core.nvml import Nvml
 
     nvml = nvml or Nvml()
     if not nvml.available:
         return [], nvml.reason
+    entries = visible_entries(os.environ.get("CUDA_VISIBLE_DEVICES")) or []
+    if entries and all(is_mig(e) for e in entries):
+        out = _mig_inventory(entries, nvml.mig_instances())
+        return out, ("" if out else "none of the MIG instances in CUDA_VISIBLE_DEVICES exists")
     ordinals = nvml.cuda_ordinal_map()
     out = []
     for s in nvml.sample_all():
@@ -56,6 +62,21 @@ def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
         free = (s.memory_total_mib - (s.memory_used_mib or 0.0)) * MIB
         out.append(GpuInfo(cuda, s.name, int(s.memory_total_mib * MIB), int(free), s.uuid))
     return sorted(out, key=lambda g: g.index), ("" if out else "no usable NVIDIA GPU")
+
+
+def _mig_inventory(entries: list[str], migs: list[Any]) -> list[GpuInfo]:
+    """One GpuInfo per listed MIG instance, numbered by its position (CUDA stops at the first
+    it does not know, and so does this)."""
+    by_uuid = {m.uuid.lower(): m for m in migs}
+    out = []
+    for ordinal, entry in enumerate(entries):
+        mig = by_uuid.get(entry.lower())
+        if mig is None or mig.memory_total_mib is None:
+            break
+        free = (mig.memory_total_mib - (mig.memory_used_mib or 0.0)) * MIB
+        out.append(GpuInfo(ordinal, mig.name, int(mig.memory_total_mib * MIB), int(free),
+                           mig.uuid))
+    return out
 
 
 def model_bytes(model_cfg: ModelConfig) -> int:

@@ -24,10 +24,10 @@ import re
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-__all__ = ["MIB", "REASON_NO_GPU", "REASON_NO_PYNVML", "GpuSample", "Nvml", "ProcessInfo",
-           "SystemSample", "cuda_ordinals"]
+__all__ = ["MIB", "REASON_NO_GPU", "REASON_NO_PYNVML", "GpuSample", "MigInstance", "Nvml",
+           "ProcessInfo", "SystemSample", "cuda_ordinals"]
 
 logger = logging.getLogger(__name__)
 
@@ -132,41 +132,56 @@ class SystemSample(_ItemAccess):
         return data
 
 
+@dataclass(frozen=True)
+class MigInstance:
+    """One MIG instance of a GPU: its ``MIG-`` UUID, the NVML index of its GPU, its memory."""
+
+    uuid: str
+    gpu_index: int
+    name: str
+    memory_total_mib: float | None
+    memory_used_mib: float | None
+
+
 # --------------------------------------------------------------------------- CUDA ordinals
 
 
-def cuda_ordinals(visible: str | None, uuids: Sequence[str]) -> dict[int, int | None]:
+def cuda_ordinals(visible: str | None, uuids: Sequence[str],
+                  mig_parents: Mapping[str, int] | None = None) -> dict[int, int | None]:
     """Map each NVML index (position in ``uuids``) to its CUDA ordinal, or None if hidden.
 
     ``visible`` is a ``CUDA_VISIBLE_DEVICES`` value (None = unset: every GPU, same order).
     Entries are NVML indices or (possibly abbreviated) ``GPU-`` UUIDs. As CUDA does, parsing
     stops at the first invalid entry (out of range, unknown or ambiguous UUID, negative, a
     switch between indices and UUIDs), and a device listed twice makes no GPU visible.
-    MIG entries are not resolved (treated as invalid).
+    ``MIG-`` entries resolve through ``mig_parents`` (MIG UUID → its GPU's NVML index): the
+    GPU holding a listed MIG instance gets that instance's ordinal (the first, if several).
     """
     if visible is None:
         return {i: i for i in range(len(uuids))}
     result: dict[int, int | None] = {i: None for i in range(len(uuids))}
-    for ordinal, nvml_index in enumerate(_visible_indices(visible, uuids)):
-        result[nvml_index] = ordinal
+    for ordinal, nvml_index in enumerate(_visible_indices(visible, uuids, mig_parents or {})):
+        if result[nvml_index] is None:
+            result[nvml_index] = ordinal
     return result
 
 
-def _visible_indices(visible: str, uuids: Sequence[str]) -> list[int]:
+def _visible_indices(visible: str, uuids: Sequence[str], migs: Mapping[str, int]) -> list[int]:
     chosen: list[int] = []
     kind: str | None = None
     for entry in visible.split(","):
-        index, entry_kind = _resolve_entry(entry.strip(), uuids)
+        index, entry_kind = _resolve_entry(entry.strip(), uuids, migs)
         if index is None or (kind is not None and entry_kind != kind):
             break
-        if index in chosen:
+        if index in chosen and entry_kind != "mig":
             return []
         kind = entry_kind
         chosen.append(index)
     return chosen
 
 
-def _resolve_entry(entry: str, uuids: Sequence[str]) -> tuple[int | None, str]:
+def _resolve_entry(entry: str, uuids: Sequence[str], migs: Mapping[str, int]
+                   ) -> tuple[int | None, str]:
     digits = re.match(r"\d+", entry)
     if digits:  # CUDA reads the leading integer ("1abc" → 1)
         n = int(digits.group())
@@ -175,6 +190,8 @@ def _resolve_entry(entry: str, uuids: Sequence[str]) -> tuple[int | None, str]:
         prefix = entry.lower()
         matches = [i for i, u in enumerate(uuids) if u.lower().startswith(prefix)]
         return (matches[0] if len(matches) == 1 else None), "uuid"
+    if entry.upper().startswith("MIG-") and len(entry) > 4:
+        return {k.lower(): v for k, v in migs.items()}.get(entry.lower()), "mig"
     return None, "invalid"
 
 
@@ -217,6 +234,7 @@ class Nvml:
         self._reason = ""
         self._logged: set[tuple[str, str]] = set()
         self._proc_names: dict[int, str | None] = {}
+        self._migs: list[MigInstance] = []
 
     # -- state
     @property
@@ -237,6 +255,31 @@ class Nvml:
         """NVML index → CUDA ordinal in this process (None: hidden by CUDA_VISIBLE_DEVICES)."""
         self._ensure()
         return dict(self._ordinals)
+
+    def mig_instances(self) -> list[MigInstance]:
+        """The MIG instances of GPUs in MIG mode (memory read now); empty without MIG."""
+        with self._lock:
+            if not self._ensure():
+                return []
+            self._migs = self._find_migs()
+            return list(self._migs)
+
+    def _find_migs(self) -> list[MigInstance]:
+        out: list[MigInstance] = []
+        for dev in self._devices:
+            mode = self._query("nvmlDeviceGetMigMode", dev.handle)
+            if not mode or not mode[0]:
+                continue
+            for slot in range(self._query("nvmlDeviceGetMaxMigDeviceCount", dev.handle) or 0):
+                handle = self._query("nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, slot)
+                if handle is None:
+                    continue
+                mem = self._query("nvmlDeviceGetMemoryInfo", handle)
+                out.append(MigInstance(
+                    _text(self._query("nvmlDeviceGetUUID", handle)), dev.index,
+                    f"{dev.name} MIG {slot}", _scaled(getattr(mem, "total", None), MIB),
+                    _scaled(getattr(mem, "used", None), MIB)))
+        return out
 
     def close(self) -> None:
         """Shut NVML down; the next query starts it again."""
@@ -278,7 +321,8 @@ class Nvml:
         visible = self._visible
         if visible == _FROM_ENV:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        self._ordinals = cuda_ordinals(visible, uuids)
+        self._migs = self._find_migs()
+        self._ordinals = cuda_ordinals(visible, uuids, {m.uuid: m.gpu_index for m in self._migs})
         self._reason = ""
         logger.info("NVML started: %d GPU(s), CUDA ordinals %s", len(self._devices), self._ordinals)
 

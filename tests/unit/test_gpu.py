@@ -474,3 +474,47 @@ def test_job_labels_by_nvml_index_and_cuda_ordinal(install, monkeypatch) -> None
 def test_invalid_sampler_settings(interval_s, history_s) -> None:
     with pytest.raises(ConfigError):
         GpuSampler(interval_s=interval_s, history_s=history_s)
+
+
+# --------------------------------------------------------------------------- MIG instances
+MIG_A = "MIG-11111111-2222-3333-4444-555555555555"
+MIG_B = "MIG-66666666-7777-8888-9999-000000000000"
+
+
+def _with_migs(fake: types.ModuleType) -> types.ModuleType:
+    """GPU 1 of the fake is in MIG mode with two instances (handles 100, 101)."""
+    instances = {100: (MIG_A, 10 * 1024 * MIB), 101: (MIG_B, 20 * 1024 * MIB)}
+    get_uuid, get_mem = fake.nvmlDeviceGetUUID, fake.nvmlDeviceGetMemoryInfo
+    fake.nvmlDeviceGetMigMode = lambda h: (1, 1) if h == 1 else (0, 0)
+    fake.nvmlDeviceGetMaxMigDeviceCount = lambda h: 3 if h == 1 else 0
+
+    def handle(h: int, slot: int) -> int:
+        if slot == 2:
+            raise FakeNVMLError("Not Found")  # an empty slot
+        return 100 + slot
+
+    fake.nvmlDeviceGetMigDeviceHandleByIndex = handle
+    fake.nvmlDeviceGetUUID = lambda h: instances[h][0] if h in instances else get_uuid(h)
+    fake.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(
+        used=1024 * MIB, total=instances[h][1]) if h in instances else get_mem(h)
+    return fake
+
+
+def test_mig_instances_are_numbered_and_planned(install, monkeypatch, tiny_model_dir) -> None:
+    from chord_core.cluster import gpu_inventory, plan_workers
+    from chord_core.config import ModelConfig
+    from chord_core.parallel_config import ParallelConfig
+
+    _with_migs(install([FakeGpu(uuid=UUID_A), FakeGpu(uuid=UUID_B)]))
+    nvml = Nvml(visible_devices=f"{MIG_B},{MIG_A}")
+    assert [m.uuid for m in nvml.mig_instances()] == [MIG_A, MIG_B]
+    assert nvml.cuda_ordinal_map() == {0: None, 1: 0}  # the GPU holding them: charts label it
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{MIG_B},{MIG_A}")
+    inventory, why = gpu_inventory(Nvml())
+    assert why == "" and [(g.index, g.uuid) for g in inventory] == [(0, MIG_B), (1, MIG_A)]
+    assert inventory[0].free_bytes == 19 * 1024 * MIB
+    plan = plan_workers(ModelConfig(model="test"), ParallelConfig(strategy="replicate"),
+                        inventory=inventory, parent_visible=f"{MIG_B},{MIG_A}")
+    assert [s.visible for s in plan.specs] == [MIG_B, MIG_A]  # one worker per instance
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-unknown")
+    assert gpu_inventory(Nvml())[0] == []
