@@ -4,6 +4,13 @@ Resumable: every clip has a content key (file hash + task + query + model + samp
 whose key already has a stored result is not run again — its JSON is written from the store.
 The summary says which worker ran what, each worker's busy time, the wall time, and the
 speed-up Σ busy / wall (how many workers were kept busy on average).
+
+Same clip + same settings = one job, ever: a clip whose key has an unfinished job (one a killed
+run left queued, resumed by the manager) is attached to that job, not submitted again.
+Results are written atomically; a result file the disk refuses (full, read-only) is noted
+on its item and the run goes on — the result is in the store, and re-running the same command
+writes it without analysing again. SIGTERM stops a run like Ctrl-C (``stop_on_sigterm``):
+workers are stopped and unfinished jobs stay queued for the next run.
 """
 
 from __future__ import annotations
@@ -11,13 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.engine import AnalysisRequest
-from chord_core.errors import InputError
+from chord_core.errors import ChordError, InputError, OutputError
 from chord_core.jobs import JobSpec, JobState
 from chord_core.video_files import check_regular_file
 
@@ -55,6 +65,7 @@ class BatchItem:
     skipped: bool = False
     worker: str | None = None
     error: dict | None = None
+    write_error: str | None = None   # why out_json could not be written (result is stored)
 
 
 @dataclass
@@ -71,6 +82,10 @@ class BatchSummary:
     @property
     def speedup(self) -> float:
         return sum(self.busy_s.values()) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def unwritten(self) -> list[BatchItem]:
+        """Finished items whose result file could not be written."""
+        return [it for it in self.items if it.write_error]
 
     def counts(self) -> dict[str, int]:
         c: dict[str, int] = {}
@@ -113,7 +128,9 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    from chord_core.outputs import check_folder
+
+    check_folder(out_dir, "batch results")
     keys = {v: request_key(v, request.task, request.query, model, request.sampling,
                            request.max_new_tokens) for v in videos}
     ident = json.dumps([str(out_dir.resolve()), sorted(keys.values())])
@@ -126,7 +143,7 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
         done = store.find_done(keys[v])
         if done is not None:
             item.job_id, item.state, item.skipped = done, "done", True
-            _write_json(Path(item.out_json), store.get_result(done))
+            _write_item(item, store.get_result(done))
         else:
             spec = JobSpec(AnalysisRequest(**{**asdict(request), "video_path": str(v),
                                               "sampling": request.sampling}),
@@ -134,8 +151,14 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
             item.job_id = manager.submit(spec)
         summary.items.append(item)
     _wait(manager, summary, on_update)
-    store.set_batch_summary(batch_id, summary.to_dict())
-    _write_json(out_dir / "summary.json", summary.to_dict())
+    try:
+        store.set_batch_summary(batch_id, summary.to_dict())
+    except ChordError as exc:  # a full disk: the summary file below still says it all
+        log.warning("batch summary not stored: %s", exc)
+    try:
+        _write_json(out_dir / "summary.json", summary.to_dict())
+    except OSError as exc:
+        log.warning("could not write %s: %s", out_dir / "summary.json", exc)
     return summary
 
 
@@ -153,7 +176,7 @@ def _wait(manager: Any, summary: BatchSummary,
                 continue
             running.remove(it)  # each finished job is handled once: error or JSON written
             if st.state is JobState.DONE:
-                _write_json(Path(it.out_json), st.result.to_dict())
+                _write_item(it, st.result.to_dict())
             else:
                 it.error = st.error or {"message": st.state.value}
         rows = manager.workers()
@@ -170,8 +193,69 @@ def _wait(manager: Any, summary: BatchSummary,
 
 
 def _write_json(path: Path, doc: dict | None) -> None:
-    if doc is None:
+    from chord_core.outputs import write_json
+
+    if doc is not None:
+        write_json(path, doc)
+
+
+def _write_item(item: BatchItem, doc: dict | None) -> None:
+    """Write one clip's result file; a refusal (disk full…) is noted on the item, not
+    raised: the result is in the store and the other clips go on."""
+    try:
+        _write_json(Path(item.out_json), doc)
+        item.write_error = None
+    except OSError as exc:
+        item.write_error = exc.strerror or str(exc)
+        log.warning("could not write %s: %s (the result is in the job store)", item.out_json,
+                    item.write_error)
+
+
+# -- stopping and problems -------------------------------------------------------------------
+
+class BatchStopped(ChordError):
+    """The batch was stopped by Ctrl-C or SIGTERM; unfinished clips stay queued."""
+
+    exit_code = 130
+
+    @classmethod
+    def after(cls, exc: BaseException) -> BatchStopped:
+        by = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+        err = cls(f"stopped by {by}; clips not finished stay queued in the job store",
+                  hint="run the same command again: finished clips are not analysed again "
+                       "and the queued ones resume")
+        err.exit_code = 143 if by == "SIGTERM" else 130
+        return err
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM raises ``Terminated`` in the main thread, so the batch shuts its
+    workers down cleanly instead of dying with them still running."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
         return
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def unwritten_error(summary: BatchSummary, out_dir: Path, store_path: Path) -> OutputError:
+    """The error when result files could not be written: where the results are instead."""
+    items = summary.unwritten()
+    names = ", ".join(Path(i.out_json).name for i in items[:3]) + (" …" if len(items) > 3 else "")
+    return OutputError(
+        f"{len(items)} result file(s) could not be written to {out_dir} ({items[0].write_error}):"
+        f" {names}; the results are kept in the job store {store_path}",
+        hint="free space (or make the folder writable), then run the same command again: "
+             "it writes them from the store without analysing again")

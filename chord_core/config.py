@@ -17,6 +17,7 @@ Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 | CHORD_COMPILE         | ``0``/``1``: torch.compile the fast decode step (default: on GPUs) |
 | CHORD_DETERMINISTIC   | ``1``: deterministic kernels in workers (bit-identical replicas) |
 | CHORD_FAULT_OOM       | test hook: the first N model calls of a worker raise OOM       |
+| CHORD_FAULT_CRASH_ON  | test hook: a worker dies (``os._exit``) on clips whose path contains this text |
 
 Multi-GPU settings (``CHORD_STRATEGY``, ``CHORD_GPUS``, ``CHORD_NUM_GPUS``, ``CHORD_BATCH_SIZE``,
 ``CHORD_CPU_WORKERS``, ``CHORD_GPU_WEIGHTS``) are read by ``parallel_config.py``, next to the
@@ -166,6 +167,13 @@ def injected_oom_faults(env: Mapping[str, str] | None = None) -> int:
     except ValueError as exc:
         raise ConfigError(f"CHORD_FAULT_OOM must be an integer, got {env['CHORD_FAULT_OOM']!r}",
                           hint="unset it; it is a test hook") from exc
+
+
+def injected_crash_on(env: Mapping[str, str] | None = None) -> str:
+    """``CHORD_FAULT_CRASH_ON=<text>``: a worker handed a clip whose path contains ``text``
+    dies on the spot. A fault-injection hook for tests of crash handling; unset in normal use."""
+    env = os.environ if env is None else env
+    return env.get("CHORD_FAULT_CRASH_ON") or ""
 
 
 def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:

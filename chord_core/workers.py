@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from chord_core import lifeline
 from chord_core.config import ModelConfig, deterministic_mode
 from chord_core.engine import AnalysisRequest
 from chord_core.errors import ChordError, JobCancelled, internal_error
@@ -177,6 +178,7 @@ def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
 def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
     """Entry point of a worker process (spawned). Never returns until told to stop."""
     t0 = time.perf_counter()
+    lifeline.bind_to_parent()  # dies with the manager's process, even on SIGKILL
     # The parent's own names for this group's GPUs, read in the parent's device order (the
     # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (
@@ -242,6 +244,7 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
     task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
     for task in tasks:
         outbox.put(("started", worker_id, task.task_id))
+    lifeline.crash_if_injected(t.request.video_path for t in tasks)
     t0 = time.perf_counter()
     try:
         results = engine.describe_many(
@@ -275,6 +278,7 @@ def _control_loop(control: Any, current: dict[str, Any]) -> None:
 def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
               cancel: threading.Event) -> None:
     outbox.put(("started", worker_id, task.task_id))
+    lifeline.crash_if_injected([task.request.video_path])
     t0 = time.perf_counter()
 
     def progress(event: Any) -> None:

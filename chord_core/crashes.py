@@ -1,0 +1,48 @@
+"""What the job manager does when a worker process dies: the policy, as plain functions.
+
+* A task whose worker died while it ran *alone* counts one attempt; after ``MAX_ATTEMPTS``
+  such deaths its job fails with an error that names the clip (a poisoned file must not
+  crash-loop a worker forever).
+* Tasks that died *together* (a describe batch) are not blamed: each is re-queued to run alone,
+  so the next death points at the clip that causes it and the innocent ones finish.
+* A dead worker is restarted after a back-off that doubles with each death in a row
+  (``restart_delay_s``); it is given up only when it cannot even start
+  (``MAX_START_FAILURES`` deaths before it reported ready).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MAX_ATTEMPTS = 3
+MAX_START_FAILURES = 3
+FIRST_DELAY_S = 0.5
+MAX_DELAY_S = 30.0
+
+
+def restart_delay_s(deaths_in_row: int) -> float:
+    """Seconds to wait before restarting a worker that died ``deaths_in_row`` times without
+    finishing a task in between: 0.5, 1, 2, 4 … up to 30."""
+    return min(MAX_DELAY_S, FIRST_DELAY_S * 2 ** max(0, deaths_in_row - 1))
+
+
+def poisoned_clip_error(video_path: str, attempts: int, worker_id: str) -> dict[str, str]:
+    """The error of a job whose clip took its worker down ``attempts`` times."""
+    name = Path(video_path).name or video_path
+    return {"type": "WorkerCrashed",
+            "message": f"{name}: the worker process died {attempts} times while analysing "
+                       f"this clip (last on {worker_id}); it was not tried again",
+            "hint": f"the file may crash the video decoder or the model: check it with "
+                    f"`python -m chord_core probe {video_path}`, re-encode it (e.g. ffmpeg -i "
+                    f"IN -c:v libx264 OUT.mp4) or leave it out; run with -v to see the "
+                    f"worker's log (killed for lack of memory?)"}
+
+
+def start_failure_error(worker_id: str, deaths: int) -> dict[str, str]:
+    """The error of a worker given up because it died every time it started."""
+    return {"type": "WorkerCrashed",
+            "message": f"worker {worker_id} could not start: its process died {deaths} "
+                       f"times while loading the model",
+            "hint": "run with -v to see the worker's log; the usual causes are too little "
+                    "memory for one more copy of the model (use fewer workers: --cpu-workers "
+                    "or --gpus, or a smaller model) or a broken torch install"}
