@@ -330,3 +330,26 @@ def test_ground_times_and_detections_follow_the_container(tmp_path: Path, tiny_m
     assert any(t > 100 for t in s["timestamps_s"])
     assert {d["t_s"] for d in doc["detections"]} <= set(s["timestamps_s"])
     assert any("jump by +100.6 s after frame 9" in w for w in doc["warnings"])
+
+
+def _under_a_file(d: Path) -> Path:
+    (d / "plain-file").write_text("x")
+    return d / "plain-file" / "out.json"
+
+
+UNWRITABLE = {
+    "json-under-a-file": (_under_a_file, "cannot write the JSON output"),
+    "json-in-proc": (lambda d: Path("/proc/no-such-dir/out.json"), "cannot write the JSON"),
+}
+
+
+@pytest.mark.parametrize("case", UNWRITABLE, ids=list(UNWRITABLE))
+def test_unwritable_json_output_refused(case: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    make, phrase = UNWRITABLE[case]
+    clip = make_video(tmp_path / "c.mp4", duration_s=0.5, fps=10, size_wh=(64, 48)).path
+    rc = main(["probe", str(clip), "--json", str(make(tmp_path))])
+    lines = capsys.readouterr().err.splitlines()
+    assert rc == 2, lines
+    assert lines[0].startswith("error: ") and phrase in lines[0], lines
+    assert len(lines) == 2 and lines[1].startswith("hint: ")
