@@ -8,12 +8,16 @@ Long-lived objects (job manager and its worker processes, store, GPU sampler) li
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import streamlit as st
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-st.set_page_config(page_title="Chord", page_icon=":material/graphic_eq:", layout="wide")
+# A shipped file, not ":material/…:": Streamlit would fetch that tab icon from a font CDN, and
+# nothing may leave the machine.
+ICON = Path(__file__).resolve().parent / "chord_ui" / "static" / "icon.png"
+st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
 
 PAGES = [
     st.Page("pages/analyze.py", title="Analyze", icon=":material/movie:", default=True),

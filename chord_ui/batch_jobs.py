@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import time
 import uuid
 import zipfile
@@ -20,10 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from chord_core.batch import BatchItem, BatchSummary, collect_videos, out_name
+from chord_core.batch import BatchItem, BatchSummary, out_name
 from chord_core.config import SamplingConfig
 from chord_core.engine import AnalysisRequest
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, InputError
+from chord_core.media_roots import check_regular_video, list_videos
 from chord_core.jobs import JobSpec
 from chord_ui.formatting import human_duration, progress_fraction, stage_text
 
@@ -95,15 +97,35 @@ class BatchMetrics:
 
 # -- choosing clips ------------------------------------------------------------------------
 
-def folder_clips(text: str) -> list[PendingClip]:
-    """Videos in a folder (recursive) or one file. Raises InputError when there are none."""
-    root = Path(text.strip().strip('"').strip("'")).expanduser()
-    paths = collect_videos([root])
+def folder_clips(text: str) -> tuple[list[PendingClip], bool]:
+    """Regular video files in a folder under the media roots (recursive, bounded), or one
+    such file; and whether a bound (``media_roots.MAX_LISTED`` files, depth, time) cut the
+    list short. Raises InputError (one message for missing and outside the roots)."""
+    listing = list_videos(text)
+    raw = text.strip().strip('"').strip("'")
+    folder = Path(os.path.realpath(Path(raw).expanduser())) if raw else Path()
     out = []
-    for p in paths:
-        name = str(p.relative_to(root.resolve())) if root.is_dir() else p.name
+    for p in listing.paths:
+        name = str(p.relative_to(folder)) if p.is_relative_to(folder) and p != folder else p.name
         out.append(PendingClip(name, str(p), "folder"))
-    return out
+    return out, listing.truncated
+
+
+def recheck(clips: Sequence[PendingClip]) -> tuple[list[PendingClip], list[str]]:
+    """Folder clips checked again just before queueing (a file may have been swapped for a
+    FIFO or a link since it was listed): (clips still fine, names left out)."""
+    kept, dropped = [], []
+    for c in clips:
+        if c.source != "folder":
+            kept.append(c)
+            continue
+        try:
+            check_regular_video(c.path)
+        except InputError:
+            dropped.append(c.name)
+        else:
+            kept.append(c)
+    return kept, dropped
 
 
 # -- submitting ----------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import streamlit as st
 
 from chord_core.errors import ChordError
+from chord_core.media_roots import MAX_DEPTH, MAX_LISTED, roots_text
 from chord_ui import model_panel, resources
 from chord_ui.batch_jobs import (
     BatchRun,
@@ -24,19 +25,21 @@ from chord_ui.batch_jobs import (
     clip_state,
     finished_at,
     folder_clips,
+    recheck,
     summary,
     submit_batch,
     table_rows,
     worker_rows,
 )
-from chord_ui.formatting import human_bytes, human_duration
-from chord_ui.inputs import Settings, show_error
+from chord_ui.formatting import human_bytes, human_duration, md_escape
+from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
 
 log = logging.getLogger(__name__)
 
 K_UPLOADS, K_FOLDER, K_RUN, K_SUBMIT_ERROR = ("batch_uploads", "batch_folder", "batch_run",
                                               "batch_submit_error")
+K_UPLOADS_GEN = "batch_uploads_gen"
 POLL_S = 1.0
 PREVIEW_ROWS = 8
 
@@ -56,20 +59,32 @@ def keep_model_choice() -> None:
 def clip_inputs() -> list[PendingClip]:
     """Multi-file uploader and a folder box; returns the clips chosen so far."""
     uploads = st.file_uploader("Upload videos", type=list(VIDEO_TYPES),
-                               accept_multiple_files=True, key=K_UPLOADS,
+                               accept_multiple_files=True, key=_uploads_key(),
                                help="Many files at once: mp4, avi, mov, mkv or webm")
     folder = st.text_input("…and/or a folder on this machine", key=K_FOLDER,
                            placeholder="/data/videos",
                            help="Every video file in the folder and its subfolders is queued; "
-                                "the folder must be on the machine running Chord.")
+                                "the folder must be under the media roots (CHORD_MEDIA_ROOTS) "
+                                f"on the machine running Chord: {roots_text()}.")
     clips = [PendingClip(u.name, "", "upload") for u in uploads or ()]
     if folder.strip():
         try:
-            clips += folder_clips(folder)
+            found, truncated = folder_clips(folder)
         except ChordError as exc:
             show_error(exc)
+        else:
+            clips += found
+            if truncated:
+                st.caption(f":material/info: Only the first {len(found)} videos are listed "
+                           f"(at most {MAX_LISTED}, {MAX_DEPTH} folder levels deep); choose "
+                           "a smaller folder for the rest.")
     _preview(clips, uploads or ())
     return clips
+
+
+def _uploads_key() -> str:
+    """The uploader's key; a new one empties the uploader once its files are queued."""
+    return f"{K_UPLOADS}-{st.session_state.get(K_UPLOADS_GEN, 0)}"
 
 
 def _preview(clips: Sequence[PendingClip], uploads: Sequence[Any]) -> None:
@@ -80,22 +95,26 @@ def _preview(clips: Sequence[PendingClip], uploads: Sequence[Any]) -> None:
     total = sum(sizes.values())
     st.markdown(f":material/video_library: **{len(clips)} clip{'s' if len(clips) != 1 else ''}"
                 f"** ready to queue" + (f" · {human_bytes(total)} uploaded" if total else ""))
-    shown = ", ".join(f"`{c.name}`" for c in clips[:PREVIEW_ROWS])
+    shown = ", ".join(md_escape(c.name) for c in clips[:PREVIEW_ROWS])
     more = len(clips) - PREVIEW_ROWS
     st.caption(shown + (f" and {more} more" if more > 0 else ""))
 
 
 def _saved_clips(clips: Sequence[PendingClip]) -> list[PendingClip]:
-    """Uploaded clips written to the data dir (by content hash); folder clips as they are."""
-    uploads = {u.name: u for u in st.session_state.get(K_UPLOADS) or ()}
+    """Uploaded clips streamed to the data dir (by content hash), then dropped from the
+    server's memory and from the uploader; folder clips as they are."""
+    uploads = {u.name: u for u in st.session_state.get(_uploads_key()) or ()}
     out = []
     for c in clips:
         if c.source == "upload":
             upload = uploads[c.name]
-            saved = save_upload(upload.name, upload.getvalue())
+            saved = save_upload(upload.name, upload)
             out.append(PendingClip(c.name, saved.path, "upload"))
         else:
             out.append(c)
+    if uploads:
+        release_uploads(uploads.values())
+        st.session_state[K_UPLOADS_GEN] = st.session_state.get(K_UPLOADS_GEN, 0) + 1
     return out
 
 
@@ -112,8 +131,9 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
         st.caption(":material/info: A batch is running; a new one queues behind it.")
     if st.button(label, type="primary", icon=":material/playlist_play:", key="batch_queue",
                  disabled=not clips or not model_ok or model is None):
+        kept, dropped = recheck(clips)
         try:
-            run = submit_batch(_saved_clips(clips), task, query, settings.sampling(task),
+            run = submit_batch(_saved_clips(kept), task, query, settings.sampling(task),
                                settings.max_new_tokens, model or "", resources.job_manager(),
                                resources.store())
         except ChordError as exc:
@@ -123,7 +143,10 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
                 "message": f"could not save the uploads: {exc}",
                 "hint": "check free disk space and that CHORD_DATA_DIR is writable"}
         else:
-            st.session_state[K_SUBMIT_ERROR] = None
+            st.session_state[K_SUBMIT_ERROR] = None if not dropped else {
+                "message": f"left out {len(dropped)} clip(s) that are no longer regular video "
+                           f"files under the media roots: {', '.join(dropped[:5])}",
+                "hint": "check those files and queue them again"}
             st.session_state[K_RUN] = run
         st.rerun()
     err = st.session_state.get(K_SUBMIT_ERROR)
@@ -207,9 +230,9 @@ def _save_summary(run: BatchRun, states: Sequence[Any]) -> None:
 
 
 def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
-    what = "Describe" if run.task == "describe" else f"Ground “{run.query}”"
+    what = "Describe" if run.task == "describe" else f"Ground “{md_escape(run.query)}”"
     st.subheader(f"Batch · {what}")
-    st.caption(f"`{run.batch_id}` · model {run.model} · {metrics.total} clips")
+    st.caption(f"`{run.batch_id}` · model {md_escape(run.model)} · {metrics.total} clips")
     c = metrics.counts
     done, failed, skipped = c.get("done", 0), c.get("failed", 0), c.get("skipped", 0)
     finished = done + failed + skipped + c.get("cancelled", 0)
@@ -249,5 +272,5 @@ def _failures(states: Sequence[Any]) -> None:
         err = dict(s.error or {"message": "the analysis failed"})
         message = str(err.get("message") or "failed")
         if Path(s.clip.name).name not in message:
-            err["message"] = f"**{s.clip.name}**: {message}"
+            err["message"] = f"{s.clip.name}: {message}"  # show_error escapes it
         show_error(err)

@@ -11,8 +11,8 @@ import streamlit as st
 from chord_core.config import SamplingConfig
 from chord_core.errors import ChordError, VideoError
 from chord_core.types import SamplingPlan, VideoInfo
-from chord_ui.formatting import human_bytes, plan_summary, video_facts
-from chord_ui.uploads import ClipSource, browser_playable
+from chord_ui.formatting import human_bytes, md_escape, plan_summary, video_facts
+from chord_ui.uploads import ClipSource, browser_playable, servable
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,9 @@ def probe_and_plan(clip: ClipSource, task: str, sampling: SamplingConfig
 
 def show_clip(clip: ClipSource, info: VideoInfo | None) -> None:
     """Preview player (when the browser can play it) and the probe facts."""
-    size = Path(clip.path).stat().st_size if Path(clip.path).exists() else 0
-    if info is not None and size <= PREVIEW_MAX_BYTES:
+    ok = servable(clip.path)  # nothing outside the media roots/uploads reaches /media
+    size = Path(clip.path).stat().st_size if ok else 0
+    if info is not None and ok and size <= PREVIEW_MAX_BYTES:
         st.video(clip.path)
         if not browser_playable(clip.path):
             st.caption(f"{Path(clip.path).suffix} files may not play in the browser; "
@@ -52,17 +53,19 @@ def show_clip(clip: ClipSource, info: VideoInfo | None) -> None:
     elif info is not None:
         st.caption("Preview skipped for files over 1 GiB; analysis reads the file directly.")
     if info is None:
-        st.caption(f"**{clip.name}** · {'uploaded' if clip.uploaded else 'local file'}")
+        st.caption(f"**{md_escape(clip.name)}** · "
+                   f"{'uploaded' if clip.uploaded else 'local file'}")
         return
-    st.caption(f"**{clip.name}** · {'uploaded' if clip.uploaded else 'local file'} · "
-               f"{human_bytes(size)}")
-    st.markdown(" · ".join(f"{label} **{value}**" for label, value in video_facts(info)))
+    st.caption(f"**{md_escape(clip.name)}** · {'uploaded' if clip.uploaded else 'local file'}"
+               f" · {human_bytes(size)}")
+    st.markdown(" · ".join(f"{label} **{md_escape(value)}**"
+                           for label, value in video_facts(info)))  # codec names come from the file
     for warning in info.warnings:
-        st.caption(f":material/warning: {warning}")
+        st.caption(f":material/warning: {md_escape(warning)}")
 
 
 def show_plan(plan: SamplingPlan) -> None:
     """The plan line before running (and its notes)."""
     st.markdown(f":material/grid_view: **Plan:** {plan_summary(plan)}")
     for note in plan.notes:
-        st.caption(note)
+        st.caption(md_escape(note))

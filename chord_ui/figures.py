@@ -11,6 +11,8 @@ from typing import Any, Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from chord_ui.formatting import plot_escape
+
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777",
            "#65a30d")
 SAMPLED_ROW = "sampled frames"
@@ -26,7 +28,7 @@ def track_color(track_id: int) -> str:
 def _row_name(track_id: int, label: str) -> str:
     if track_id < 0:
         return "unlinked"
-    return f"track {track_id}" + (f" · {label}" if label else "")
+    return f"track {track_id}" + (f" · {plot_escape(label)}" if label else "")  # model text
 
 
 def _track_rows(result: Any) -> dict[int, str]:

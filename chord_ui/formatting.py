@@ -5,6 +5,8 @@ No Streamlit here, so everything is unit-testable and the pages stay thin.
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any, Iterable
 
 from chord_core.types import ProgressEvent, SamplingPlan, VideoInfo
@@ -25,6 +27,32 @@ STAGE_LABELS = {
     "rendering": "Rendering",
     "done": "Done",
 }
+
+
+# Marks that mean something anywhere in a line for Markdown, GFM or Streamlit's directives
+# (``:red[…]``, ``$…$``); CommonMark shows ``\X`` as a literal X. (``:name:`` shortcodes
+# are left alone: at worst an emoji or icon, never a link, image or HTML.)
+_MD_INLINE = re.compile(r"([\\`*_{}\[\]()<>~$|!&])")
+# Marks that mean something only at a line's start, followed by a space, the line's end or
+# themselves: headings, lists, rules, setext underlines (``3.0 s`` and ``#tag`` stay as is).
+_MD_LINE_START = re.compile(r"^([#+\-=])(?=\s|$|\1)", re.MULTILINE)
+_MD_ORDERED = re.compile(r"^(\d+)([.)])(?=\s|$)", re.MULTILINE)
+
+
+def md_escape(text: Any) -> str:
+    """User or model text (prompts, targets, file names, paths, model output, messages) as
+    literal text inside Streamlit markdown: ``![x](http://…)`` shows as typed, never as an
+    image, link, heading, list or HTML. Line breaks are kept as hard breaks; leading spaces
+    are dropped (four of them would start a code block)."""
+    lines = [line.lstrip() for line in str(text).replace("\r\n", "\n").split("\n")]
+    escaped = _MD_INLINE.sub(r"\\\1", "\n".join(lines))
+    escaped = _MD_ORDERED.sub(r"\1\\\2", _MD_LINE_START.sub(r"\\\1", escaped))
+    return escaped.replace("\n", "  \n")
+
+
+def plot_escape(text: Any) -> str:
+    """Text for Plotly labels and hover boxes, which render a subset of HTML (links)."""
+    return html.escape(str(text), quote=True)
 
 
 def test_model_label() -> str:

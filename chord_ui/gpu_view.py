@@ -16,7 +16,7 @@ import streamlit as st
 
 from chord_ui import resources
 from chord_ui.figures import history_figure
-from chord_ui.formatting import human_duration
+from chord_ui.formatting import human_duration, plot_escape
 
 REFRESH_S = 1.5
 MIB_PER_GIB = 1024.0
@@ -78,7 +78,7 @@ def series_names(gpus: Sequence[Any], labels: dict[int, str]) -> dict[int, str]:
     names = {}
     for g in gpus:
         job = g.job or labels.get(g.cuda_ordinal, "")
-        names[g.index] = f"GPU {g.index} · {job}" if job else f"GPU {g.index}"
+        names[g.index] = f"GPU {g.index} · {plot_escape(job)}" if job else f"GPU {g.index}"
     return names
 
 

@@ -22,9 +22,9 @@ import streamlit as st
 from chord_core.errors import ChordError
 from chord_core.types import Result
 from chord_ui import resources, session
-from chord_ui.formatting import human_duration, summary_line
+from chord_ui.formatting import human_duration, md_escape, summary_line
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
-from chord_ui.uploads import ClipSource, local_source, uploads_dir
+from chord_ui.uploads import ClipSource, local_source, servable, uploads_dir
 
 log = logging.getLogger(__name__)
 
@@ -112,22 +112,21 @@ def history() -> None:
 def _notice() -> None:
     text = st.session_state.pop(K_NOTICE, None)
     if text:
-        st.success(text, icon=":material/delete:")
+        st.success(md_escape(text), icon=":material/delete:")
 
 
 def _details(row: dict[str, Any]) -> None:
     job_id, state = row["job_id"], row["state"]
     with st.container(border=True):
-        st.subheader(f"{_clip_name(row)} · {row['task']}")
+        st.subheader(f"{md_escape(_clip_name(row))} · {row['task']}")
         st.caption(" · ".join(_facts(row)))
         if row["query"]:
             st.markdown(f"**{'Target' if row['task'] == 'ground' else 'Prompt'}:** "
-                        f"{row['query']}")
-        gone = not Path(row["video_path"]).is_file()
-        if gone:
-            st.caption(f":material/warning: The video file is no longer at "
-                       f"`{row['video_path']}`; the stored result can still be opened "
-                       "(without frames).")
+                        f"{md_escape(row['query'])}")
+        if not servable(row["video_path"]):
+            st.caption(f":material/warning: The video file at {md_escape(row['video_path'])} "
+                       "is gone or outside the media roots; the stored result can still be "
+                       "opened (without frames).")
         _state_message(row)
         if state == "done":
             _preview(job_id)
@@ -136,12 +135,12 @@ def _details(row: dict[str, Any]) -> None:
 
 def _facts(row: dict[str, Any]) -> list[str]:
     when = datetime.fromtimestamp(row["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S")
-    facts = [f"`{row['job_id']}`", when, f"model {row['model'] or '—'}"]
+    facts = [f"`{row['job_id']}`", when, f"model {md_escape(row['model'] or '—')}"]
     dur = duration_s(row)
     if dur is not None:
         facts.append(human_duration(dur))
     if row.get("worker"):
-        facts.append(f"worker {row['worker']}")
+        facts.append(f"worker {md_escape(row['worker'])}")
     if row.get("batch_id"):
         facts.append(f"batch `{row['batch_id']}`")
     return facts
@@ -153,11 +152,12 @@ def _preview(job_id: str) -> None:
     if result is None:
         return
     if result.task == "ground":
-        st.markdown(summary_line(result))
+        st.markdown(md_escape(summary_line(result)))
         return
     text = " ".join(result.text.split())
-    st.markdown(f"> {text[:PREVIEW_CHARS]}{'…' if len(text) > PREVIEW_CHARS else ''}"
-                if text else "_(the model returned no text)_")
+    more = "…" if len(text) > PREVIEW_CHARS else ""
+    st.markdown(f"> {md_escape(text[:PREVIEW_CHARS])}{more}" if text
+                else "_(the model returned no text)_")
 
 
 def _state_message(row: dict[str, Any]) -> None:
@@ -222,7 +222,7 @@ def clip_for(row: dict[str, Any]) -> ClipSource:
     """The clip as the Analyze page keys it: an upload by its content hash, a local file by
     path/size/mtime; a clip whose file is gone gets a key of its own."""
     path, name = Path(row["video_path"]), _clip_name(row)
-    if not path.is_file():
+    if not servable(str(path)):  # gone, or outside the media roots: no frames, no preview
         return ClipSource(str(path), name, f"gone-{row['job_id']}", uploaded=False)
     if path.resolve().parent == uploads_dir().resolve():
         return ClipSource(str(path.resolve()), name, path.stem, uploaded=True)

@@ -7,6 +7,7 @@ box's ``on_change`` callbacks.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,10 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
-from chord_ui.uploads import VIDEO_TYPES, ClipSource, local_source, save_upload
+from chord_ui.formatting import md_escape
+from chord_ui.uploads import VIDEO_TYPES, ClipSource, discard_upload, local_source, save_upload
+
+log = logging.getLogger(__name__)
 
 
 K_CLIP, K_CLIP_ERROR = "clip", "clip_error"
@@ -115,11 +119,12 @@ def _on_upload() -> None:
             st.session_state[K_CLIP] = None
         return
     try:
-        st.session_state[K_CLIP] = save_upload(upload.name, upload.getvalue())
+        st.session_state[K_CLIP] = save_upload(upload.name, upload)
     except OSError as exc:
         st.session_state[K_CLIP_ERROR] = {
-            "message": f"could not save the upload: {exc}",
+            "message": f"could not save the upload: {exc.strerror or exc}",
             "hint": "check free disk space and that CHORD_DATA_DIR is writable"}
+    release_uploads([upload])
 
 
 def _on_path() -> None:
@@ -131,6 +136,32 @@ def _on_path() -> None:
         st.session_state[K_CLIP] = local_source(text)
     except InputError as exc:
         st.session_state[K_CLIP_ERROR] = exc.to_dict()
+
+
+def release_uploads(uploads: Any) -> None:
+    """Drop Streamlit's in-memory copy of uploads already saved to disk, so a 2 GB upload
+    does not stay in the server's memory for as long as the widget shows it."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        if ctx is None or not Runtime.exists():
+            return
+        manager = Runtime.instance().uploaded_file_mgr
+        for upload in uploads:
+            manager.remove_file(ctx.session_id, upload.file_id)
+    except (AttributeError, RuntimeError, KeyError) as exc:  # an older/newer Streamlit
+        log.warning("could not release uploaded files from memory: %s", exc)
+
+
+def refuse_clip(clip: ClipSource, err: ChordError) -> None:
+    """The probe refused the current clip: forget it, keep its error for the page, and
+    delete the file when it was an upload (refused uploads are not kept)."""
+    if clip.uploaded:
+        discard_upload(clip)
+    st.session_state[K_CLIP] = None
+    st.session_state[K_CLIP_ERROR] = err.to_dict()
 
 
 def clip_input() -> ClipSource | None:
@@ -170,5 +201,6 @@ def show_error(err: dict | ChordError) -> None:
     data = err.to_dict() if isinstance(err, ChordError) else err
     message = str(data.get("message") or "something went wrong")
     hint = str(data.get("hint") or "")
-    st.error(message[:1].upper() + message[1:] + (f"\n\n**How to fix:** {hint}" if hint else ""),
+    text = md_escape(message[:1].upper() + message[1:])  # messages quote paths, names, text
+    st.error(text + (f"\n\n**How to fix:** {md_escape(hint)}" if hint else ""),
              icon=":material/error:")

@@ -14,7 +14,7 @@ import streamlit as st
 
 from chord_core.config import DEFAULT_MODEL, TEST_MODEL, model_config_from_env
 from chord_ui import resources
-from chord_ui.formatting import human_bytes, test_model_label
+from chord_ui.formatting import human_bytes, md_escape, test_model_label
 
 
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
@@ -98,11 +98,11 @@ def model_panel(model: str | None) -> bool:
         size = f" · {human_bytes(avail['size_bytes'])}" if avail["size_bytes"] else ""
         st.success(f"Available locally{size}", icon=":material/check_circle:")
         if avail["local_path"]:
-            st.caption(f"`{avail['local_path']}`")
+            st.caption(md_escape(avail["local_path"]))
         _loaded_state(model)
         return True
     message = (avail["message"] or "not on this machine").split(";")[0]
-    st.warning(message[:1].upper() + message[1:] + ".", icon=":material/cloud_off:")
+    st.warning(md_escape(message[:1].upper() + message[1:] + "."), icon=":material/cloud_off:")
     if "/" in model and not model.startswith(("/", ".", "~")):
         _download_section(model, avail["size_bytes"])
     st.button("Use the test model instead", on_click=_use_test_model, key="use_test_model",
@@ -172,5 +172,5 @@ def _loaded_state(model: str) -> None:
         st.caption(":material/hourglass_top: Loading…")
     elif state["state"] == "failed":
         err = state.get("error") or {}
-        st.error(f"Could not load: {err.get('message', 'unknown error')}\n\n"
-                 f"{err.get('hint', '')}")
+        st.error(f"Could not load: {md_escape(err.get('message', 'unknown error'))}\n\n"
+                 f"{md_escape(err.get('hint', ''))}")

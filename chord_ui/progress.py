@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from chord_ui import resources
-from chord_ui.formatting import human_duration, progress_fraction, stage_text
+from chord_ui.formatting import human_duration, md_escape, progress_fraction, stage_text
 
 if TYPE_CHECKING:
     from chord_core.jobs import JobStatus
@@ -36,7 +36,7 @@ def job_progress(job_id: str) -> None:
         with st.container(border=True):
             left, right = st.columns([3, 2], gap="medium")
             with left:
-                st.markdown(f"**{_headline(status)}**")
+                st.markdown(f"**{md_escape(_headline(status))}**")
                 st.progress(progress_fraction(status.events, status.state.value))
                 st.caption(f"Elapsed {human_duration(status.elapsed_s)}")
                 st.button("Cancel", key=f"cancel-{job_id}", on_click=_cancel, args=(job_id,),

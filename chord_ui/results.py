@@ -20,12 +20,13 @@ from chord_ui.figures import timeline_figure
 from chord_ui.formatting import (
     detections_rows,
     human_duration,
+    md_escape,
     plan_summary,
     summary_line,
     test_model_label,
 )
 from chord_ui.inputs import show_error
-from chord_ui.uploads import ClipSource, exports_dir
+from chord_ui.uploads import ClipSource, exports_dir, private_dir, servable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,9 +52,10 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
     result = outcome.result
     if result is None:
         return
-    if not Path(clip.path).is_file():
-        st.warning(f"The video file is no longer at `{clip.path}`, so its frames cannot be "
-                   "shown. Everything below comes from the stored result.",
+    if not servable(clip.path):
+        st.warning(f"The video file at {md_escape(clip.path)} is gone or outside the media "
+                   "roots, so its frames cannot be shown. Everything below comes from the "
+                   "stored result.",
                    icon=":material/hide_image:")
     if result.task == "ground":
         _grounding(result, clip, outcome.job_id)
@@ -63,7 +65,8 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
 
 
 def _meta_caption(result: Result) -> None:
-    model = result.model.id + (f" · {test_model_label()}" if result.model.test_model else "")
+    model = md_escape(result.model.id) + (f" · {test_model_label()}"
+                                          if result.model.test_model else "")
     st.caption(f"{model} · {plan_summary(result.sampling)} · "
                f"{human_duration(result.timing.total_s)} total")
 
@@ -81,7 +84,7 @@ def _description(result: Result, clip: ClipSource, job_id: str) -> None:
     _test_badge(result)
     text = result.text.strip() or "(the model returned no text)"
     with st.container(border=True):
-        st.markdown(text)
+        st.markdown(md_escape(text))  # model text is shown as written, never rendered
     with st.expander("Plain text (copy)", icon=":material/content_copy:"):
         st.code(text, language=None, wrap_lines=True)
     _meta_caption(result)
@@ -95,7 +98,7 @@ def _description(result: Result, clip: ClipSource, job_id: str) -> None:
 # -- ground -----------------------------------------------------------------------------------
 
 def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
-    st.subheader(summary_line(result))
+    st.subheader(md_escape(summary_line(result)))
     _test_badge(result)
     _meta_caption(result)
     times = list(result.sampling.timestamps_s)
@@ -104,7 +107,7 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     cursor = times[st.session_state.get(scrub_key, default)] if times else None
     st.plotly_chart(timeline_figure(result, cursor_s=cursor), key=f"timeline-{job_id}",
                     config={"displayModeBar": False})
-    has_frames = Path(clip.path).is_file()
+    has_frames = servable(clip.path)  # frames only from files under the media roots/uploads
     if has_frames:
         viewer, gallery = st.columns([3, 2], gap="large")
         with viewer:
@@ -210,7 +213,7 @@ def _boxed_frame(result: Result, clip: ClipSource, pos: int, max_w: int) -> np.n
         frame = _read_frame(clip.path, clip.key, idx, _view_size(result, max_w))
     except (ChordError, IndexError) as exc:
         log.warning("frame %d of %s could not be read: %s", idx, clip.path, exc)
-        st.caption(f"Frame {idx} could not be read: {exc}")
+        st.caption(f"Frame {idx} could not be read: {md_escape(exc)}")
         return None
     return frame_with_boxes(frame, result, result.sampling.timestamps_s[pos])
 
@@ -219,7 +222,7 @@ def _notes(result: Result) -> None:
     if result.warnings:
         with st.expander(f"Notes ({len(result.warnings)})", icon=":material/info:"):
             for w in result.warnings[:200]:
-                st.markdown(f"- {w}")
+                st.markdown(f"- {md_escape(w)}")
     if result.task == "ground" and result.raw_outputs:  # a description IS its raw output
         with st.expander("Raw model output (per sampled frame)"):
             st.code("\n---\n".join(result.raw_outputs[:50]), language=None, wrap_lines=True)
@@ -265,7 +268,7 @@ def _export(result: Result, clip: ClipSource, out: Path, job_id: str) -> None:
     """Render into a temp file, then move it in place; errors are kept for the page."""
     from chord_core.render import export_annotated_video
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(out.parent)
     tmp = out.with_name(out.stem + ".part.mp4")
     bar = st.progress(0.0, text="Rendering annotated video…")
 
@@ -281,4 +284,5 @@ def _export(result: Result, clip: ClipSource, out: Path, job_id: str) -> None:
         tmp.unlink(missing_ok=True)
         return
     st.session_state.pop(f"export-error-{job_id}", None)
+    os.chmod(tmp, 0o600)  # exports show the user's video: this user only
     os.replace(tmp, out)

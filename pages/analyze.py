@@ -29,6 +29,8 @@ if clip is not None:
     except ChordError as exc:
         with left:
             inputs.show_error(exc)
+        if clip.uploaded:  # a refused upload is deleted, not kept
+            inputs.refuse_clip(clip, exc)
     with left:
         clip_view.show_clip(clip, info)
 

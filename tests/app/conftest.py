@@ -81,6 +81,8 @@ def app_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, app_server: dict[st
     monkeypatch.setenv("CHORD_MODEL", "test")
     monkeypatch.setenv("CHORD_CACHE_DIR", str(cache))
     monkeypatch.setenv("CHORD_DATA_DIR", str(data))
+    # typed paths are read only under the media roots: the tests' clips live in pytest's temp
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(tmp_path_factory.getbasetemp()))
     monkeypatch.chdir(ROOT)
     yield {"cache": cache, "data": data}
     fake.set_mode("real")

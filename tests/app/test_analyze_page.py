@@ -150,7 +150,7 @@ def test_bad_file_shows_message_not_traceback(new_app, tmp_path: Path, maker: st
 def test_missing_path_is_explained(new_app, tmp_path: Path) -> None:
     at = _set_path(new_app().run(), tmp_path / "nope.mp4")
     assert not at.exception
-    assert "No file at" in at.error[0].value
+    assert "is not a video file under the media roots" in at.error[0].value
 
 
 def test_ground_without_target_says_so(new_app, app_clip: Path) -> None:

@@ -82,8 +82,8 @@ def test_widgets_present(new_app) -> None:
 
 
 @pytest.mark.parametrize(("text", "expect"), [
-    ("/nonexistent/chord-clips", "does not exist"),
-    ("EMPTY", "no video files found"),
+    ("/nonexistent/chord-clips", "not a folder under the media roots"),
+    ("EMPTY", "no video files in"),
 ], ids=["missing-folder", "empty-folder"])
 def test_bad_folder_is_explained(new_app, tmp_path: Path, text: str, expect: str) -> None:
     if text == "EMPTY":

@@ -184,7 +184,9 @@ def test_save_upload_by_content_hash(tmp_path: Path, name: str, suffix: str) -> 
     assert c.key != a.key and Path(c.path).read_bytes() == b"different"
 
 
-def test_local_source_keys_follow_the_file(tmp_path: Path) -> None:
+def test_local_source_keys_follow_the_file(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(tmp_path))
     f = tmp_path / "v.mp4"
     f.write_bytes(b"1")
     k1 = uploads.local_source(str(f)).key
@@ -192,10 +194,11 @@ def test_local_source_keys_follow_the_file(tmp_path: Path) -> None:
     time.sleep(0.01)
     f.write_bytes(b"22")
     assert uploads.local_source(str(f)).key != k1
-    with pytest.raises(InputError, match="no file at"):
+    with pytest.raises(InputError, match="not a video file under the media roots"):
         uploads.local_source(str(tmp_path / "missing.mp4"))
+    (tmp_path / "folder.mp4").mkdir()
     with pytest.raises(InputError, match="is a folder"):
-        uploads.local_source(str(tmp_path))
+        uploads.local_source(str(tmp_path / "folder.mp4"))
 
 
 # -- downloads --------------------------------------------------------------------------------
