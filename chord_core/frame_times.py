@@ -58,11 +58,16 @@ class Timeline:
 
 
 def container_timeline(path: Path, frame_count: int, header_fps: float,
-                       decoded_ms: tuple[float, ...]) -> Timeline | None:
+                       decoded_ms: tuple[float, ...], all_decoded_ms: tuple[float, ...] = ()
+                       ) -> Timeline | None:
     """The timeline of the first ``frame_count`` frames, or None when the container has no
     usable times or they are not those of the frames decoded first (``decoded_ms``, from the
-    probe's decoder: guards against packets that are not one frame each)."""
+    probe's decoder: guards against packets that are not one frame each). Without PyAV,
+    ``all_decoded_ms`` (every frame's time as the probe's decoder reported it, when it
+    decoded them all) serves instead."""
     ft = read_frame_times(path)
+    if ft is None and len(all_decoded_ms) == frame_count:
+        ft = _from_decoded(all_decoded_ms)
     if ft is None or len(ft.ticks) < min(frame_count, 2):
         return None
     if not same_times(ft, decoded_ms):
@@ -79,6 +84,16 @@ def container_timeline(path: Path, frame_count: int, header_fps: float,
         fps = float(header_fps)  # e.g. 30000/1001 exactly, not a rounded average
         runs = ((0, 0.0, 1.0 / fps),)
     return Timeline(runs, fps, got.variable, got.irregular, got.warnings)
+
+
+def _from_decoded(ms: tuple[float, ...]) -> FrameTimes | None:
+    """Decoded frames' times (ms, output order) as microsecond ticks; a time earlier than the
+    one before starts a new run (a restarted clock)."""
+    if not ms or not all(np.isfinite(ms)):
+        return None
+    ticks = tuple(int(round(v * 1000)) for v in ms)
+    restarts = tuple(k for k in range(1, len(ticks)) if ticks[k] < ticks[k - 1])
+    return FrameTimes(ticks, Fraction(1, 1_000_000), restarts)
 
 
 def same_times(ft: FrameTimes, decoded_ms: tuple[float, ...]) -> bool:

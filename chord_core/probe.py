@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,7 @@ class _Decoded:
     exact: bool = True
     last_ms: float | None = None
     counted: int = 0
+    all_ms: tuple[float, ...] = ()  # every frame's time, when all were decoded in order
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def probe(path: str | Path) -> VideoInfo:
         decoded = _count_frames(cap, header, times, ended, shape)
     finally:
         cap.release()
-    tl = _with_container_times(p, _reconcile(header, decoded), header.fps, decoded.times_ms)
+    tl = _with_container_times(p, _reconcile(header, decoded), header.fps, decoded)
     stored_wh = (int(shape[1]), int(shape[0]))
     w, h = rotated_wh(stored_wh, rotation)
     info = VideoInfo(
@@ -197,13 +199,15 @@ def probe(path: str | Path) -> VideoInfo:
 
 
 def _with_container_times(p: Path, tl: _Timeline, header_fps: float,
-                          decoded_ms: tuple[float, ...]) -> _Timeline:
+                          decoded: _Decoded) -> _Timeline:
     """Every frame's own presentation time instead of the rate OpenCV measured on the first
-    frames, when the container has them (:func:`chord_core.frame_times.container_timeline`)."""
+    frames, when the container has them (:func:`chord_core.frame_times.container_timeline`;
+    without PyAV, the times of every decoded frame when the probe decoded them all)."""
     from chord_core.frame_times import container_timeline
 
     got = container_timeline(p, tl.frame_count,
-                             header_fps if math.isfinite(header_fps) else 0.0, decoded_ms)
+                             header_fps if math.isfinite(header_fps) else 0.0,
+                             decoded.times_ms, decoded.all_ms)
     if got is None:
         return tl
     fps, counted = got.fps or tl.fps, tl.count_warnings
@@ -262,7 +266,7 @@ def _count_frames(cap: Any, header: _Header, times: list[float], ended: bool,
     n = len(times)
     last_ms: float | None = times[-1]
     if ended:
-        return _Decoded(tuple(times), n, True, last_ms)
+        return _Decoded(tuple(times), n, True, last_ms, all_ms=tuple(times))
     if _plausible_count(header.frame_count) and _seekable(header, times):
         claimed = int(round(header.frame_count))
         tail = _tail_count(cap, claimed, times) if claimed - PROBE_TAIL_FRAMES > n else None
@@ -271,11 +275,15 @@ def _count_frames(cap: Any, header: _Header, times: list[float], ended: bool,
         if tail is not None:  # the clip runs on past the claimed end: keep counting
             n, last_ms = tail.frame_count, tail.last_ms
     limit = max(PROBE_MIN_COUNT_FRAMES, PROBE_COUNT_PIXELS // max(1, shape[0] * shape[1]))
+    every = array("d", times) if n == len(times) else None  # in order from frame 0
     while n < limit:
         if not cap.grab():
-            return _Decoded(tuple(times), n, True, last_ms)
+            return _Decoded(tuple(times), n, True, last_ms,
+                            all_ms=tuple(every) if every is not None else ())
         n += 1
         last_ms = cap.get(cv2.CAP_PROP_POS_MSEC)
+        if every is not None:
+            every.append(last_ms)
     if _plausible_count(header.frame_count) and header.frame_count > n:
         return _Decoded(tuple(times), int(round(header.frame_count)), False, None, n)
     return _Decoded(tuple(times), n, False, last_ms, n)

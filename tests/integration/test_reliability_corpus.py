@@ -353,3 +353,28 @@ def test_unwritable_json_output_refused(case: str, tmp_path: Path,
     assert rc == 2, lines
     assert lines[0].startswith("error: ") and phrase in lines[0], lines
     assert len(lines) == 2 and lines[1].startswith("hint: ")
+
+
+OPENCV_ONLY = ["mp4-vfr-cycle", "mkv-vfr-ramp", "mp4-jump-forward-100s", "mkv-jump-forward-3s",
+               "mkv-huge-header-fps", "mp4-h264-bframes"]
+
+
+@pytest.mark.parametrize("case", OPENCV_ONLY, ids=OPENCV_ONLY)
+def test_exact_times_without_pyav_timestamps(case: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU hosts have no PyAV: the probe's decoder (OpenCV) then supplies each frame's
+    time wherever it decodes every frame (irregular files), with the same warnings."""
+    import chord_core.frame_times as frame_times
+
+    monkeypatch.setattr(frame_times, "read_frame_times", lambda path: None)
+    make, phrase = GOOD[case]
+    path = _path_of(make(tmp_path))
+    rc, doc, err = _probe(path, tmp_path / "probe.json", capsys)
+    assert rc == 0, err
+    warnings = doc["video"]["warnings"]
+    assert (warnings == []) if phrase is None else any(phrase in w for w in warnings)
+    truth = container_times(path)
+    for plan in doc["plans"].values():
+        for index, t in zip(plan["frame_indices"], plan["timestamps_s"]):
+            assert abs(t - truth[index]) <= TOL, (index, t, truth[index])
