@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, S
 from chord_core.errors import JobCancelled, VideoError
 from chord_core.grounding import denormalise
 from chord_core.tracking import BoxTimeline, default_max_gap
-from chord_core.types import Detection, Result
+from chord_core.types import Detection, Result, VideoInfo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -337,12 +337,14 @@ def _open_writer(path: Path, fps: float, size_wh: tuple[int, int]) -> _Writer:
     return writer
 
 
-def _read_frames(video_path: str | Path, fps: float | None
+def _read_frames(video_path: str | Path, video: VideoInfo
                  ) -> Iterator[tuple[int, float, np.ndarray]]:
-    """Every frame, timed index / ``fps`` like the sampling plan's timestamps."""
+    """Every frame, timed like the sampling plan's timestamps (the probe's container times,
+    else index / fps)."""
     from chord_core.video import iter_frames
 
-    return iter_frames(video_path, fps=fps)
+    return iter_frames(video_path, fps=video.fps or None,
+                       time_of=video.time_of if video.timeline else None)
 
 
 def export_annotated_video(video_path: str | Path, result: Result, out_path: str | Path, *,
@@ -360,7 +362,7 @@ def export_annotated_video(video_path: str | Path, result: Result, out_path: str
     fps = result.video.fps if result.video.fps > 0 else 25.0
     total = max(0, result.video.frame_count)
     try:
-        frames = _read_frames(video_path, result.video.fps or None)
+        frames = _read_frames(video_path, result.video)
         done = _render_frames(frames, result, out, fps, total, overlay or Overlay(), on_progress,
                               cancel)
     except BaseException:

@@ -285,10 +285,12 @@ def _read_opencv(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | No
 
 
 def iter_frames(path: str | Path, *, size_wh: tuple[int, int] | None = None,
-                rotation: int | None = None, fps: float | None = None
+                rotation: int | None = None, fps: float | None = None,
+                time_of: Callable[[int], float] | None = None
                 ) -> Iterator[tuple[int, float, np.ndarray]]:
-    """Every frame in order as (index, t_s, RGB upright frame). ``t_s`` is index / ``fps`` when
-    ``fps`` is given (matches a plan's timestamps); else the frame's presentation time from the
+    """Every frame in order as (index, t_s, RGB upright frame). ``t_s`` is ``time_of(index)``
+    when given (``VideoInfo.time_of``: the probe's container times, as in a plan), else
+    index / ``fps`` when ``fps`` is given; else the frame's presentation time from the
     stream (relative to the first frame), falling back to index / header fps."""
     import cv2
 
@@ -307,6 +309,7 @@ def iter_frames(path: str | Path, *, size_wh: tuple[int, int] | None = None,
             t = cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0
             t_first = t if t_first is None else t_first
             t_s = index * step if fps or t - t_first <= t_prev else t - t_first
+            t_s = time_of(index) if time_of is not None else t_s
             t_prev = t_s
             yield index, t_s, _to_rgb(bgr, size_wh, rot)
             index += 1

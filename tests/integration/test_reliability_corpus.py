@@ -378,3 +378,17 @@ def test_exact_times_without_pyav_timestamps(case: str, tmp_path: Path,
     for plan in doc["plans"].values():
         for index, t in zip(plan["frame_indices"], plan["timestamps_s"]):
             assert abs(t - truth[index]) <= TOL, (index, t, truth[index])
+
+
+def test_annotated_video_frames_are_timed_like_the_plan(tmp_path: Path) -> None:
+    """The annotated MP4 walks every frame with the probe's times, so boxes found on a frame
+    past a +100 s jump are drawn on that frame (render._read_frames → iter_frames)."""
+    from chord_core import render
+    from chord_core.video import probe
+
+    sv = make_timed_video(tmp_path / "jump.mkv", CFR[:10] + [101 + t for t in CFR[:10]])
+    info = probe(sv.path)
+    times = [t for _, t, _ in render._read_frames(sv.path, info)]
+    truth = container_times(sv.path)
+    assert len(times) == len(truth) == 20
+    assert all(abs(a - b) <= TOL for a, b in zip(times, truth))
