@@ -132,11 +132,11 @@ class JobManager(JobTable):
             self._jobs[job_id] = _Job(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
             if spec.key:
                 self._by_key[spec.key] = job_id
-        if not resumed:
-            req = spec.request
-            self._persist("add_job", job_id, video_path=req.video_path, task=req.task,
-                          query=req.query, model=spec.model or self._model_name(),
-                          key=spec.key, batch_id=spec.batch_id, spec=spec.to_dict())
+            if not resumed:  # stored before the dispatcher can start it (and store "running")
+                req = spec.request
+                self._persist("add_job", job_id, video_path=req.video_path, task=req.task,
+                              query=req.query, model=spec.model or self._model_name(),
+                              key=spec.key, batch_id=spec.batch_id, spec=spec.to_dict())
         return job_id
 
     def _resume_from_store(self) -> None:
