@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[ProgressEvent], None]
-TASKS = ("describe", "ground")
+TASKS = ("describe", "ground", "entail")
 # Per-frame cap for grounding answers (a few boxes of JSON); the request's max_new_tokens
 # lowers it further when smaller.
 GROUND_MAX_NEW_TOKENS = 256
@@ -83,6 +83,10 @@ class AnalysisRequest:
         if self.task == "ground" and not self.query.strip():
             raise ConfigError("grounding needs a target to look for",
                               hint='say what to find, e.g. "the cyclist in a red helmet"')
+        if self.task == "entail" and not self.query.strip():
+            raise ConfigError("checking a statement needs the statement",
+                              hint='say what should be true, e.g. "a person opens the car '
+                                   'door"')
         if self.task == "describe":
             check_max_new_tokens(self.max_new_tokens)
         elif not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_RANGE[1]:
@@ -104,13 +108,19 @@ class AnalysisRequest:
         return cls(**data)
 
 
+def probe_input(path: str | Path) -> VideoInfo:
+    """What a file holds: a video (``video.probe``), or a still image as a one-frame clip."""
+    from chord_core.images import image_info, is_image_path
+    from chord_core.video import probe
+
+    return image_info(path) if is_image_path(path) else probe(path)
+
+
 def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None
          ) -> tuple[VideoInfo, SamplingPlan]:
     """Probe a clip and decide its sampling plan — cheap, no model. The UI shows this first."""
     from chord_core.sampling import plan_sampling
-    from chord_core.video import probe
-
-    info = probe(video_path)
+    info = probe_input(video_path)
     return info, plan_sampling(info, task, sampling or SamplingConfig())
 
 
@@ -212,13 +222,12 @@ class Engine(DescribeBatching):
         ``info``/``sampling_plan`` skip the probe when the caller (the job manager) has
         already probed and planned the clip."""
         from chord_core.sampling import plan_sampling
-        from chord_core.video import probe
 
         clock = _Clock(on_progress, cancel)
         if info is None:
             clock.emit("probe", f"probing {Path(request.video_path).name}")
             t = time.perf_counter()
-            info = probe(request.video_path)
+            info = probe_input(request.video_path)
             probe_s = time.perf_counter() - t
         if sampling_plan is None:
             sampling_plan = plan_sampling(info, request.task, request.sampling)
@@ -261,6 +270,8 @@ class Engine(DescribeBatching):
             try:
                 if request.task == "describe":
                     body = self._describe(lm, info, sampling_plan, frames, request, clock)
+                elif request.task == "entail":
+                    body = self._entail(lm, sampling_plan, frames, request, clock)
                 else:
                     body = self._ground(lm, info, sampling_plan, frames, request, clock)
                 return body, sampling_plan, reductions + warnings, decode_s
@@ -276,18 +287,39 @@ class Engine(DescribeBatching):
                 log.warning(reductions[-1])
         raise AssertionError("unreachable")
 
+    def read_frames(self, info: VideoInfo, sampling_plan: SamplingPlan, *,
+                    cancel: threading.Event | None = None
+                    ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
+        """The plan's frames (or the image) at the plan's size: (frames, the plan of the
+        frames actually read, warnings, seconds). No model needed."""
+        return self._read(info, sampling_plan, _Clock(None, cancel))
+
+    def entail_many(self, requests: Sequence[AnalysisRequest], *,
+                    infos: Sequence[VideoInfo | None] | None = None,
+                    plans: Sequence[SamplingPlan | None] | None = None,
+                    cancel: threading.Event | None = None) -> list[Result | Exception]:
+        """Several statements checked in one scoring pass over all their frames (the
+        service's ``/batch_predict`` arrives as many one-image jobs); see entail_batch.py."""
+        from chord_core.entail_batch import entail_many
+
+        return entail_many(self, requests, infos=infos, plans=plans, cancel=cancel)
+
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: _Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
+        from chord_core.images import read_image
         from chord_core.video import read_frames
 
         n = sampling_plan.num_frames
         t = time.perf_counter()
         clock.emit("decoding", f"reading {n} frames", 0, n)
-        frames, read = read_frames(
-            info.path, sampling_plan.frame_indices, sampling_plan.input_wh,
-            on_progress=lambda done, total: clock.emit("decoding", f"frame {done}/{total}",
-                                                       done, total),
-            cancel=clock.cancel)
+        if info.container == "image":
+            frames, read = read_image(info.path, sampling_plan.input_wh), (0,)
+        else:
+            frames, read = read_frames(
+                info.path, sampling_plan.frame_indices, sampling_plan.input_wh,
+                on_progress=lambda done, total: clock.emit("decoding", f"frame {done}/{total}",
+                                                           done, total),
+                cancel=clock.cancel)
         decode_s = time.perf_counter() - t
         warnings: list[str] = list(info.warnings) + list(sampling_plan.notes)
         if tuple(read) != tuple(sampling_plan.frame_indices):
@@ -315,6 +347,22 @@ class Engine(DescribeBatching):
         clock.emit("generating", f"{out.new_tokens} tokens generated", 1, 1)
         return {"text": out.text, "raw_outputs": (out.text,), "preprocess_s": out.preprocess_s,
                 "generate_s": out.generate_s, "warnings": reductions}
+
+    def _entail(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
+                request: AnalysisRequest, clock: _Clock) -> dict:
+        from chord_core.entailment import entail_frames
+
+        n = sampling_plan.num_frames
+        clock.emit("checking", f"frame 0/{n}", 0, n)
+        reductions: list[str] = []
+        batch = [request.batch_size or self.model_cfg.batch_size]
+        body = self._oom_guard(lambda: entail_frames(
+            lm, sampling_plan, frames, request.query, batch_size=batch[0],
+            cancel=clock.cancel,
+            on_batch=lambda done, total: clock.emit("checking", f"frame {done}/{total}", done,
+                                                    total)), reductions, batch)
+        body["warnings"] = tuple(body.get("warnings", ())) + tuple(reductions)
+        return body
 
     def _ground(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                 frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:

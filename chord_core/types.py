@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 SCHEMA = "chord.result/v1"
-Task = Literal["describe", "ground"]
+Task = Literal["describe", "ground", "entail"]
 
 
 def _plain(obj: Any) -> Any:
@@ -228,6 +228,54 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class EntailFrame:
+    """One sampled frame's answer to a statement: a probability per label."""
+
+    t_s: float
+    frame_index: int
+    entailment: float
+    neutral: float
+    contradiction: float
+
+    def probabilities(self) -> dict[str, float]:
+        return {"entailment": self.entailment, "neutral": self.neutral,
+                "contradiction": self.contradiction}
+
+    @property
+    def label(self) -> str:
+        probs = self.probabilities()
+        return max(probs, key=lambda k: probs[k])
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass(frozen=True)
+class Entailment:
+    """A statement checked against a clip (or one image): the verdict
+    (entailment | neutral | contradiction), its probabilities, the curve over the frames, and
+    the moments that support or contradict it (see ``entailment.summarise``)."""
+
+    statement: str
+    verdict: str
+    probabilities: dict[str, float]
+    frames: tuple[EntailFrame, ...] = ()
+    supporting_s: tuple[float, ...] = ()
+    contradicting_s: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Entailment:
+        return cls(statement=data.get("statement", ""), verdict=data["verdict"],
+                   probabilities=dict(data.get("probabilities", {})),
+                   frames=tuple(_from(EntailFrame, f) for f in data.get("frames", [])),
+                   supporting_s=tuple(data.get("supporting_s", [])),
+                   contradicting_s=tuple(data.get("contradicting_s", [])))
+
+
+@dataclass(frozen=True)
 class Result:
     """The ``chord.result/v1`` document."""
 
@@ -245,6 +293,7 @@ class Result:
     warnings: tuple[str, ...] = ()
     created_at: str = ""
     schema: str = SCHEMA
+    entailment: Entailment | None = None  # task "entail"
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -263,6 +312,7 @@ class Result:
             "raw_outputs": list(self.raw_outputs),
             "warnings": list(self.warnings),
             "timing": self.timing.to_dict(),
+            "entailment": None if self.entailment is None else self.entailment.to_dict(),
         }
 
     @classmethod
@@ -288,6 +338,8 @@ class Result:
             segments=tuple(Segment.from_dict(s) for s in data.get("segments", [])),
             raw_outputs=tuple(data.get("raw_outputs", [])),
             warnings=tuple(data.get("warnings", [])),
+            entailment=Entailment.from_dict(data["entailment"]) if data.get("entailment")
+            else None,
         )
 
 
