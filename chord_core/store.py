@@ -24,7 +24,6 @@ store being created. A write that fails (disk full, I/O error) raises ``StoreErr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,7 +35,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from chord_core.config import default_data_dir
-from chord_core.errors import ChordError, StoreError, VideoError
+from chord_core.content_keys import content_key, file_hash
+from chord_core.errors import ChordError, StoreError
+from chord_core.store_repair import create_atomically, is_damage, move_aside, rollback
 from chord_core.types import SCHEMA
 
 log = logging.getLogger(__name__)
@@ -118,14 +119,12 @@ class Store:
                 self._create()
             elif self.path.stat().st_size == 0:
                 self._move_aside("it is empty (0 bytes)")
-                self._create()
             try:
                 return self._connect(self.path, check=True)
             except sqlite3.DatabaseError as exc:
-                if not _is_damage(exc):
+                if not is_damage(exc):
                     raise
                 self._move_aside(f"it is damaged: {exc}")
-                self._create()
                 return self._connect(self.path, check=True)
         except (sqlite3.DatabaseError, OSError) as exc:
             raise ChordError(f"cannot open the job store {self.path}: {exc}",
@@ -133,40 +132,12 @@ class Store:
                                   "or set CHORD_DATA_DIR to another folder") from None
 
     def _create(self) -> None:
-        """Build an empty store under a temporary name, then link it into place: a reader
-        never sees a half-made file, and two processes creating it at once agree."""
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{threading.get_ident()}.new")
-        try:
-            self._connect(tmp, check=False).close()
-            try:
-                os.link(tmp, self.path)
-            except FileExistsError:
-                pass  # another process made it first: use theirs
-            except OSError:  # a file system without hard links
-                if not self.path.exists():
-                    os.replace(tmp, self.path)
-        finally:
-            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                leftover.unlink(missing_ok=True)
+        create_atomically(self.path, lambda tmp: self._connect(tmp, check=False).close())
 
     def _move_aside(self, reason: str) -> None:
-        """Keep a damaged store file (and its WAL) under a ``.corrupt-<time>`` name."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while aside.exists():
-            n += 1
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        os.replace(self.path, aside)
-        wal = Path(f"{self.path}-wal")
-        if wal.exists():
-            os.replace(wal, Path(f"{aside}-wal"))
-        Path(f"{self.path}-shm").unlink(missing_ok=True)
-        message = (f"the job store {self.path} could not be used ({reason}); it was moved to "
-                   f"{aside} and a new, empty store started: earlier history and results "
-                   f"are in that file, not in the app")
-        log.warning("%s", message)
-        self.notices.append(message)
+        """Keep the damaged file, start a fresh store, and remember to tell the user."""
+        self.notices.append(move_aside(self.path, reason))
+        self._create()
 
     def _connect(self, path: Path, *, check: bool) -> sqlite3.Connection:
         """A configured connection with the schema in place; ``check`` runs SQLite's quick
@@ -232,7 +203,7 @@ class Store:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                _rollback(conn)
+                rollback(conn)
                 if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
                         exc, sqlite3.IntegrityError):
                     raise self._failure("written", exc) from None
@@ -438,24 +409,6 @@ class Store:
                 raise KeyError(f"no batch {batch_id!r}")
 
 
-def _rollback(conn: sqlite3.Connection) -> None:
-    """End a failed transaction; SQLite may have rolled it back already (disk full)."""
-    if conn.in_transaction:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error as exc:
-            log.warning("rollback failed: %s", exc)
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """Whether an error means the file is not a (healthy) SQLite database — rather than a
-    locked, read-only or full one, which moving it aside would not cure."""
-    name = getattr(exc, "sqlite_errorname", "")
-    text = str(exc).lower()
-    return name in ("SQLITE_NOTADB", "SQLITE_CORRUPT") or any(
-        w in text for w in ("not a database", "malformed", "integrity check failed"))
-
-
 def _filters(state: str | None, batch_id: str | None) -> tuple[str, tuple[Any, ...]]:
     clauses, params = [], []
     if state is not None:
@@ -473,49 +426,6 @@ def _job_dict(row: sqlite3.Row) -> dict[str, Any]:
     out["error"] = json.loads(out.pop("error_json") or "null")
     out["progress"] = json.loads(out.pop("progress_json") or "null")
     return out
-
-
-# -- content keys -------------------------------------------------------------------------
-
-_HASH_CACHE: dict[tuple[str, int, int], str] = {}
-_HASH_LOCK = threading.Lock()
-_HASH_CACHE_MAX = 4096
-CHUNK = 1024 * 1024
-
-
-def file_hash(path: str | Path) -> str:
-    """sha256 of the file's bytes, streamed in 1 MiB chunks; cached per (path, size, mtime)."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise VideoError(f"cannot read video {path}: {exc.strerror or exc}",
-                         hint="check that the file exists and is readable") from None
-    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    with _HASH_LOCK:
-        if cache_key in _HASH_CACHE:
-            return _HASH_CACHE[cache_key]
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(chunk)
-    value = digest.hexdigest()
-    with _HASH_LOCK:
-        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
-            _HASH_CACHE.pop(next(iter(_HASH_CACHE)))
-        _HASH_CACHE[cache_key] = value
-    return value
-
-
-def content_key(video_path: str | Path, task: str, query: str, model: str,
-                sampling: Mapping[str, Any] | None = None) -> str:
-    """What makes two analyses the same: file content, task, query, model and sampling.
-    A renamed or copied file gives the same key; an edited one does not."""
-    payload = json.dumps({"video_sha256": file_hash(video_path), "task": task,
-                          "query": query.strip(), "model": model,
-                          "sampling": dict(sampling or {})},
-                         sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
 __all__ = ["Store", "content_key", "file_hash", "default_store_path", "STATES"]

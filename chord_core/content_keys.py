@@ -1,0 +1,53 @@
+"""Content keys: what makes two analyses the same — the file's bytes (sha256, streamed and
+cached per path/size/mtime), task, query, model and every setting that changes the result.
+Equal keys = one job (the store and the job manager dedupe by it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from chord_core.errors import VideoError
+
+_HASH_CACHE: dict[tuple[str, int, int], str] = {}
+_HASH_LOCK = threading.Lock()
+_HASH_CACHE_MAX = 4096
+CHUNK = 1024 * 1024
+
+
+def file_hash(path: str | Path) -> str:
+    """sha256 of the file's bytes, streamed in 1 MiB chunks; cached per (path, size, mtime)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise VideoError(f"cannot read video {path}: {exc.strerror or exc}",
+                         hint="check that the file exists and is readable") from None
+    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _HASH_LOCK:
+        if cache_key in _HASH_CACHE:
+            return _HASH_CACHE[cache_key]
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    value = digest.hexdigest()
+    with _HASH_LOCK:
+        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
+            _HASH_CACHE.pop(next(iter(_HASH_CACHE)))
+        _HASH_CACHE[cache_key] = value
+    return value
+
+
+def content_key(video_path: str | Path, task: str, query: str, model: str,
+                sampling: Mapping[str, Any] | None = None) -> str:
+    """What makes two analyses the same: file content, task, query, model and sampling.
+    A renamed or copied file gives the same key; an edited one does not."""
+    payload = json.dumps({"video_sha256": file_hash(video_path), "task": task,
+                          "query": query.strip(), "model": model,
+                          "sampling": dict(sampling or {})},
+                         sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
