@@ -125,9 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", help='what to find, e.g. "the cyclist in a red helmet"')
     _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
 
+    p = sub.add_parser("entail", help="check a statement against a clip or an image: a "
+                                      "verdict, a probability curve over time, the moments")
+    p.add_argument("video", help="a video, or an image (png, jpg, webp, bmp)")
+    p.add_argument("statement", help='what should be true, e.g. "a person opens the car door"')
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
+
     p = sub.add_parser("batch", help="analyse many clips on all workers; resumable")
     p.add_argument("videos", nargs="+", metavar="VIDEO_OR_DIR")
-    p.add_argument("--task", choices=("describe", "ground"), required=True)
+    p.add_argument("--task", choices=("describe", "ground", "entail"), required=True)
     p.add_argument("--query", default="", help="target (ground) or prompt (describe)")
     p.add_argument("--out", required=True, help="folder for one JSON per clip + summary.json")
     p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT)
@@ -233,21 +239,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     outputs.check_file(args.json_out, "the JSON output")  # before any work, not after it
     outputs.check_file(args.annotated_video, "the annotated video")
     task = args.command
-    query = args.prompt if task == "describe" else args.target
+    query = {"describe": getattr(args, "prompt", ""), "ground": getattr(args, "target", ""),
+             "entail": getattr(args, "statement", "")}[task]
     request = AnalysisRequest(
         video_path=args.video, task=task, query=query, sampling=_sampling_from(args),
         max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
-        annotated_video=args.annotated_video, batch_size=args.batch_size)
+        batch_size=args.batch_size)  # the annotated video is made below, after the JSON
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)
     if cfg.compile is None:  # one clip per process: compiling costs more than it saves
         cfg = cfg.with_overrides(compile=False)
-    result = Engine(cfg).analyze(request, on_progress=_ProgressLine(args.quiet))
+    progress = _ProgressLine(args.quiet)
+    result = Engine(cfg).analyze(request, on_progress=progress)
     try:
         _emit(result.to_dict(), args.json_out)
     except OSError as exc:  # e.g. the disk filled up during the analysis
         raise outputs.keep_result(result.to_dict(), args.json_out, exc, model=cfg.model) from None
+    if args.annotated_video:  # the result is safe first: a full disk now costs only the video
+        outputs.write_annotated_video(result, args.annotated_video, progress,
+                                      saved_as=args.json_out or "stdout")
     if result.model.test_model:
         print("note: test model — random weights; its text is meaningless", file=sys.stderr)
     return 0
@@ -344,6 +355,7 @@ def _batch_bar(total: int):
 
 
 COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "ground": cmd_analyze,
+            "entail": cmd_analyze,
             "export": cmd_export, "make-tiny-model": cmd_make_tiny_model}
 
 

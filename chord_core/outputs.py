@@ -93,6 +93,33 @@ def write_json(path: str | Path, doc: Any) -> None:
     write_atomic(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
+def write_annotated_video(result: Any, target: str | Path, on_progress: Any = None, *,
+                          saved_as: str = "") -> None:
+    """Render the annotated MP4 after the result itself was saved; a write failure (disk
+    full) becomes an OutputError that says the result is safe (``saved_as``)."""
+    import time
+
+    from chord_core.render import export_annotated_video
+    from chord_core.types import ProgressEvent
+
+    t0 = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        if on_progress is not None:
+            on_progress(ProgressEvent("rendering", f"frame {done}/{total}", done, total,
+                                      time.perf_counter() - t0))
+
+    try:
+        export_annotated_video(result.video.path, result, target, on_progress=progress)
+    except OSError as exc:
+        raise OutputError(f"could not write the annotated video {target}: "
+                          f"{exc.strerror or exc}",
+                          hint=f"{hint_for(exc)}; the result itself is in {saved_as}") from None
+    if on_progress is not None:
+        on_progress(ProgressEvent("done", "annotated video written", 1, 1,
+                                  time.perf_counter() - t0))
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -130,3 +130,31 @@ def test_batch_on_a_full_disk_keeps_every_result(tmp_path, data_dir, full_disk, 
         done = store.list_jobs(state="done")
         assert sorted(Path(j["video_path"]).name for j in done) == ["c0.mp4", "c1.mp4"]
         assert all(store.get_result(j["job_id"])["schema"] == "chord.result/v1" for j in done)
+
+
+def test_full_disk_while_rendering_costs_only_the_video(tmp_path, clip, data_dir, capsys,
+                                                        tiny_model_dir, monkeypatch):
+    """The annotated MP4 is made after the result JSON is saved; the encoder's output file
+    failing with ENOSPC (faked where PyAV opens it) loses the video, not the result."""
+    import av
+
+    full = tmp_path / "full"
+    full.mkdir()
+    real_open = av.open
+
+    def open_(path, mode="r", **kwargs):
+        if "w" in mode and str(path).startswith(str(full)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, mode, **kwargs)
+
+    monkeypatch.setattr(av, "open", open_)
+    target = tmp_path / "result.json"
+    rc = main(["ground", str(clip), "the square", "--model", "test", "--json", str(target),
+               "--annotated-video", str(full / "boxes.mp4"), "-q"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, lines
+    assert lines[-2] == (f"error: could not write the annotated video {full / 'boxes.mp4'}: "
+                         "No space left on device"), lines
+    assert lines[-1].endswith(f"the result itself is in {target}"), lines
+    assert json.loads(target.read_text())["task"] == "ground"
+    assert list(full.iterdir()) == []
