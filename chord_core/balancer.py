@@ -27,6 +27,8 @@ def plan_cost(plan: SamplingPlan, max_new_tokens: int) -> float:
     """Cost of running ``plan``: describe is one request; ground is one request per frame."""
     if plan.task == "ground":
         return plan.visual_tokens + DECODE_WEIGHT * GROUND_TOKENS_PER_FRAME * plan.num_frames
+    if plan.task == "entail":  # one prefill per frame, nothing decoded
+        return float(plan.visual_tokens)
     return plan.visual_tokens + DECODE_WEIGHT * max_new_tokens
 
 

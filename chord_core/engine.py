@@ -71,6 +71,7 @@ class AnalysisRequest:
     annotated_video: str | None = None
     batch_size: int | None = None
     min_new_tokens: int | None = None  # force output length (benchmarks); None = stop at EOS
+    score_boxes: bool = True  # ground: score each box by entailment on its crop
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -99,7 +100,7 @@ class AnalysisRequest:
         return {"video_path": self.video_path, "task": self.task, "query": self.query,
                 "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
                 "annotated_video": self.annotated_video, "batch_size": self.batch_size,
-                "min_new_tokens": self.min_new_tokens}
+                "min_new_tokens": self.min_new_tokens, "score_boxes": self.score_boxes}
 
     @classmethod
     def from_dict(cls, data: dict) -> AnalysisRequest:
@@ -246,7 +247,8 @@ class Engine(DescribeBatching):
             lm, info, sampling_plan, request, clock)
         timing = Timing(probe_s=probe_s, load_s=load_s, decode_s=decode_s,
                         preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
-                        postprocess_s=body.pop("postprocess_s", 0.0), total_s=clock.elapsed())
+                        postprocess_s=body.pop("postprocess_s", 0.0),
+                        score_s=body.pop("score_s", 0.0), total_s=clock.elapsed())
         result = Result(
             task=request.task, query=request.query, video=info, sampling=sampling_plan,
             model=lm.info, timing=timing,
@@ -307,15 +309,16 @@ class Engine(DescribeBatching):
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: _Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
         from chord_core.images import read_image
-        from chord_core.video import read_frames
+        from chord_core.sampling import adopt_decoded_times
+        from chord_core.video import read_frames_timed
 
         n = sampling_plan.num_frames
         t = time.perf_counter()
         clock.emit("decoding", f"reading {n} frames", 0, n)
         if info.container == "image":
-            frames, read = read_image(info.path, sampling_plan.input_wh), (0,)
+            frames, read, decoded = read_image(info.path, sampling_plan.input_wh), (0,), (0.0,)
         else:
-            frames, read = read_frames(
+            frames, read, decoded = read_frames_timed(
                 info.path, sampling_plan.frame_indices, sampling_plan.input_wh,
                 on_progress=lambda done, total: clock.emit("decoding", f"frame {done}/{total}",
                                                            done, total),
@@ -330,6 +333,8 @@ class Engine(DescribeBatching):
             sampling_plan = replace(
                 sampling_plan, frame_indices=tuple(read),
                 timestamps_s=tuple(info.time_of(i) for i in read))
+        sampling_plan, note = adopt_decoded_times(sampling_plan, decoded[: len(read)])
+        warnings += [note] if note else []
         return frames, sampling_plan, warnings, decode_s
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
@@ -406,9 +411,17 @@ class Engine(DescribeBatching):
         outputs = self._oom_guard(run, reductions, batch)
         outs = tuple(FrameOutput(idx, ts, o.text, tuple(o.input_wh)) for o, idx, ts in
                      zip(outputs, sampling_plan.frame_indices, sampling_plan.timestamps_s))
+        generate_s, score_s = time.perf_counter() - t, 0.0
+        if request.score_boxes:
+            from chord_core.box_scores import score_outputs
+
+            clock.emit("scoring", "scoring the boxes")
+            outs, score_s = self._oom_guard(lambda: score_outputs(
+                lm, outs, frames, request.query, batch_size=max(batch[0], 16),
+                cancel=clock.cancel), reductions, batch)
         return GroundChunk(outs, preprocess_s=sum(getattr(o, "preprocess_s", 0.0)
                                                   for o in outputs),
-                           generate_s=time.perf_counter() - t, warnings=tuple(reductions))
+                           generate_s=generate_s, score_s=score_s, warnings=tuple(reductions))
 
     def _oom_guard(self, call: Callable, reductions: list[str], batch: list[int] | None = None):
         """Run a model call; on CUDA out-of-memory free the cache and retry with half the
@@ -466,6 +479,7 @@ class FrameOutput:
     t_s: float
     text: str
     input_wh: tuple[int, int]
+    scores: tuple[float, ...] = ()  # P(the box shows the target), per parsed box in order
 
 
 @dataclass(frozen=True)
@@ -476,6 +490,7 @@ class GroundChunk:
     preprocess_s: float = 0.0
     generate_s: float = 0.0
     decode_s: float = 0.0
+    score_s: float = 0.0  # of which scoring the boxes
     warnings: tuple[str, ...] = ()
 
 
@@ -491,15 +506,18 @@ def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
         parsed = g.parse_boxes(out.text, out.input_wh, coords=coord_mode, default_label=target)
         warnings.extend(f"frame {out.frame_index} (t={out.t_s:.2f} s): {w}"
                         for w in parsed.warnings)
+        scores = list(out.scores) + [None] * (len(parsed.boxes) - len(out.scores))
         detections.extend(g.to_detection(box, info.size_wh, t_s=out.t_s,
-                                         frame_index=out.frame_index) for box in parsed.boxes)
+                                         frame_index=out.frame_index, score=score)
+                          for box, score in zip(parsed.boxes, scores))
     gap = g.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
     linked, tracks = g.link_tracks(detections, max_gap_s=gap)
     segments = g.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
     return {"detections": tuple(linked), "tracks": tuple(tracks), "segments": tuple(segments),
             "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
             "preprocess_s": sum(c.preprocess_s for c in chunks),
-            "generate_s": sum(c.generate_s for c in chunks)}
+            "generate_s": sum(c.generate_s + c.score_s for c in chunks),
+            "score_s": sum(c.score_s for c in chunks)}
 
 
 def analyze(video_path: str | Path, task: str, query: str = "", *,

@@ -376,8 +376,9 @@ def denormalise(bbox: Sequence[float], size_wh: tuple[int, int]) -> tuple[int, i
 
 
 def to_detection(box: ParsedBox, original_wh: tuple[int, int], *, t_s: float,
-                 frame_index: int) -> Detection:
+                 frame_index: int, score: float | None = None) -> Detection:
     """A parsed box on the original frame. The model input is a uniform resize without crop,
     so normalised-in-input equals normalised-in-original."""
     return Detection(t_s=float(t_s), frame_index=int(frame_index), bbox=tuple(box.bbox),
-                     bbox_px=denormalise(box.bbox, original_wh), label=box.label)
+                     bbox_px=denormalise(box.bbox, original_wh), label=box.label,
+                     score=None if score is None else round(float(score), 6))

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = crashes.MAX_ATTEMPTS
 MIN_FRAMES_PER_CHUNK = 4
+BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a model call
 
 
 @dataclass
@@ -431,12 +432,12 @@ class JobManager(JobTable):
                 self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
+        from chord_core.engine import probe_input
         from chord_core.sampling import plan_sampling
-        from chord_core.video import probe
 
         req = job.status.spec.request
         t = time.perf_counter()
-        job.info = probe(req.video_path)
+        job.info = probe_input(req.video_path)
         job.probe_s = time.perf_counter() - t
         job.plan = plan_sampling(job.info, req.task, req.sampling)
         cost = plan_cost(job.plan, req.max_new_tokens)
@@ -485,9 +486,10 @@ class JobManager(JobTable):
         other queue (the balancer is told)."""
         limit = self._workers[wid].spec.model_cfg.batch_size
 
-        def fits(task: Task) -> bool:
+        def fits(task: Task) -> bool:  # describes with describes, entails with entails
             r = task.request
-            return (task.kind == "analyze" and r.task == "describe" and not r.annotated_video
+            return (task.kind == "analyze" and r.task in BATCHED_TASKS
+                    and r.task == first.request.task and not r.annotated_video
                     and task.model == first.model)
 
         if not fits(first) or limit <= 1 or self._tasks[first.task_id].solo:
@@ -603,7 +605,7 @@ class JobManager(JobTable):
                                "relative1000" if info.family == "qwen3-vl" else "absolute")
         timing = Timing(probe_s=job.probe_s, decode_s=sum(c.decode_s for c in chunks),
                         preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
-                        total_s=time.time() - job.t0)
+                        score_s=body.pop("score_s", 0.0), total_s=time.time() - job.t0)
         warnings = tuple(job.info.warnings) + tuple(job.plan.notes) + tuple(body.pop("warnings"))
         from datetime import datetime, timezone
 

@@ -218,6 +218,7 @@ class Timing:
     total_s: float = 0.0
     load_s: float = 0.0
     postprocess_s: float = 0.0
+    score_s: float = 0.0  # of generate_s: scoring grounding boxes by entailment
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

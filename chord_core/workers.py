@@ -240,17 +240,24 @@ def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -
 
 
 def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> None:
-    """Several describe tasks through one batched generate (``Engine.describe_many``); each
+    """Several describe tasks through one batched generate (``Engine.describe_many``), or
+    several entail tasks through one scoring pass (``Engine.entail_many``); each
     task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
     for task in tasks:
         outbox.put(("started", worker_id, task.task_id))
     lifeline.crash_if_injected(t.request.video_path for t in tasks)
     t0 = time.perf_counter()
     try:
-        results = engine.describe_many(
-            [t.request for t in tasks], infos=[t.info for t in tasks],
-            plans=[t.plan for t in tasks], batch_size=len(tasks),
-            on_progress=lambda i, ev: outbox.put(("progress", worker_id, tasks[i].task_id, ev)))
+        if all(t.request.task == "entail" for t in tasks):
+            results = engine.entail_many([t.request for t in tasks],
+                                         infos=[t.info for t in tasks],
+                                         plans=[t.plan for t in tasks])
+        else:
+            results = engine.describe_many(
+                [t.request for t in tasks], infos=[t.info for t in tasks],
+                plans=[t.plan for t in tasks], batch_size=len(tasks),
+                on_progress=lambda i, ev: outbox.put(("progress", worker_id, tasks[i].task_id,
+                                                      ev)))
     except Exception as exc:  # noqa: BLE001 — a crash fails this batch, not the worker
         log.exception("describe batch of %d crashed", len(tasks))
         results = [internal_error(exc, "the worker log")] * len(tasks)
