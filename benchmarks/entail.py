@@ -1,0 +1,239 @@
+"""Visual entailment throughput (issue 13): pairs/s for 448×448 images (≈ 256 visual tokens).
+
+    python3 benchmarks/entail.py --shape 7b --pairs 512 --out $OUT/entail.json
+
+- ``naive``: transformers ``generate`` one pair at a time, one new token, reading the first
+  answer token's probabilities (what a script without Chord would do);
+- ``engine``: ``Engine.entail_many`` in this process, one GPU;
+- ``workers-1`` / ``workers-2``: entail jobs through the JobManager and worker processes on
+  1 and 2 GPUs (what the app and the service run);
+- ``service-1`` / ``service-2``: ``POST /batch_predict`` to ``python -m chord_core serve`` on
+  1 and 2 GPUs, with the overhead against the same jobs submitted in-process;
+- ``box-scores``: what scoring grounding boxes costs against grounding the same frames.
+
+``--cpu`` runs it all on the CPU with the test model (a harness check, not a figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from bench_common import timed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_images(folder: Path, n: int, side: int) -> list[str]:
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        p = folder / f"e{side}_{i}.png"
+        if not p.exists():
+            Image.fromarray(rng.integers(0, 255, (side, side, 3), dtype=np.uint8)).save(p)
+        paths.append(str(p))
+    return paths
+
+
+def requests_for(paths: list[str]) -> list:
+    from chord_core.engine import AnalysisRequest
+
+    return [AnalysisRequest(p, "entail", f"the picture shows object number {i}")
+            for i, p in enumerate(paths)]
+
+
+def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int) -> dict:
+    import torch
+
+    from chord_core import entailment as ent
+    from chord_core.config import ModelConfig
+    from chord_core.engine import Engine
+
+    engine = Engine(ModelConfig(model=model, device=device, compile=False))
+    lm = engine.load()
+    reqs = requests_for(paths)
+    engine.entail_many(reqs[:32])  # warm-up
+    t, out = timed(lambda: engine.entail_many(reqs))
+    bad = [r for r in out if not hasattr(r, "entailment")]
+    if bad:
+        raise SystemExit(f"engine: {len(bad)} failed: {bad[:2]}")
+    res = {"engine_pairs_per_s": len(reqs) / t, "visual_tokens": out[0].sampling.visual_tokens,
+           "input_wh": out[0].sampling.input_wh}
+    ids = ent.answer_token_ids(lm.processor.tokenizer)
+    frames = [engine.read_frames(o.video, o.sampling)[0][0] for o in out[:naive_pairs]]
+
+    def naive() -> None:
+        for img, req in zip(frames, reqs):
+            inputs = ent._inputs(lm, [img], [req.query]).to(lm.input_device)
+            with torch.inference_mode():
+                gen = lm.model.generate(**inputs, max_new_tokens=1, do_sample=False,
+                                        output_scores=True, return_dict_in_generate=True)
+            probs = torch.softmax(gen.scores[0].float(), -1)
+            [float(probs[0, ids[k]].sum()) for k in ent.LABELS]
+
+    naive()  # warm-up
+    t, _ = timed(naive)
+    res["naive_pairs_per_s"] = len(frames) / t
+    res["engine_over_naive"] = res["engine_pairs_per_s"] / res["naive_pairs_per_s"]
+    res.update(bench_box_scores(engine, lm))
+    return res
+
+
+def bench_box_scores(engine, lm) -> dict:
+    """Grounding 32 frames vs scoring two boxes on each of them (canned answers: random
+    weights rarely write parseable boxes)."""
+    import numpy as np
+
+    from chord_core.box_scores import score_outputs
+    from chord_core.engine import FrameOutput
+    from chord_core.model import ground_images
+
+    rng = np.random.default_rng(2)
+    frames = rng.integers(0, 255, (32, 728, 1288, 3), dtype=np.uint8)
+    t_ground, _ = timed(lambda: ground_images(lm, list(frames), "the green square",
+                                              batch_size=16, max_new_tokens=32,
+                                              min_new_tokens=32))
+    text = '[{"bbox_2d": [100, 80, 420, 400]}, {"bbox_2d": [700, 300, 900, 650]}]'
+    outs = [FrameOutput(i, i / 2, text, (1288, 728)) for i in range(len(frames))]
+    score_outputs(lm, outs[:4], frames[:4], "the green square")  # warm-up
+    t_score, _ = timed(lambda: score_outputs(lm, outs, frames, "the green square"))
+    return {"ground_32_frames_s": t_ground, "score_64_boxes_s": t_score,
+            "box_scores_cost_pct": 100 * t_score / t_ground}
+
+
+def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool) -> float:
+    from chord_core.config import ModelConfig
+    from chord_core.jobs import JobSpec, JobState
+    from chord_core.manager import JobManager, cpu_specs, gpu_specs
+
+    cfg = ModelConfig(model=model, batch_size=32)
+    specs = cpu_specs(len(gpus), cfg, threads=1) if cpu else \
+        gpu_specs(tuple((g,) for g in gpus), cfg)
+    manager = JobManager(specs)
+    try:
+        manager.wait_ready()
+        reqs = requests_for(paths)
+        warm = [manager.submit(JobSpec(r)) for r in reqs[:64]]
+        [manager.wait(j, 600) for j in warm]
+        t0 = time.perf_counter()
+        ids = [manager.submit(JobSpec(r)) for r in reqs]
+        finals = [manager.wait(j, 600) for j in ids]
+        wall = time.perf_counter() - t0
+        if any(f.state is not JobState.DONE for f in finals):
+            raise SystemExit("workers: some entail jobs failed")
+        return len(reqs) / wall
+    finally:
+        manager.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_service(model: str, paths: list[str], gpus: str, cpu: bool) -> float | None:
+    """pairs/s through POST /batch_predict, 64 tasks per request, 4 requests in flight."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    port = _free_port()
+    cmd = [sys.executable, "-m", "chord_core", "serve", "--port", str(port), "--model", model]
+    cmd += ["--cpu-workers", "1"] if cpu else ["--gpus", gpus]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "CHORD_BATCH_SIZE": "32"})
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 400
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        else:
+            raise SystemExit("service did not become ready")
+        images = [base64.b64encode(Path(p).read_bytes()).decode() for p in paths]
+        bodies = [json.dumps({"tasks": [{"image_data": img, "text": f"object {i + k}"}
+                                        for k, img in enumerate(images[i:i + 64])]}).encode()
+                  for i in range(0, len(images), 64)]
+
+        def post(body: bytes) -> int:
+            req = urllib.request.Request(base + "/batch_predict", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return len(json.loads(r.read())["predictions"])
+
+        post(bodies[0])  # warm-up
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            done = sum(pool.map(post, bodies))
+        return done / (time.perf_counter() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shape", default="7b", choices=("3b", "7b"))
+    ap.add_argument("--ckpt", default="/tmp/chord-rand-{shape}")
+    ap.add_argument("--pairs", type=int, default=512)
+    ap.add_argument("--naive-pairs", type=int, default=32)
+    ap.add_argument("--parts", default="engine,workers,service")
+    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
+    args = ap.parse_args()
+    parts = args.parts.split(",")
+    model = "test" if args.cpu else args.ckpt.format(shape=args.shape)
+    if not args.cpu and not (Path(model) / "config.json").exists():
+        subprocess.run([sys.executable, "-m", "chord_core", "make-tiny-model", model, "--shape",
+                        args.shape, "--device", "cuda"], check=True, cwd=ROOT)
+    n = 24 if args.cpu else args.pairs
+    paths = make_images(Path("/tmp/chord-entail"), n, 448)
+    res: dict = {"shape": "tiny" if args.cpu else args.shape, "pairs": n}
+
+    def save() -> None:
+        Path(args.out).write_text(json.dumps(res, indent=2, default=str))
+
+    if "engine" in parts:
+        res.update(bench_in_process(model, "cpu" if args.cpu else "cuda:0", paths,
+                                    4 if args.cpu else args.naive_pairs))
+        save()
+    counts = (1,) if args.cpu else (1, 2)
+    for k in counts:
+        if "workers" in parts:
+            res[f"workers_{k}_pairs_per_s"] = bench_workers(model, paths, tuple(range(k)),
+                                                            args.cpu)
+            save()
+        if "service" in parts:
+            res[f"service_{k}_pairs_per_s"] = bench_service(
+                model, paths, ",".join(str(g) for g in range(k)), args.cpu)
+            if f"workers_{k}_pairs_per_s" in res:
+                res[f"service_{k}_overhead_pct"] = 100 * (
+                    1 - res[f"service_{k}_pairs_per_s"] / res[f"workers_{k}_pairs_per_s"])
+            save()
+    if "workers_2_pairs_per_s" in res:
+        res["workers_2_over_1"] = res["workers_2_pairs_per_s"] / res["workers_1_pairs_per_s"]
+    if res.get("service_2_pairs_per_s"):
+        res["service_2_over_1"] = res["service_2_pairs_per_s"] / res["service_1_pairs_per_s"]
+    save()
+    print(json.dumps(res, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
