@@ -180,6 +180,7 @@ class _AvCursor:
         self.drop_below = 0  # after a flush, outputs before the keyframe are leading junk
         self.skip = "DEFAULT"
         self.rotation: int | None = None
+        self.pts0: int | None = None  # frame 0's pts: times are counted from it
 
     def close(self) -> None:
         self.container.close()
@@ -288,8 +289,16 @@ class _AvCursor:
                     or (got == self.target and frame.is_corrupt):
                 raise _Restart(f"frame with pts {frame.pts} cannot be placed (expected index "
                                f"{self.next}..{self.target})")
+        if got == 0 and self.pts0 is None:
+            self.pts0 = frame.pts
         self.next = got + 1
         return got
+
+    def time_s(self, frame: Any) -> float:
+        """A decoded frame's own presentation time, seconds from frame 0 (NaN: none)."""
+        if frame.pts is None or self.pts0 is None or frame.time_base is None:
+            return float("nan")
+        return float((frame.pts - self.pts0) * frame.time_base)
 
     def _collect_evidence(self, frame: Any) -> None:
         """Count mode: check the frame against the grid; switch to timestamp mode when proven."""
@@ -327,9 +336,10 @@ def _convert(frame: Any, size_wh: tuple[int, int] | None, rotation: int) -> np.n
 
 def _read_once(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,
                rotation: int | None, on_progress: Callable[[int, int], None] | None,
-               cancel: threading.Event | None, timestamps: bool, stats: AvStats
-               ) -> tuple[list[np.ndarray], int]:
+               cancel: threading.Event | None, timestamps: bool, stats: AvStats,
+               times_s: list[float]) -> tuple[list[np.ndarray], int]:
     cursor = _AvCursor(p, wanted, timestamps, cancel, stats)
+    times_s.clear()
     frames: list[np.ndarray] = []
     try:
         for done, index in enumerate(wanted):
@@ -341,6 +351,7 @@ def _read_once(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None
             rot = cursor.rotation if rotation is None else int(rotation) % 360
             size = size_wh or (frames[0].shape[1::-1] if frames else None)
             frames.append(_convert(frame, size, rot or 0))
+            times_s.append(cursor.time_s(frame))
             if on_progress is not None:
                 on_progress(done + 1, len(wanted))
         return frames, cursor.next
@@ -352,14 +363,17 @@ def read_frames_av(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | 
                    *, rotation: int | None = None,
                    on_progress: Callable[[int, int], None] | None = None,
                    cancel: threading.Event | None = None, allow_seek: bool = True,
-                   stats: AvStats | None = None) -> tuple[list[np.ndarray], int]:
+                   stats: AvStats | None = None, times_s: list[float] | None = None
+                   ) -> tuple[list[np.ndarray], int]:
     """Decode frames ``wanted`` (strictly increasing) of ``p`` as RGB uint8 upright arrays,
     resized (area averaging) to the displayed ``size_wh`` = (w, h) when given. ``rotation``
     None: the file's display matrix (clockwise degrees, rounded to 90); an int overrides it.
     ``allow_seek`` False: count every frame (no timestamp mode), for clips probed as VFR.
 
     Returns (frames, index after the last frame decoded); the list is shorter than ``wanted``
-    when the stream ends first. Raises :class:`AvFailed` when PyAV cannot read the file and
+    when the stream ends first. ``times_s``, when given, receives each returned frame's own
+    presentation time (``frame.pts × time_base``, seconds from frame 0; NaN when it has
+    none). Raises :class:`AvFailed` when PyAV cannot read the file and
     :class:`~chord_core.errors.JobCancelled` when ``cancel`` is set.
     """
     try:
@@ -367,14 +381,16 @@ def read_frames_av(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | 
     except ImportError as e:
         raise AvMissing(f"PyAV is not installed ({e})") from e
     stats = stats if stats is not None else AvStats()
+    times_s = times_s if times_s is not None else []
     try:
         try:
             return _read_once(p, wanted, size_wh, rotation, on_progress, cancel, allow_seek,
-                              stats)
+                              stats, times_s)
         except _Restart as why:
             log.info("%s: %s; reading again from the start, counting every frame", p.name, why)
             stats.restarts += 1
             stats.timestamp_mode = False
-            return _read_once(p, wanted, size_wh, rotation, on_progress, cancel, False, stats)
+            return _read_once(p, wanted, size_wh, rotation, on_progress, cancel, False, stats,
+                              times_s)
     except av.error.FFmpegError as e:
         raise AvFailed(f"PyAV failed: {e}") from e

@@ -164,9 +164,9 @@ def probe(path: str | Path) -> VideoInfo:
        prefix, replaces the measured rate: ``VideoInfo.timeline``, and warnings that say in
        seconds how far jumps, backward times, variable rate or a lying header would
        misplace frames. Without PyAV (or usable timestamps) times stay index / fps.
-    Limitation (without step 5): a clip that runs steadily at the header's rate for its first frames and changes
-    rate only later is measured through OpenCV's time-based seek, so it looks constant-rate and
-    its count follows the header's rate.
+    Limitation (without step 5): a clip that runs steadily at the header's rate for its
+    first frames and changes rate only later is measured through OpenCV's time-based seek,
+    so it looks constant-rate and its count follows the header's rate.
     Raises :class:`VideoError` for a missing/empty/non-video/undecodable file.
     """
     import cv2

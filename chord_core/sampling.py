@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from dataclasses import replace
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -18,10 +19,11 @@ from chord_core.config import FRAME_FACTOR, MIN_FRAMES, PATCH_PX, SamplingConfig
 from chord_core.errors import ConfigError, VideoError
 from chord_core.types import SamplingPlan, VideoInfo
 
-__all__ = ["MAX_ASPECT_RATIO", "auto_fps", "nframes_for", "plan_sampling", "smart_resize",
-           "spread_indices", "video_metadata"]
+__all__ = ["MAX_ASPECT_RATIO", "adopt_decoded_times", "auto_fps", "nframes_for", "plan_sampling",
+           "smart_resize", "spread_indices", "video_metadata"]
 
 MAX_ASPECT_RATIO = 200
+DECODED_AGREE_S = 0.002  # planned (container) and decoded times closer than this agree
 
 
 # -- qwen-vl-utils rules -----------------------------------------------------------------
@@ -201,3 +203,20 @@ def video_metadata(info: VideoInfo, indices: Iterable[int]) -> dict[str, Any]:
     (without it, it assumes 24 fps and the frame times are wrong)."""
     return {"total_num_frames": int(info.frame_count), "fps": float(info.fps),
             "frames_indices": [int(i) for i in indices], "duration": float(info.duration_s)}
+
+
+def adopt_decoded_times(plan: SamplingPlan, decoded_s: Sequence[float]
+                        ) -> tuple[SamplingPlan, str | None]:
+    """The plan with each sampled frame's time as its decoder reported it (the frame's own
+    presentation time), when those times are usable — one per frame, finite, increasing —
+    and differ from the planned ones; the note says by how much. Otherwise the plan as is
+    (e.g. a clip whose clock goes back keeps the probe's monotonic times, already warned)."""
+    t = np.asarray(decoded_s, dtype=np.float64)
+    if len(t) != plan.num_frames or not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0):
+        return plan, None
+    off = float(np.max(np.abs(t - np.asarray(plan.timestamps_s)))) if len(t) else 0.0
+    if off <= DECODED_AGREE_S:
+        return plan, None
+    note = (f"the decoded frames' own times differ from the probe's by up to {off:.3f} s; "
+            "using the decoded times")
+    return replace(plan, timestamps_s=tuple(round(float(v), 6) for v in t)), note

@@ -24,7 +24,7 @@ import logging
 import math
 import threading
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator, Literal
 
 import numpy as np
 
@@ -50,8 +50,8 @@ from chord_core.sampling import (
 )
 
 __all__ = ["MAX_ASPECT_RATIO", "ProgressFn", "auto_fps", "iter_frames", "nframes_for",
-           "plan_sampling", "probe", "read_frames", "smart_resize", "spread_indices",
-           "video_metadata"]
+           "plan_sampling", "probe", "read_frames", "read_frames_timed", "smart_resize",
+           "spread_indices", "video_metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,18 @@ class _Cursor:
         self.next = 0  # index of the frame the next grab() returns
         self.t0: float | None = None
         self.on_time = 0
+        self.first_ms: float | None = None  # frame 0's CAP_PROP_POS_MSEC
 
     def close(self) -> None:
         self.cap.release()
+
+    def time_s(self) -> float:
+        """The grabbed frame's own presentation time, seconds from frame 0 (NaN: unknown)."""
+        import cv2
+
+        if self.first_ms is None:
+            return float("nan")
+        return (self.cap.get(cv2.CAP_PROP_POS_MSEC) - self.first_ms) / 1000.0
 
     def _timing_ok(self, index: int) -> bool:
         import cv2
@@ -96,8 +105,12 @@ class _Cursor:
         return abs(ms - (self.t0 + index * self.step_ms)) <= 0.5 * self.step_ms
 
     def grab(self) -> bool:
+        import cv2
+
         if not self.cap.grab():
             return False
+        if self.next == 0:
+            self.first_ms = self.cap.get(cv2.CAP_PROP_POS_MSEC)
         if self.allow_seek:
             if self._timing_ok(self.next):
                 self.on_time += 1
@@ -162,10 +175,19 @@ Backend = Literal["auto", "pyav", "opencv"]
 
 
 def read_frames(path: str | Path, frame_indices: Iterable[int],
-                size_wh: tuple[int, int] | None = None, *, rotation: int | None = None,
-                on_progress: ProgressFn | None = None, cancel: threading.Event | None = None,
-                allow_seek: bool = True, backend: Backend = "auto"
+                size_wh: tuple[int, int] | None = None, **options: Any
                 ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """(frames, indices read) of :func:`read_frames_timed`, without the times."""
+    frames, read, _ = read_frames_timed(path, frame_indices, size_wh, **options)
+    return frames, read
+
+
+def read_frames_timed(path: str | Path, frame_indices: Iterable[int],
+                      size_wh: tuple[int, int] | None = None, *, rotation: int | None = None,
+                      on_progress: ProgressFn | None = None,
+                      cancel: threading.Event | None = None, allow_seek: bool = True,
+                      backend: Backend = "auto"
+                      ) -> tuple[np.ndarray, tuple[int, ...], tuple[float, ...]]:
     """Decode the frames at ``frame_indices`` (strictly increasing) as a T×H×W×3 uint8 RGB
     array, upright, resized (area averaging) to ``size_wh`` = (w, h) when given.
 
@@ -179,8 +201,10 @@ def read_frames(path: str | Path, frame_indices: Iterable[int],
     VFR) decodes and counts every frame up to the last wanted one. ``rotation`` None uses
     the file's rotation metadata; an int (clockwise degrees) overrides it. Frames missing at
     the end (the header over-promised) are dropped with a logged warning; returns (frames,
-    indices actually read). None read → VideoError. ``cancel`` (threading.Event) is checked
-    between frames → JobCancelled.
+    indices actually read, each frame's own presentation time in seconds from frame 0 as
+    the decoder reported it: PyAV ``frame.pts × time_base``, OpenCV ``CAP_PROP_POS_MSEC``;
+    NaN where a frame carries none). None read → VideoError. ``cancel`` (threading.Event)
+    is checked between frames → JobCancelled.
     """
     wanted = _check_indices(frame_indices)
     if not wanted:
@@ -189,7 +213,8 @@ def read_frames(path: str | Path, frame_indices: Iterable[int],
         raise ValueError(f"backend must be 'auto', 'pyav' or 'opencv', got {backend!r}")
     p = _check_file(path)
     progress = _monotonic(on_progress)
-    args = (p, wanted, size_wh, rotation, progress, cancel, allow_seek)
+    times: list[float] = []
+    args = (p, wanted, size_wh, rotation, progress, cancel, allow_seek, times)
     got = _read_pyav(*args, strict=backend == "pyav") if backend != "opencv" else None
     frames, seen = got if got is not None else _read_opencv(*args)
     if not frames and seen == 0:
@@ -202,7 +227,7 @@ def read_frames(path: str | Path, frame_indices: Iterable[int],
         log.warning("%s: only %d of %d planned frames decode (the clip ends at frame %d, "
                     "before index %d)", p.name, len(frames), len(wanted), seen - 1,
                     wanted[len(frames)])
-    return np.stack(frames), wanted[: len(frames)]
+    return np.stack(frames), wanted[: len(frames)], tuple(times[: len(frames)])
 
 
 def _monotonic(on_progress: ProgressFn | None) -> ProgressFn | None:
@@ -224,8 +249,8 @@ _AV_MISSING_SAID = False  # "PyAV is not installed" is logged once per process
 
 def _read_pyav(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,
                rotation: int | None, on_progress: ProgressFn | None,
-               cancel: threading.Event | None, allow_seek: bool, *, strict: bool
-               ) -> tuple[list[np.ndarray], int] | None:
+               cancel: threading.Event | None, allow_seek: bool, times: list[float], *,
+               strict: bool) -> tuple[list[np.ndarray], int] | None:
     """Frames via PyAV; None when OpenCV must read them instead (logged at INFO)."""
     from chord_core.av_reader import AvFailed, AvMissing, read_frames_av
 
@@ -233,7 +258,7 @@ def _read_pyav(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None
     try:
         frames, seen = read_frames_av(p, wanted, size_wh, rotation=rotation,
                                       on_progress=on_progress, cancel=cancel,
-                                      allow_seek=allow_seek)
+                                      allow_seek=allow_seek, times_s=times)
     except AvFailed as e:
         if strict:
             raise VideoError(f"cannot decode {p.name} with PyAV: {e}",
@@ -260,12 +285,13 @@ def _opencv_has(p: Path, index: int) -> bool:
 
 def _read_opencv(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None,
                  rotation: int | None, on_progress: ProgressFn | None,
-                 cancel: threading.Event | None, allow_seek: bool
+                 cancel: threading.Event | None, allow_seek: bool, times: list[float]
                  ) -> tuple[list[np.ndarray], int]:
     """Frames via OpenCV grab()/retrieve() (:class:`_Cursor`): (frames, frames grabbed)."""
     cursor = _Cursor(p, allow_seek, cancel)
     rot = _meta_rotation(cursor.cap) if rotation is None else int(rotation) % 360
     frames: list[np.ndarray] = []
+    times.clear()  # a PyAV read that fell back may have left some
     try:
         for done, index in enumerate(wanted):
             if cancel is not None and cancel.is_set():
@@ -277,6 +303,7 @@ def _read_opencv(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | No
             if frames and frame.shape != frames[0].shape:
                 frame = _to_rgb(bgr, (frames[0].shape[1], frames[0].shape[0]), rot)
             frames.append(frame)
+            times.append(cursor.time_s())
             if on_progress is not None:
                 on_progress(done + 1, len(wanted))
     finally:

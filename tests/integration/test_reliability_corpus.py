@@ -45,7 +45,7 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.video import read_frames
+from chord_core.video import read_frames, read_frames_timed
 
 pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 
@@ -136,13 +136,15 @@ def test_valid_file_exact_frame_times(case: str, tmp_path: Path,
 
 def _check_frames_are_the_timed_ones(sv: Any, plan: dict) -> None:
     """The frame decoded at each planned index is the synthetic frame presented at the
-    planned time (so seeking and times agree)."""
-    frames, read = read_frames(sv.path, plan["frame_indices"])
-    assert list(read) == plan["frame_indices"]
+    planned time, and carries that time itself, on both decoding routes."""
     t0 = sv.timestamps_s[0]
-    for frame, index, t in zip(frames, read, plan["timestamps_s"]):
-        assert sv.index_of(frame) == index
-        assert abs(t - (sv.timestamps_s[index] - t0)) <= TOL
+    for backend in ("pyav", "opencv"):
+        frames, read, own = read_frames_timed(sv.path, plan["frame_indices"], backend=backend)
+        assert list(read) == plan["frame_indices"]
+        for frame, index, t, mine in zip(frames, read, plan["timestamps_s"], own):
+            assert sv.index_of(frame) == index
+            assert abs(t - (sv.timestamps_s[index] - t0)) <= TOL
+            assert abs(mine - t) <= TOL, (backend, index, mine, t)
 
 
 def test_backward_jump_is_placed_after_and_says_by_how_much(tmp_path: Path,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from chord_core.frame_times import TIME_TOLERANCE_S, FrameTimes, analyse, compact, same_times
-from chord_core.types import VideoInfo
+from chord_core.sampling import adopt_decoded_times
+from chord_core.types import SamplingPlan, VideoInfo
 
 MS = Fraction(1, 1000)
 TB90K = Fraction(1, 90000)
@@ -105,3 +106,24 @@ def test_packet_times_checked_against_decoded_frames(decoded_ms: list[float],
 def test_time_of_without_timeline_is_index_over_fps() -> None:
     info = VideoInfo(path="x", duration_s=2, fps=25, frame_count=50, width=2, height=2)
     assert info.time_of(10) == pytest.approx(0.4)
+
+
+ADOPT = {  # id → (planned, decoded, adopted?)
+    "agree": ((0.0, 0.5, 1.0), (0.0, 0.5004, 1.0), False),
+    "differ": ((0.0, 0.5, 1.0), (0.0, 0.6, 1.3), True),
+    "not-increasing": ((0.0, 0.5, 1.0), (0.0, 5.0, 1.0), False),  # a clock that went back
+    "missing-times": ((0.0, 0.5, 1.0), (0.0, float("nan"), 1.0), False),
+    "wrong-length": ((0.0, 0.5, 1.0), (0.0, 0.6), False),
+}
+
+
+@pytest.mark.parametrize("case", ADOPT, ids=list(ADOPT))
+def test_decoded_times_adopted_only_when_usable_and_different(case: str) -> None:
+    planned, decoded, adopted = ADOPT[case]
+    plan = SamplingPlan(task="ground", fps=2, frame_indices=(0, 5, 10), timestamps_s=planned,
+                        input_wh=(28, 28), visual_tokens=3)
+    got, note = adopt_decoded_times(plan, decoded)
+    assert (note is not None) is adopted
+    assert got.timestamps_s == (tuple(decoded) if adopted else planned)
+    if adopted:
+        assert "by up to 0.300 s" in note
