@@ -149,8 +149,26 @@ def summary_line(result: Any) -> str:
     ``“the red car” not found in 60 sampled frames``."""
     from chord_core.grounding import summary_line as core_summary
 
+    if getattr(result, "task", "") == "entail":
+        return verdict_line(result)
     target = result.query or "the target"
     return f"“{target}” {core_summary(list(result.segments), result.sampling.num_frames)}"
+
+
+VERDICT_WORDS = {"entailment": "holds", "contradiction": "is contradicted",
+                 "neutral": "cannot be told from the clip"}
+
+
+def verdict_line(result: Any) -> str:
+    """A statement check said plainly: ``“a door opens” holds (p = 0.91, first at 3.5 s)``."""
+    ent = result.entailment
+    if ent is None:
+        return "No statement was checked."
+    p = ent.probabilities.get(ent.verdict, 0.0)
+    where = ""
+    if ent.verdict == "entailment" and ent.supporting_s and len(ent.frames) > 1:
+        where = f", first at {ent.supporting_s[0]:.1f} s"
+    return f"“{ent.statement}” {VERDICT_WORDS.get(ent.verdict, ent.verdict)} (p = {p:.2f}{where})"
 
 
 def detections_rows(result: Any) -> list[dict[str, Any]]:

@@ -151,7 +151,7 @@ def _preview(job_id: str) -> None:
     result = _stored_result(job_id)
     if result is None:
         return
-    if result.task == "ground":
+    if result.task in ("ground", "entail"):
         st.markdown(md_escape(summary_line(result)))
         return
     text = " ".join(result.text.split())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ import streamlit as st
 
 from chord_core.errors import ChordError
 from chord_core.types import Result
+from chord_ui import entail_view
 from chord_ui.figures import timeline_figure
 from chord_ui.formatting import (
     detections_rows,
@@ -59,6 +61,8 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
                    icon=":material/hide_image:")
     if result.task == "ground":
         _grounding(result, clip, outcome.job_id)
+    elif result.task == "entail":
+        entail_view.show(result, clip.name, outcome.job_id)
     else:
         _description(result, clip, outcome.job_id)
     _notes(result)
@@ -101,6 +105,7 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     st.subheader(md_escape(summary_line(result)))
     _test_badge(result)
     _meta_caption(result)
+    result = _score_filter(result, job_id)
     times = list(result.sampling.timestamps_s)
     scrub_key = f"scrub-{job_id}"
     default = _first_hit(result)
@@ -125,6 +130,22 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     if has_frames:
         with cols[2]:
             _annotated_video(result, clip, job_id)
+
+
+def _score_filter(result: Result, job_id: str) -> Result:
+    """A minimum-score slider when the boxes carry scores (P(the box shows the target));
+    the views below show the boxes at or above it."""
+    scores = [d.score for d in result.detections if d.score is not None]
+    if not scores:
+        return result
+    least = st.slider("Minimum box score", 0.0, 1.0, 0.0, 0.05, key=f"minscore-{job_id}",
+                      help="Each box's score is the probability that its region shows the "
+                           "target, checked by the model on the box's crop.")
+    kept = tuple(d for d in result.detections if d.score is None or d.score >= least)
+    if len(kept) < len(result.detections):
+        st.caption(f"Showing {len(kept)} of {len(result.detections)} boxes "
+                   f"(score ≥ {least:.2f}).")
+    return replace(result, detections=kept)
 
 
 def _first_hit(result: Result) -> int:
