@@ -77,10 +77,20 @@ def spread_indices(total_frames: int, n: int) -> tuple[int, ...]:
 
 # -- sampling plan -----------------------------------------------------------------------
 
+# Tasks that send every sampled frame as its own image request.
+PER_FRAME_TASKS = ("ground", "entail")
+TASKS = ("describe", "ground", "entail")
+# Entailment needs the gist of a frame, not box precision: ≈ 256 visual tokens (448×448).
+ENTAIL_MAX_PIXELS = 256 * PATCH_PX * PATCH_PX
+
+
 def auto_fps(task: str, duration_s: float) -> float:
-    """Default sampling rate: describe 2 fps ≤ 10 s, 1 fps ≤ 30 s, else 0.5; ground 2 fps."""
+    """Default sampling rate: describe 2 fps ≤ 10 s, 1 fps ≤ 30 s, else 0.5; ground 2 fps;
+    entail (a probability curve over time) 2 fps ≤ 10 s, 1 fps ≤ 60 s, else 0.5."""
     if task == "ground":
         return 2.0
+    if task == "entail":
+        return 2.0 if duration_s <= 10 else 1.0 if duration_s <= 60 else 0.5
     return 2.0 if duration_s <= 10 else 1.0 if duration_s <= 30 else 0.5
 
 
@@ -91,7 +101,7 @@ def _tokens(hw: tuple[int, int]) -> int:
 def _groups(task: str, n: int) -> int:
     """Temporal groups paid per request: a describe clip pays per 2 frames (odd padded);
     a grounding request is one image."""
-    return 1 if task == "ground" else -(-n // FRAME_FACTOR)
+    return 1 if task in PER_FRAME_TASKS else -(-n // FRAME_FACTOR)
 
 
 def _timeline(info: VideoInfo, notes: list[str]) -> tuple[float, int]:
@@ -135,16 +145,18 @@ def plan_sampling(info: VideoInfo, task: str, cfg: SamplingConfig | None = None
     ``min_pixels``/``max_pixels`` in the plan bracket ``input_wh``, so a processor given them
     keeps the frames at that size. ``fps`` is the effective rate, frames / duration.
     """
-    if task not in ("describe", "ground"):
-        raise ConfigError(f"unknown task {task!r}", hint="use describe or ground")
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}", hint=f"use one of: {', '.join(TASKS)}")
     cfg = cfg or SamplingConfig()
     notes: list[str] = []
+    if info.container == "image":
+        return _image_plan(info, task, cfg)
     fps, total = _timeline(info, notes)
     duration = total / fps
     target = cfg.fps or auto_fps(task, duration)
     n = nframes_for(total, fps, target, max_frames=cfg.max_frames)
     _note_count(notes, n, total, duration * target, cfg.max_frames, duration)
-    max_px = cfg.max_pixels if task == "describe" else max(cfg.ground_max_pixels, cfg.min_pixels)
+    max_px = _max_pixels(task, cfg)
     n, hw, cap_px = _fit_budget(task, n, info, cfg, max_px, notes)
     indices = spread_indices(total, n)
     tpf = _tokens(hw)
@@ -152,10 +164,31 @@ def plan_sampling(info: VideoInfo, task: str, cfg: SamplingConfig | None = None
         task=task, fps=n / duration, frame_indices=indices,
         timestamps_s=tuple(info.time_of(i) if info.timeline else i / fps for i in indices),
         input_wh=(hw[1], hw[0]),
-        visual_tokens=tpf * (n if task == "ground" else _groups(task, n)),
+        visual_tokens=tpf * (n if task in PER_FRAME_TASKS else _groups(task, n)),
         tokens_per_frame=tpf, max_frames=cfg.max_frames,
         max_pixels=max(cap_px, hw[0] * hw[1]), min_pixels=min(cfg.min_pixels, hw[0] * hw[1]),
         token_budget=cfg.token_budget, notes=tuple(notes))
+
+
+def _max_pixels(task: str, cfg: SamplingConfig) -> int:
+    if task == "describe":
+        return cfg.max_pixels
+    cap = max(cfg.ground_max_pixels, cfg.min_pixels)
+    return max(cfg.min_pixels, min(cap, ENTAIL_MAX_PIXELS)) if task == "entail" else cap
+
+
+def _image_plan(info: VideoInfo, task: str, cfg: SamplingConfig) -> SamplingPlan:
+    """A still image: its one frame at t = 0, sized like one frame of the task."""
+    notes: list[str] = []
+    max_px = _max_pixels(task, cfg)
+    _, hw, cap_px = _fit_budget(task, 1, info, cfg, max_px, notes)
+    tpf = _tokens(hw)
+    return SamplingPlan(task=task, fps=1.0, frame_indices=(0,), timestamps_s=(0.0,),
+                        input_wh=(hw[1], hw[0]), visual_tokens=tpf * _groups(task, 1),
+                        tokens_per_frame=tpf, max_frames=cfg.max_frames,
+                        max_pixels=max(cap_px, hw[0] * hw[1]),
+                        min_pixels=min(cfg.min_pixels, hw[0] * hw[1]),
+                        token_budget=cfg.token_budget, notes=tuple(notes))
 
 
 def _note_count(notes: list[str], n: int, total: int, wanted: float, max_frames: int,
