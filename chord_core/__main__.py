@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id", help="as named by an error, the History page or summary.json")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
 
+    from chord_core.service.cli import add_parser as add_serve_parser  # light: argparse only
+
+    add_serve_parser(sub, _model_args)
+
     p = sub.add_parser("make-tiny-model", help="write a random-weight Qwen2.5-VL checkpoint")
     p.add_argument("dir")
     p.add_argument("--shape", choices=("tiny", "3b", "7b"), default="tiny",
@@ -354,9 +358,15 @@ def _batch_bar(total: int):
     return show
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from chord_core.service.cli import cmd_serve as serve  # FastAPI only when serving
+
+    return serve(args)
+
+
 COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "ground": cmd_analyze,
             "entail": cmd_analyze,
-            "export": cmd_export, "make-tiny-model": cmd_make_tiny_model}
+            "export": cmd_export, "serve": cmd_serve, "make-tiny-model": cmd_make_tiny_model}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,89 @@
+"""The FastAPI application: ``create_app(runtime, settings)``.
+
+Layers, outermost first: the Host/Origin guard (a DNS-rebinding or cross-site page is refused
+with 403), FastAPI's request-body limit (``max_body_size``, counted while the body is read,
+not only from Content-Length: 413), the error handlers (every error is ``{"error", "hint"}``),
+then the routes. Every route but ``/health`` needs the API key when one is configured.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import Depends, FastAPI, Request
+
+from chord_core.service.http_errors import ApiError, install_handlers
+from chord_core.service.settings import ServiceSettings
+
+
+def _host_only(value: str) -> str:
+    """``example.com:8080`` → ``example.com``; ``[::1]:8080`` → ``::1``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class HostOriginGuard:
+    """Refuse requests whose Host, or Origin when a browser sends one, is not allowed."""
+
+    def __init__(self, app: Any, allowed: list[str]) -> None:
+        self.app, self.allowed = app, {h.lower() for h in allowed}
+
+    def _ok(self, host: str) -> bool:
+        return "*" in self.allowed or _host_only(host) in self.allowed
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        origin = headers.get("origin", "")
+        bad = not self._ok(headers.get("host", "")) or (
+            origin and origin != "null" and not self._ok(urlsplit(origin).netloc))
+        if origin == "null":
+            bad = True
+        if not bad:
+            return await self.app(scope, receive, send)
+        body = json.dumps({"error": "this host or origin may not call the Chord service",
+                           "hint": "call it by the address it was started for, from a program "
+                                   "(not a web page); CHORD_ALLOWED_HOSTS adds host names"}
+                          ).encode()
+        await send({"type": "http.response.start", "status": 403,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def require_key(request: Request) -> None:
+    """The API key check (Bearer), when the service has one."""
+    settings: ServiceSettings = request.app.state.settings
+    if not settings.auth_required:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                             settings.api_key.encode()):
+        raise ApiError(401, "missing or wrong API key",
+                       "send 'Authorization: Bearer <key>' with the key the service was "
+                       "started with (CHORD_API_KEY)", {"WWW-Authenticate": "Bearer"})
+
+
+def create_app(runtime: Any, settings: ServiceSettings) -> FastAPI:
+    """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store)."""
+    from chord_core.service import chat, jobs_routes, ofa
+
+    app = FastAPI(title="Chord service", version="1",
+                  description="Video understanding on Qwen2.5-VL: jobs, OFA-VE batch "
+                              "entailment, OpenAI-compatible chat completions.",
+                  max_body_size=settings.max_body_bytes)
+    app.state.runtime, app.state.settings = runtime, settings
+    install_handlers(app)
+    app.add_api_route("/health", jobs_routes.health, methods=["GET"])
+    guarded = [Depends(require_key)]
+    for router in (jobs_routes.router, ofa.router, chat.router):
+        app.include_router(router, dependencies=guarded)
+    app.add_middleware(HostOriginGuard, allowed=settings.host_allowlist())
+    return app

@@ -1,0 +1,83 @@
+"""``python -m chord_core serve``: plan and start this process's workers, then serve HTTP.
+
+Settings are checked before any worker starts (a public address without a key is refused
+at once, exit 2). uvicorn serves the app; Ctrl-C or SIGTERM stops it and then the workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+log = logging.getLogger("chord_core.service")
+
+
+def add_parser(sub: Any, model_args: Any) -> None:
+    """Register the ``serve`` subcommand (``model_args`` adds the shared --model options)."""
+    p = sub.add_parser("serve", help="HTTP service: jobs API, OFA-VE /batch_predict, "
+                                     "OpenAI-compatible /v1/chat/completions")
+    p.add_argument("--host", default=None,
+                   help="address to bind (default 127.0.0.1 or $CHORD_API_HOST); any other "
+                        "needs --api-key or --no-auth")
+    p.add_argument("--port", type=int, default=None, help="port (default 8080 or "
+                                                          "$CHORD_API_PORT)")
+    p.add_argument("--api-key", default=None,
+                   help="callers must send 'Authorization: Bearer KEY' ($CHORD_API_KEY)")
+    p.add_argument("--no-auth", action="store_true", default=None,
+                   help="serve a non-local address without a key (trusted networks only)")
+    p.add_argument("--max-body-mb", type=float, default=None,
+                   help="largest request body in MB (default 256, $CHORD_API_MAX_BODY_MB)")
+    p.add_argument("--max-tasks", type=int, default=None,
+                   help="most /batch_predict tasks per request (default 64)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds a waiting request may take (default 300)")
+    g = p.add_argument_group("workers")
+    g.add_argument("--config", default=None, help="multigpu_config.yaml")
+    g.add_argument("--gpus", default=None, help="CUDA ordinals to use, e.g. 0,1")
+    g.add_argument("--strategy", default=None, help="auto, replicate (data_parallel), shard")
+    g.add_argument("--cpu-workers", type=int, default=None,
+                   help="run N CPU worker processes (no GPU needed)")
+    model_args(p)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from chord_core.service.settings import MIB, settings_from_env
+
+    body = None if args.max_body_mb is None else int(args.max_body_mb * MIB)
+    return settings_from_env(host=args.host, port=args.port, api_key=args.api_key,
+                             no_auth=args.no_auth, max_body_bytes=body,
+                             max_tasks=args.max_tasks, request_timeout_s=args.timeout)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Start the workers and the HTTP server; returns when the server stops."""
+    import uvicorn
+
+    from chord_core.config import model_config_from_env
+    from chord_core.parallel_config import load_parallel_config
+    from chord_core.service.app import create_app
+    from chord_core.service.runtime import start_runtime
+
+    settings = _settings(args)  # refused here, before any worker starts
+    parallel = load_parallel_config(args.config, overrides={
+        "gpus": args.gpus, "strategy": args.strategy, "cpu_workers": args.cpu_workers,
+        "batch_size_per_gpu": args.batch_size})
+    cfg = model_config_from_env(model=args.model, device=args.device,
+                                max_memory=args.max_memory, allow_offload=args.allow_offload)
+    runtime = start_runtime(cfg, parallel)
+    for line in runtime.plan_lines:
+        print(f"plan: {line}", file=sys.stderr)
+    auth = "API key required" if settings.auth_required else "no API key"
+    print(f"Chord service: http://{settings.host}:{settings.port} ({auth}); workers are "
+          "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(create_app(runtime, settings), host=settings.host, port=settings.port,
+                    log_level="info" if args.verbose else "warning", access_log=args.verbose,
+                    timeout_graceful_shutdown=5)
+    finally:
+        runtime.manager.shutdown(timeout=10.0)
+        if runtime.store is not None:
+            runtime.store.close()
+    return 0

@@ -1,0 +1,139 @@
+"""Errors as the service sends them: JSON ``{"error": …, "hint": …}`` with a fitting status.
+
+Chord's own errors carry a message and a hint already; this maps their class to an HTTP
+status (bad input 4xx, capacity 503) and turns everything unexpected into a generic 500 whose
+traceback goes to the log only. A job's stored error dict (``{"type", "message", "hint"}``)
+is mapped the same way by its ``type``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from chord_core import errors as E
+
+log = logging.getLogger(__name__)
+
+# by class name, so a job's stored error dict maps the same way as a raised exception
+STATUS_BY_TYPE = {
+    "VideoError": 422, "ConfigError": 400, "InputError": 400, "OutputError": 400,
+    "ModelNotFoundError": 404, "JobCancelled": 409,
+    "ResourceError": 503, "StoreError": 503, "ModelError": 503, "PlacementError": 503,
+}
+GENERIC_500 = {"error": "internal error in the Chord service",
+               "hint": "this is a bug in Chord; the server log has the details — please report it"}
+_HTTP_HINTS = {
+    401: "send 'Authorization: Bearer <key>' with the key the service was started with "
+         "(CHORD_API_KEY)",
+    403: "call the service by the address it was started for, from a program (not a web page)",
+    404: "check the URL; GET /docs lists the endpoints",
+    405: "check the method; GET /docs lists the endpoints",
+    413: "send less: fewer or smaller files per request (the limit is set by "
+         "CHORD_API_MAX_BODY_MB)",
+}
+
+
+class ApiError(Exception):
+    """An error the service answers with: status, message and what to do about it."""
+
+    def __init__(self, status: int, message: str, hint: str = "",
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.hint, self.headers = status, message, hint, headers
+
+    def response(self, request: Request | None = None) -> JSONResponse:
+        return error_response(request, self.status, self.message, self.hint, self.headers)
+
+
+OPENAI_PATHS = ("/v1/chat/",)
+_OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                 404: "not_found_error", 413: "invalid_request_error",
+                 422: "invalid_request_error", 503: "server_error", 500: "server_error"}
+
+
+def error_response(request: Request | None, status: int, message: str, hint: str = "",
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """``{"error", "hint"}``; on OpenAI-style paths ``error`` is OpenAI's object
+    (``message``, ``type``, ``code``) so its clients show the message, ``hint`` beside it."""
+    body: dict[str, Any] = {"error": message, "hint": hint}
+    if request is not None and request.url.path.startswith(OPENAI_PATHS):
+        body["error"] = {"message": f"{message} (hint: {hint})" if hint else message,
+                         "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
+                         "param": None, "code": status}
+    return JSONResponse(body, status, headers=headers)
+
+
+def status_for(error_type: str) -> int:
+    """HTTP status for a Chord error class name (500 for anything else: a bug)."""
+    return STATUS_BY_TYPE.get(error_type, 500)
+
+
+def from_job_error(error: dict[str, Any] | None) -> ApiError:
+    """The ApiError for a failed job's stored error; internal errors stay generic."""
+    error = error or {}
+    status = status_for(str(error.get("type", "")))
+    if status == 500:
+        return ApiError(500, GENERIC_500["error"], GENERIC_500["hint"])
+    return ApiError(status, str(error.get("message", "the job failed")),
+                    str(error.get("hint", "")))
+
+
+def from_chord_error(exc: E.ChordError) -> ApiError:
+    return from_job_error(exc.to_dict())
+
+
+def job_error_entry(error: dict[str, Any] | None) -> dict[str, str]:
+    """A failed job's error as a per-item ``{"error", "hint"}`` (generic for bugs)."""
+    api = from_job_error(error)
+    return {"error": api.message, "hint": api.hint}
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
+    errs = exc.errors()
+    first = errs[0] if errs else {}
+    if first.get("type") == "json_invalid":
+        return 400, "the request body is not valid JSON", \
+            "send a JSON object with Content-Type: application/json"
+    where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+    more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
+    return 422, f"{where}: {first.get('msg', 'invalid value')}{more}", \
+        "see GET /docs for the expected fields"
+
+
+def install_handlers(app: FastAPI) -> None:
+    """Every error leaves as ``{"error", "hint"}``; no traceback ever reaches a client."""
+
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return exc.response(request)
+
+    @app.exception_handler(E.ChordError)
+    async def _chord(request: Request, exc: E.ChordError) -> JSONResponse:
+        api = from_chord_error(exc)
+        if api.status >= 500:
+            log.error("request failed: %s", exc)
+        return api.response(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(request, *_validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        if exc.status_code == 413:
+            message = "the request body is too large"
+        return error_response(request, exc.status_code, message,
+                              _HTTP_HINTS.get(exc.status_code, ""),
+                              getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(request, 500, GENERIC_500["error"], GENERIC_500["hint"])

@@ -1,0 +1,260 @@
+"""``/health``, ``/v1/models`` and the jobs API (submit, status, result, cancel, events).
+
+A job is the app's job: ``POST /v1/jobs`` builds an ``AnalysisRequest`` and submits it to the
+manager; status and results come from the manager while this process knows the job, and from
+the store otherwise (jobs of an earlier run, or the app's). The result is the
+``chord.result/v1`` document, as the CLI prints it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from chord_core.service.http_errors import ApiError, job_error_entry
+
+router = APIRouter()
+EVENTS_POLL_S = 0.2
+EVENTS_MAX_S = 3600.0
+UPLOAD_FIELD = "file"
+
+
+class JobBody(BaseModel):
+    """A job request (JSON, or the fields of a multipart form beside ``file``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: Literal["describe", "ground", "entail"]
+    video_path: str | None = Field(None, description="a file under the media roots")
+    query: str = ""
+    target: str = ""
+    statement: str = ""
+    prompt: str = ""
+    max_new_tokens: int | None = None
+    fps: float | None = None
+    max_frames: int | None = None
+    max_pixels: int | None = None
+    token_budget: int | None = None
+    label: str = ""
+
+    def text(self) -> str:
+        own = {"describe": self.prompt, "ground": self.target, "entail": self.statement}
+        return own[self.task] or self.query
+
+
+def _runtime(request: Request) -> Any:
+    return request.app.state.runtime
+
+
+async def health(request: Request) -> JSONResponse:
+    """200 when a worker is ready; 503 with each worker's loading state before that."""
+    rt = _runtime(request)
+    workers = [{"worker": w["worker"], "state": w["state"], "devices": w["devices"],
+                "startup": w.get("startup")} for w in rt.manager.workers()]
+    body: dict[str, Any] = {"model": rt.model, "workers": workers,
+                            "uptime_s": round(time.time() - rt.started_at, 1)}
+    if any(w["state"] == "ready" for w in workers):
+        return JSONResponse({"status": "ready", **body})
+    if workers and all(w["state"] == "failed" for w in workers):
+        err = rt.manager.model_state().get("error") or {}
+        return JSONResponse({"status": "failed", "error": err.get("message", "workers failed"),
+                             "hint": err.get("hint", "see the server log"), **body}, 503)
+    ready = sum(w["state"] == "ready" for w in workers)
+    return JSONResponse({"status": "loading", "error": "the model is still loading",
+                         "hint": "retry in a few seconds", "progress": f"{ready}/{len(workers)}"
+                         " workers ready", **body}, 503, headers={"Retry-After": "5"})
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> dict[str, Any]:
+    """The served model, as OpenAI's ``/v1/models`` lists models."""
+    rt = _runtime(request)
+    return {"object": "list", "data": [{"id": rt.model, "object": "model",
+                                        "created": int(rt.started_at), "owned_by": "chord"}]}
+
+
+async def _body_and_upload(request: Request) -> tuple[dict[str, Any], Any]:
+    """The job fields and the uploaded file (None for JSON bodies)."""
+    ctype = request.headers.get("content-type", "")
+    if ctype.startswith("multipart/form-data"):
+        form = await request.form(max_files=1, max_fields=32)
+        upload = form.get(UPLOAD_FIELD)
+        fields = {k: v for k, v in form.items() if k != UPLOAD_FIELD and isinstance(v, str)}
+        return fields, upload if hasattr(upload, "read") else None
+    raw = await request.body()
+    try:
+        import json
+
+        data = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the request body is not valid JSON",
+                       "send a JSON object, or a multipart form with a 'file' field") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the request body must be a JSON object",
+                       'e.g. {"task": "describe", "video_path": "/data/media/clip.mp4"}')
+    return data, None
+
+
+def _parse_job(fields: dict[str, Any]) -> JobBody:
+    try:
+        return JobBody.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        raise ApiError(422, f"{where}: {first.get('msg')}",
+                       "fields: task (describe|ground|entail), video_path or a 'file' upload, "
+                       "prompt/target/statement, max_new_tokens, fps, max_frames, max_pixels, "
+                       "token_budget") from None
+
+
+async def _media_path(body: JobBody, upload: Any) -> str:
+    from chord_core.service import media
+
+    if upload is not None and body.video_path:
+        raise ApiError(400, "send either a file or a video_path, not both", "")
+    if upload is not None:
+        # the upload is already spooled (bounded by the body limit); copy it off the loop
+        await upload.seek(0)
+        return str(await run_in_threadpool(
+            media.save_stream, _iter_file(upload.file), upload.filename or ""))
+    if not body.video_path:
+        raise ApiError(400, "no input: send a 'file' upload or a 'video_path'",
+                       "video_path must lie under the server's media roots (CHORD_MEDIA_ROOTS)")
+    return str(await run_in_threadpool(media.resolve_media, body.video_path))
+
+
+def _iter_file(fh: Any) -> Any:
+    from chord_core.service.media import CHUNK
+
+    while chunk := fh.read(CHUNK):
+        yield chunk
+
+
+def _analysis_request(body: JobBody, path: str) -> Any:
+    from chord_core.config import SamplingConfig
+    from chord_core.engine import AnalysisRequest
+
+    sampling: dict[str, Any] = {}
+    for name in ("fps", "max_frames", "token_budget"):
+        if getattr(body, name) is not None:
+            sampling[name] = getattr(body, name)
+    if body.max_pixels is not None:
+        sampling.update(max_pixels=body.max_pixels, ground_max_pixels=body.max_pixels,
+                        min_pixels=min(SamplingConfig().min_pixels, body.max_pixels))
+    extra = {} if body.max_new_tokens is None else {"max_new_tokens": body.max_new_tokens}
+    return AnalysisRequest(path, body.task, body.text(), SamplingConfig(**sampling), **extra)
+
+
+@router.post("/v1/jobs", status_code=202)
+async def submit_job(request: Request) -> JSONResponse:
+    """Queue one analysis; answers at once with the job id and where to look."""
+    from chord_core.jobs import JobSpec
+
+    fields, upload = await _body_and_upload(request)
+    body = _parse_job(fields)
+    path = await _media_path(body, upload)
+    spec = JobSpec(_analysis_request(body, path), model=None,
+                   label=body.label or f"api {body.task}")
+    (job_id,) = await _runtime(request).submit([spec])
+    return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
+
+
+def _links(job_id: str) -> dict[str, Any]:
+    base = f"/v1/jobs/{job_id}"
+    return {"links": {"self": base, "result": base + "/result", "events": base + "/events"}}
+
+
+def job_view(request: Request, job_id: str) -> dict[str, Any]:
+    """Status of a job from the manager, or the store; ApiError 404 when neither knows it."""
+    rt = _runtime(request)
+    st = rt.live_status(job_id)
+    if st is not None:
+        ev = st.last_event
+        return {"job_id": job_id, "state": st.state.value, "task": st.spec.request.task,
+                "query": st.spec.request.query, "submitted_at": st.submitted_at,
+                "started_at": st.started_at, "finished_at": st.finished_at,
+                "worker": st.worker, "progress": ev.to_dict() if ev else None,
+                "error": job_error_entry(st.error) if st.error else None, **_links(job_id)}
+    row = rt.stored_job(job_id)
+    if row is None:
+        raise ApiError(404, f"no job {job_id!r}",
+                       "use the job_id that POST /v1/jobs returned")
+    return {"job_id": job_id, "state": row["state"], "task": row["task"], "query": row["query"],
+            "submitted_at": row["submitted_at"], "started_at": row["started_at"],
+            "finished_at": row["finished_at"], "worker": row["worker"],
+            "progress": row["progress"],
+            "error": job_error_entry(row["error"]) if row["error"] else None, **_links(job_id)}
+
+
+@router.get("/v1/jobs/{job_id}")
+async def get_job(request: Request, job_id: str) -> dict[str, Any]:
+    return job_view(request, job_id)
+
+
+@router.get("/v1/jobs/{job_id}/result")
+async def get_result(request: Request, job_id: str) -> Any:
+    """The ``chord.result/v1`` document; 409 while the job is unfinished or when it failed."""
+    rt = _runtime(request)
+    st = rt.live_status(job_id)
+    if st is not None and st.result is not None:
+        return st.result.to_dict()
+    view = job_view(request, job_id)
+    if view["state"] == "done":
+        doc = await run_in_threadpool(rt.stored_result, job_id)
+        if doc is not None:
+            return doc
+    if view["error"]:
+        raise ApiError(409, f"job {job_id} {view['state']}: {view['error']['error']}",
+                       view["error"]["hint"])
+    raise ApiError(409, f"job {job_id} is {view['state']}; it has no result yet",
+                   f"poll GET /v1/jobs/{job_id} or follow /v1/jobs/{job_id}/events")
+
+
+@router.delete("/v1/jobs/{job_id}")
+async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
+    rt = _runtime(request)
+    view = job_view(request, job_id)
+    if rt.live_status(job_id) is None or not rt.manager.cancel(job_id):
+        raise ApiError(409, f"job {job_id} is {view['state']}; only a queued or running job "
+                            "of this service can be cancelled", "")
+    return job_view(request, job_id)
+
+
+def sse(data: Any, event: str | None = None) -> str:
+    """One server-sent event (``data`` as JSON on one line)."""
+    import json
+
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+@router.get("/v1/jobs/{job_id}/events")
+async def job_events(request: Request, job_id: str) -> StreamingResponse:
+    """Progress as server-sent events: ``progress`` per step, ``state`` per change, then one
+    ``end`` event with the final status, and the stream closes."""
+    view = job_view(request, job_id)  # a 404 before the stream starts
+    return StreamingResponse(_events(request, job_id, view), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})
+
+
+async def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncIterator[str]:
+    last_state, last_event, t0 = None, None, time.monotonic()
+    while True:
+        if view["state"] != last_state:
+            last_state = view["state"]
+            yield sse(view, "state")
+        if view["progress"] is not None and view["progress"] != last_event:
+            last_event = view["progress"]
+            yield sse(last_event, "progress")
+        if view["state"] in ("done", "failed", "cancelled") or \
+                time.monotonic() - t0 > EVENTS_MAX_S or await request.is_disconnected():
+            yield sse(view, "end")
+            return
+        await asyncio.sleep(EVENTS_POLL_S)
+        view = job_view(request, job_id)

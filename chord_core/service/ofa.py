@@ -1,0 +1,108 @@
+"""OFA-VE's batch API: ``POST /batch_predict`` with ``{"tasks": [{"image_data", "text",
+"id"?}]}`` → ``{"predictions": [...]}``, one per task, in order.
+
+Each good task becomes an ``entail`` job (image + statement); all are submitted before any is
+awaited, so the manager scores them in shared prefill batches over every worker. A bad task
+(undecodable or empty image, empty text) gets its own ``{"id", "error", "hint"}`` entry and
+never costs the others their answers. A prediction carries OFA-VE's word (``entailment``:
+yes / maybe / no), the label name (entailment / neutral / contradiction), ``confidence`` (the
+verdict's probability) and all three ``probabilities``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from chord_core.errors import ChordError
+from chord_core.service.http_errors import ApiError, from_chord_error, job_error_entry
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+OFA_WORD = {"entailment": "yes", "neutral": "maybe", "contradiction": "no"}
+IMAGE_KEYS = ("image_data", "image")
+TEXT_KEYS = ("text", "statement", "hypothesis")
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    tasks: list[Any]
+
+
+def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((task[k] for k in keys if k in task), None)
+
+
+def _prepare(index: int, task: Any) -> tuple[Any, Any]:
+    """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
+    from chord_core.engine import AnalysisRequest
+    from chord_core.entailment import clean_statement
+    from chord_core.errors import InputError
+    from chord_core.jobs import JobSpec
+    from chord_core.service.media import decode_base64, save_image_bytes
+
+    if not isinstance(task, dict):
+        raise InputError(f"task {index} is not an object",
+                         hint='each task is {"image_data": <base64>, "text": "…"}')
+    image = _first(task, IMAGE_KEYS)
+    if image is None:
+        raise InputError(f"task {index} has no image_data",
+                         hint="add the image as base64 in image_data")
+    statement = clean_statement(_first(task, TEXT_KEYS) or "")
+    data, _ = decode_base64(image, "image_data")
+    path = save_image_bytes(data)
+    request = AnalysisRequest(str(path), "entail", statement)
+    return task.get("id", index), JobSpec(request, model=None, label="api batch_predict")
+
+
+def prediction(task_id: Any, status: Any) -> dict[str, Any]:
+    """One OFA-VE prediction from a finished entail job."""
+    if status.result is None or status.result.entailment is None:
+        return {"id": task_id, **job_error_entry(status.error or {
+            "type": "JobCancelled", "message": "the task was cancelled", "hint": ""})}
+    ent = status.result.entailment
+    probs = {k: round(float(v), 6) for k, v in ent.probabilities.items()}
+    return {"id": task_id, "entailment": OFA_WORD[ent.verdict], "label": ent.verdict,
+            "confidence": probs[ent.verdict], "probabilities": probs,
+            "job_id": status.job_id}
+
+
+@router.post("/batch_predict")
+async def batch_predict(request: Request, body: BatchBody) -> dict[str, Any]:
+    """Visual entailment for many image + statement pairs in one request."""
+    settings, rt = request.app.state.settings, request.app.state.runtime
+    if not body.tasks:
+        raise ApiError(400, "tasks is empty", 'send {"tasks": [{"image_data": …, "text": …}]}')
+    if len(body.tasks) > settings.max_tasks:
+        raise ApiError(413, f"{len(body.tasks)} tasks in one request; the limit is "
+                            f"{settings.max_tasks}",
+                       "split them over several requests (CHORD_API_MAX_TASKS sets the limit)")
+    out: list[dict[str, Any] | None] = [None] * len(body.tasks)
+    ids, specs, slots = [], [], []
+    for i, task in enumerate(body.tasks):
+        try:
+            task_id, spec = await run_in_threadpool(_prepare, i, task)
+        except ChordError as exc:
+            tid = task.get("id", i) if isinstance(task, dict) else i
+            api = from_chord_error(exc)
+            out[i] = {"id": tid, "error": api.message, "hint": api.hint}
+            continue
+        ids.append(task_id), specs.append(spec), slots.append(i)
+    if specs:
+        job_ids = await rt.submit(specs)
+        try:
+            statuses = await rt.wait_all(job_ids, settings.request_timeout_s)
+        except TimeoutError:
+            raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "
+                                "and were cancelled",
+                           "send fewer tasks per request, or raise CHORD_API_TIMEOUT_S",
+                           {"Retry-After": "10"}) from None
+        for slot, task_id, st in zip(slots, ids, statuses):
+            out[slot] = prediction(task_id, st)
+    return {"predictions": out, "model": rt.model}

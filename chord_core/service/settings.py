@@ -1,0 +1,103 @@
+"""Service settings: where it listens, who may call it, and how much one request may ask.
+
+Read from ``CHORD_API_*`` variables, then CLI flags (``python -m chord_core serve``). Safe by
+default: it binds 127.0.0.1; any other address needs an API key (Bearer) or an explicit
+``--no-auth``, checked before a worker starts. Read at call time, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from chord_core.errors import ConfigError
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MIB = 1024 * 1024
+
+DEFAULT_PORT = 8080
+DEFAULT_MAX_BODY_MB = 256
+DEFAULT_MAX_TASKS = 64
+DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """Validated service settings. ``api_key`` empty + ``no_auth`` False = no key needed only
+    because the service is bound to this machine."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    api_key: str = ""
+    no_auth: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_MB * MIB
+    max_tasks: int = DEFAULT_MAX_TASKS
+    request_timeout_s: float = DEFAULT_TIMEOUT_S
+    allowed_hosts: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0–65535, got {self.port}",
+                              hint="e.g. --port 8080 (CHORD_API_PORT)")
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"the body limit must be at least 1 KiB, got {self.max_body_bytes}"
+                              " bytes", hint="set CHORD_API_MAX_BODY_MB, e.g. 256")
+        if self.max_tasks < 1:
+            raise ConfigError(f"tasks per request must be at least 1, got {self.max_tasks}",
+                              hint="set CHORD_API_MAX_TASKS, e.g. 64")
+        if not self.request_timeout_s > 0:
+            raise ConfigError(f"the per-request time must be positive, got "
+                              f"{self.request_timeout_s}", hint="set CHORD_API_TIMEOUT_S, e.g. 300")
+        if not self.is_local and not self.api_key and not self.no_auth:
+            raise ConfigError(f"refusing to listen on {self.host} without an API key",
+                              hint="set CHORD_API_KEY (or --api-key) so callers must send "
+                                   "'Authorization: Bearer <key>', or pass --no-auth if this "
+                                   "network is trusted")
+
+    @property
+    def is_local(self) -> bool:
+        return self.host in LOCAL_HOSTS
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.api_key) and not self.no_auth
+
+    def host_allowlist(self) -> list[str]:
+        """Host header values accepted (DNS-rebinding guard): ``*`` when bound to all
+        addresses with a key or --no-auth, else localhost names, the bound host and extras."""
+        if self.host in ("0.0.0.0", "::") and not self.allowed_hosts:
+            return ["*"]
+        return list(dict.fromkeys([*sorted(LOCAL_HOSTS), self.host, *self.allowed_hosts]))
+
+
+def _number(env: Mapping[str, str], name: str, kind: type, default: float) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}",
+                          hint=f"unset it for the default ({default:g})") from None
+
+
+def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object
+                      ) -> ServiceSettings:
+    """Settings from ``CHORD_API_*`` variables, then ``overrides`` (None = not given);
+    validated once, on the merged values."""
+    env = os.environ if env is None else env
+    values: dict[str, object] = {
+        "host": (env.get("CHORD_API_HOST") or "127.0.0.1").strip(),
+        "port": int(_number(env, "CHORD_API_PORT", int, DEFAULT_PORT)),
+        "api_key": (env.get("CHORD_API_KEY") or "").strip(),
+        "no_auth": (env.get("CHORD_API_NO_AUTH") or "").strip().lower() in {"1", "true", "yes"},
+        "max_body_bytes": int(_number(env, "CHORD_API_MAX_BODY_MB", float,
+                                      DEFAULT_MAX_BODY_MB) * MIB),
+        "max_tasks": int(_number(env, "CHORD_API_MAX_TASKS", int, DEFAULT_MAX_TASKS)),
+        "request_timeout_s": _number(env, "CHORD_API_TIMEOUT_S", float, DEFAULT_TIMEOUT_S),
+        "allowed_hosts": tuple(h.strip() for h in (env.get("CHORD_ALLOWED_HOSTS") or "")
+                               .split(",") if h.strip()),
+    }
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return ServiceSettings(**values)  # type: ignore[arg-type]
