@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from chord_core.config import TEST_MODEL, ModelConfig
+from chord_core.config import TEST_MODELS, ModelConfig
 from chord_core.devices import describe_visible
 from chord_core.errors import ConfigError
 from chord_core.parallel_config import ParallelConfig
@@ -82,10 +82,11 @@ def _mig_inventory(entries: list[str], migs: list[Any]) -> list[GpuInfo]:
 def model_bytes(model_cfg: ModelConfig) -> int:
     """Weight bytes of the model in the dtype it will load in (bf16 on GPUs)."""
     config_path: Path | None = None
-    if model_cfg.model == TEST_MODEL:
+    if model_cfg.model in TEST_MODELS:
         from chord_core.testing.tiny_model import ensure_test_model
 
-        config_path = ensure_test_model(model_cfg.cache_dir) / "config.json"
+        config_path = ensure_test_model(model_cfg.cache_dir,
+                                        TEST_MODELS[model_cfg.model]) / "config.json"
     elif Path(model_cfg.model).expanduser().is_dir():
         config_path = Path(model_cfg.model).expanduser() / "config.json"
     else:

@@ -5,7 +5,7 @@ Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
 
 | variable              | meaning                                                        |
 |-----------------------|----------------------------------------------------------------|
-| CHORD_MODEL           | hub id, local folder, or ``test`` (tiny random-weight model)   |
+| CHORD_MODEL           | hub id, local folder, ``test`` / ``test-qwen3`` (tiny random-weight models) |
 | CHORD_CACHE_DIR       | where the tiny model and other caches live (~/.cache/chord)    |
 | CHORD_DATA_DIR        | job store, uploads, exports (./data)                           |
 | CHORD_DEVICE          | ``auto`` (default), ``cpu``, ``cuda``, ``cuda:N``              |
@@ -35,6 +35,9 @@ from chord_core.errors import ConfigError
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 TEST_MODEL = "test"
+TEST_MODEL_QWEN3 = "test-qwen3"
+# model name → family of the tiny random-weight checkpoint it loads
+TEST_MODELS = {TEST_MODEL: "qwen2.5-vl", TEST_MODEL_QWEN3: "qwen3-vl"}
 
 # Qwen2.5-VL geometry: 14 px patches merged 2×2 → one visual token per 28×28 px, and 2
 # frames per temporal patch. See shared/design/QWEN_FACTS.md.
@@ -123,7 +126,7 @@ class ModelConfig:
 
     @property
     def is_test_model(self) -> bool:
-        return self.model == TEST_MODEL
+        return self.model in TEST_MODELS
 
     def with_overrides(self, **kwargs: object) -> ModelConfig:
         return replace(self, **{k: v for k, v in kwargs.items() if v is not None})

@@ -50,15 +50,22 @@ def mark_static(tensors) -> None:
 
 
 def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int, qkv_w, qkv_b, sizes):
-    """Norm, q/k/v projection (one fused product) and rotary embedding of one new token per
-    row; q comes out grouped by the key/value head its heads share ([B, n_kv, n_rep, hd])."""
+    """Norm, q/k/v projection (one fused product), the per-head q/k RMS norms where the
+    attention has them (Qwen3-VL: over head_dim, before the rotation, as its forward does)
+    and rotary embedding of one new token per row; q comes out grouped by the key/value
+    head its heads share ([B, n_kv, n_rep, hd])."""
     import torch.nn.functional as F
 
     b = h.shape[0]
+    attn = layer.self_attn
     x = layer.input_layernorm(h)
     q, k, v = F.linear(x, qkv_w, qkv_b).split(list(sizes), dim=-1)
-    q = q.reshape(b, 1, -1, hd).transpose(1, 2)
-    k = k.reshape(b, 1, -1, hd).transpose(1, 2)
+    q = q.reshape(b, 1, -1, hd)
+    k = k.reshape(b, 1, -1, hd)
+    if getattr(attn, "q_norm", None) is not None:
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    q = q.transpose(1, 2)
+    k = k.transpose(1, 2)
     v = v.reshape(b, 1, -1, hd).transpose(1, 2)
     q, k = rope(q, k, cos, sin)
     return q.reshape(b, n_kv, -1, hd), k, v

@@ -139,7 +139,7 @@ def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[
     texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
                                            add_generation_prompt=True) for s in statements]
     return processor(text=texts, images=list(images), padding=True, return_tensors="pt",
-                     **_no_resize_kwargs(processor.image_processor, [h * w for h, w in sizes]))
+                     **_no_resize_kwargs(processor.image_processor, sizes))
 
 
 def _prefill(lm: LoadedModel, inputs: Any) -> list[EntailScore]:

@@ -1,4 +1,4 @@
-"""Fast greedy decoding for Qwen2.5-VL: a fixed-size KV cache, the decode step replayed as
+"""Fast greedy decoding for Qwen2.5-VL and Qwen3-VL: a fixed-size KV cache, the decode step replayed as
 one CUDA graph, and no host↔device synchronisation inside the token loop.
 
 Why: transformers' ``generate`` launches every kernel of every layer from Python for each
@@ -50,9 +50,13 @@ _UNSUPPORTED_FIELDS = ("no_repeat_ngram_size", "bad_words_ids", "suppress_tokens
                        "renormalize_logits", "guidance_scale")
 
 
-# Attention modules whose decode step fastgen reproduces (projections with bias, the module's
-# ``apply_rotary_pos_emb`` on recomposed mrope cos/sin, no per-head q/k norm).
-_ATTENTION_CLASSES = ("Qwen2_5_VLAttention",)
+# Attention modules whose decode step fastgen reproduces: q/k/v projections (with bias in
+# Qwen2.5-VL), per-head q/k RMS norms before the rotation (Qwen3-VL), and the module's own
+# ``apply_rotary_pos_emb`` on the cos/sin its rotary module recomposes (sectioned mrope in
+# Qwen2.5-VL, interleaved in Qwen3-VL; a decode token has t = h = w, so either layout gives
+# the plain 1-D rotation of its position). Qwen3-VL's deepstack features are added to the
+# hidden states of visual tokens in the prefill only (the model's own forward).
+_ATTENTION_CLASSES = ("Qwen2_5_VLAttention", "Qwen3VLTextAttention")
 
 
 def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
@@ -83,8 +87,11 @@ def unsupported_reason(model: Any) -> str | None:
                                            "post_attention_layernorm")):
         return f"unexpected decoder layer {type(layer).__name__}"
     if type(layer.self_attn).__name__ not in _ATTENTION_CLASSES:
-        # e.g. Qwen3-VL normalises q/k per head; its step would need those norms too
-        return f"the fast decoder is written for Qwen2.5-VL, not {type(layer.self_attn).__name__}"
+        return ("the fast decoder is written for Qwen2.5-VL / Qwen3-VL attention, not "
+                f"{type(layer.self_attn).__name__}")
+    if not all(hasattr(layer.mlp, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+        # e.g. Qwen3-VL-MoE: routed experts are not implemented in the step
+        return f"the decoder layers' MLP is {type(layer.mlp).__name__} (mixture of experts)"
     rope = getattr(sys.modules.get(type(layer.self_attn).__module__), "apply_rotary_pos_emb", None)
     if rope is None:
         return "the attention module's rotary function was not found"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from chord_core.config import ModelConfig, TEST_MODEL, default_cache_dir
+from chord_core.config import TEST_MODELS, ModelConfig, default_cache_dir
 from chord_core.errors import ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -195,10 +195,10 @@ def hub_model_info(repo_id: str, timeout: float = HUB_TIMEOUT_S) -> Any:
 def resolve_model(cfg: ModelConfig) -> ResolvedModel:
     """Find the weights for ``cfg.model``: test model, local folder, cached or downloaded hub
     repo. Raises ModelNotFoundError with a concrete fix when they cannot be had."""
-    if cfg.model == TEST_MODEL:
+    if cfg.model in TEST_MODELS:
         from chord_core.testing.tiny_model import ensure_test_model
 
-        path = ensure_test_model(cfg.cache_dir)
+        path = ensure_test_model(cfg.cache_dir, TEST_MODELS[cfg.model])
         return ResolvedModel(str(path), True, path)
     folder = Path(cfg.model).expanduser()
     if folder.is_dir() or not is_hub_id(cfg.model):
@@ -217,10 +217,10 @@ def resolve_model(cfg: ModelConfig) -> ResolvedModel:
 
 def model_availability(model: str, cache_dir: str | Path | None = None) -> Availability:
     """Can ``model`` be loaded right now without the network? Local checks only."""
-    if model == TEST_MODEL:
-        from chord_core.testing.tiny_model import TEST_MODEL_DIRNAME, TEST_MODEL_LABEL
+    if model in TEST_MODELS:
+        from chord_core.testing.tiny_model import TEST_MODEL_LABEL, family_builder
 
-        path = default_cache_dir() / "models" / TEST_MODEL_DIRNAME
+        path = default_cache_dir() / "models" / family_builder(TEST_MODELS[model])[0]
         return Availability(True, str(path), weights_size(path) if path.is_dir() else None,
                             f"{TEST_MODEL_LABEL} (built locally on first use)")
     folder = Path(model).expanduser()

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 FAMILIES = {
     "qwen2_5_vl": ("qwen2.5-vl", "absolute", "Qwen2_5_VLForConditionalGeneration"),
     "qwen3_vl": ("qwen3-vl", "relative1000", "Qwen3VLForConditionalGeneration"),
+    # MoE text decoder, same vision tower, processor and prompts (every expert is loaded)
+    "qwen3_vl_moe": ("qwen3-vl", "relative1000", "Qwen3VLMoeForConditionalGeneration"),
 }
 MIN_SIDE_PX = 28
 
@@ -121,7 +123,8 @@ def _model_class(model_type: str) -> tuple[str, str, Any]:
 
     if model_type not in FAMILIES:
         raise ModelError(f"unsupported model type {model_type!r}",
-                         hint="use a Qwen2.5-VL checkpoint, e.g. Qwen/Qwen2.5-VL-3B-Instruct")
+                         hint="use a Qwen2.5-VL or Qwen3-VL checkpoint, e.g. "
+                              "Qwen/Qwen2.5-VL-3B-Instruct or Qwen/Qwen3-VL-8B-Instruct")
     family, coord_mode, class_name = FAMILIES[model_type]
     cls = getattr(transformers, class_name, None)
     if cls is None:
@@ -256,7 +259,8 @@ def _load_config(path: str) -> Any:
         return AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"{path} has no usable config.json: {exc}",
-                         hint="point --model at a Qwen2.5-VL model folder or hub id") from exc
+                         hint="point --model at a Qwen2.5-VL / Qwen3-VL model folder or hub "
+                              "id") from exc
 
 
 def load_model(cfg: ModelConfig) -> LoadedModel:
@@ -305,7 +309,7 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     lap("processor_s")
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: _device_name(v) for k, v in hf_map.items()},
-                     test_model=resolved.is_test, family=family)
+                     test_model=resolved.is_test, family=family, coords=coord_mode)
     decoder = fastgen.for_model(cfg, model, processor)
     lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,
@@ -347,9 +351,22 @@ def _check_frames(frames: Any, ndim: int, what: str) -> tuple[int, int]:
     return h, w
 
 
-def _no_resize_kwargs(processor_part: Any, areas: Sequence[int]) -> dict[str, Any]:
-    """Pixel bounds that keep inputs at their size (multiples of 28 stay as they are)."""
-    kwargs: dict[str, Any] = {"size": {"shortest_edge": min(areas), "longest_edge": max(areas)}}
+def _no_resize_kwargs(processor_part: Any, sizes: Sequence[tuple[int, int]],
+                      frames: Sequence[int] = ()) -> dict[str, Any]:
+    """Pixel bounds that keep inputs at their size. Sizes that are multiples of the model's
+    token side (patch × merge: 28 px for Qwen2.5-VL) stay as they are; Qwen3-VL (32 px) rounds
+    them to its own multiple, keeping the aspect — never a further down- or up-scale.
+    Qwen3-VL's video processor bounds pixels summed over the frames (``frames`` per clip)."""
+    side = _patch_px(processor_part) * int(getattr(processor_part, "merge_size", 2))
+    areas = [max(side, round(h / side) * side) * max(side, round(w / side) * side)
+             for h, w in sizes]
+    if frames and _video_bounds_are_totals(processor_part):
+        tp = int(getattr(processor_part, "temporal_patch_size", 2))
+        totals = [a * max(tp, -(-t // tp) * tp) for a, t in zip(areas, frames)]
+        kwargs: dict[str, Any] = {"size": {"shortest_edge": side * side * tp,
+                                           "longest_edge": max(totals)}}
+    else:
+        kwargs = {"size": {"shortest_edge": min(areas), "longest_edge": max(areas)}}
     if hasattr(processor_part, "cap_pixels_per_frame"):
         kwargs["cap_pixels_per_frame"] = False  # transformers ≥ 5.2x: no total-video cap
     return kwargs
@@ -357,6 +374,27 @@ def _no_resize_kwargs(processor_part: Any, areas: Sequence[int]) -> dict[str, An
 
 def _patch_px(processor_part: Any) -> int:
     return int(getattr(processor_part, "patch_size", 14))
+
+
+def _video_bounds_are_totals(processor_part: Any) -> bool:
+    """Qwen3-VL's video processor compares its ``size`` bounds with T×H×W, not H×W."""
+    return type(processor_part).__name__.startswith("Qwen3VL")
+
+
+def _timed_metadata(meta: dict[str, Any], times_s: Sequence[float] | None) -> dict[str, Any]:
+    """Metadata whose ``frames_indices / fps`` are the frames' own presentation times.
+
+    Qwen3-VL writes ``<t seconds>`` before every frame pair, computed as index / fps: an
+    average fps is wrong on variable-rate clips and clips with timestamp jumps. On a
+    millisecond grid (fps 1000, index = round(t × 1000)) the text carries the container's
+    times instead. Qwen2.5-VL takes its time axis from fps alone, so it keeps the source's."""
+    if not times_s or len(times_s) != len(meta["frames_indices"]):
+        return meta
+    idx = [int(round(float(t) * 1000)) for t in times_s]
+    if any(b <= a for a, b in zip(idx, idx[1:])) or idx[0] < 0:
+        return meta  # not increasing on the ms grid: keep the source indices
+    return {**meta, "fps": 1000.0, "frames_indices": idx,
+            "total_num_frames": max(idx[-1] + 1, int(meta["total_num_frames"]))}
 
 
 _METADATA_KEYS = ("total_num_frames", "fps", "frames_indices", "duration", "width", "height")
@@ -403,15 +441,20 @@ def build_video_batch(lm: LoadedModel, clips: Sequence[tuple[np.ndarray, Mapping
         if len(frames) == 0:
             raise InputError("no video frames to describe", hint="check that the clip decodes")
         sizes.append((h, w))
-        metas.append(_video_metadata(metadata, len(frames)))
+        meta = _video_metadata(metadata, len(frames))
+        if lm.family == "qwen3-vl":
+            meta = _timed_metadata(meta, metadata.get("timestamps_s"))
+        metas.append(meta)
         texts.append(processor.apply_chat_template(describe_messages(prompt), tokenize=False,
                                                    add_generation_prompt=True))
     inputs = processor(text=texts, videos=[c[0] for c in clips], video_metadata=metas,
                        do_sample_frames=False, return_tensors="pt", padding=True,
-                       **_no_resize_kwargs(processor.video_processor, [h * w for h, w in sizes]))
+                       **_no_resize_kwargs(processor.video_processor, sizes,
+                                           [len(c[0]) for c in clips]))
     patch = _patch_px(processor.video_processor)
+    side = patch * int(getattr(processor.video_processor, "merge_size", 2))
     for (h, w), grid in zip(sizes, inputs["video_grid_thw"].tolist()):
-        if (grid[1] * patch, grid[2] * patch) != (h, w):
+        if abs(grid[1] * patch - h) >= side or abs(grid[2] * patch - w) >= side:
             log.warning("the processor resized video frames from %d×%d to %d×%d", w, h,
                         grid[2] * patch, grid[1] * patch)
     return inputs
@@ -426,7 +469,7 @@ def build_image_inputs(lm: LoadedModel, images: Sequence[np.ndarray], target: st
                                          add_generation_prompt=True)
     return processor(text=[text] * len(images), images=list(images), padding=True,
                      return_tensors="pt",
-                     **_no_resize_kwargs(processor.image_processor, [h * w for h, w in sizes]))
+                     **_no_resize_kwargs(processor.image_processor, sizes))
 
 
 # -- generation -----------------------------------------------------------------------------

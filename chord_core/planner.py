@@ -31,6 +31,10 @@ STRATEGY_ALIASES = {"data_parallel": "replicate", "dp": "replicate", "model_para
 KNOWN_PARAMS = {
     "qwen2.5-vl-3b": 3.75e9, "qwen2.5-vl-7b": 8.29e9,
     "qwen2.5-vl-32b": 33.5e9, "qwen2.5-vl-72b": 73.4e9,
+    # Qwen3-VL (qwen3_params.py on the official shapes; MoE: every expert counted — all of
+    # them sit in GPU memory, so a 30B-A3B plans like a 31 B dense model, not a 3 B one)
+    "qwen3-vl-2b": 2.13e9, "qwen3-vl-4b": 4.44e9, "qwen3-vl-8b": 8.77e9,
+    "qwen3-vl-32b": 33.36e9, "qwen3-vl-30b-a3b": 31.07e9, "qwen3-vl-235b-a22b": 235.67e9,
 }
 
 
@@ -81,7 +85,12 @@ def normalise_strategy(name: str) -> str:
 
 
 def params_from_config(config: dict[str, Any]) -> int:
-    """Parameter count of a Qwen2.5-VL config.json (text decoder + vision tower)."""
+    """Parameter count of a Qwen2.5-VL or Qwen3-VL (dense or MoE) config.json: text decoder
+    + vision tower (Qwen3-VL: with its deepstack mergers)."""
+    if str(config.get("model_type", "")).startswith("qwen3_vl"):
+        from chord_core.qwen3_params import qwen3_vl_params
+
+        return qwen3_vl_params(config)
     text = config.get("text_config") or config
     vision = config.get("vision_config") or {}
     h, inter = text["hidden_size"], text["intermediate_size"]

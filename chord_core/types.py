@@ -198,6 +198,9 @@ class ModelInfo:
     device_map: dict[str, str] = field(default_factory=dict)
     test_model: bool = False
     family: str = "qwen2.5-vl"
+    # how its boxes are written: "absolute" pixels of the input (Qwen2.5-VL) or
+    # "relative1000" (Qwen3-VL: 0–1000 of the image); results store boxes normalised either way
+    coords: str = "absolute"
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -295,6 +298,10 @@ class Result:
     created_at: str = ""
     schema: str = SCHEMA
     entailment: Entailment | None = None  # task "entail"
+    # task "ground": "per_frame" (every sampled frame grounded) or "two_pass" (the clip asked
+    # for time spans first, then only frames inside them grounded); None for other tasks
+    method: str | None = None
+    spans: tuple[tuple[float, float], ...] = ()  # two_pass: the spans (s) the first pass found
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -314,6 +321,8 @@ class Result:
             "warnings": list(self.warnings),
             "timing": self.timing.to_dict(),
             "entailment": None if self.entailment is None else self.entailment.to_dict(),
+            "method": self.method,
+            "spans": [list(s) for s in self.spans],
         }
 
     @classmethod
@@ -341,6 +350,8 @@ class Result:
             warnings=tuple(data.get("warnings", [])),
             entailment=Entailment.from_dict(data["entailment"]) if data.get("entailment")
             else None,
+            method=data.get("method"),
+            spans=tuple((float(a), float(b)) for a, b in data.get("spans") or ()),
         )
 
 

@@ -59,10 +59,10 @@ def _startup_model(cfg: ModelConfig) -> tuple[ModelConfig, str]:
     """Workers load a model when they start. If the configured one is not on this machine
     they start on the tiny test model instead (never a silent multi-GB download); a job
     that names a model makes its worker load that one."""
-    from chord_core.config import TEST_MODEL
+    from chord_core.config import TEST_MODEL, TEST_MODELS
     from chord_core.hub import model_availability
 
-    if cfg.model == TEST_MODEL:
+    if cfg.model in TEST_MODELS:
         return cfg, ""
     avail = model_availability(cfg.model)
     if avail.available:

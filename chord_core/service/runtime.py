@@ -124,13 +124,13 @@ def _find_tokenizer(model: str) -> Any:
     """``tokenizers.Tokenizer`` from the model's local files, or None (never downloads)."""
     from tokenizers import Tokenizer
 
-    from chord_core.config import TEST_MODEL
+    from chord_core.config import TEST_MODELS
 
     try:
-        if model == TEST_MODEL:
+        if model in TEST_MODELS:
             from chord_core.testing.tiny_model import ensure_test_model
 
-            folder: Path | None = ensure_test_model()
+            folder: Path | None = ensure_test_model(family=TEST_MODELS[model])
         elif Path(model).expanduser().is_dir():
             folder = Path(model).expanduser()
         else:

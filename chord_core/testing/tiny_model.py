@@ -134,7 +134,8 @@ def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return vocab, merges
 
 
-def _build_tokenizer() -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
+def _build_tokenizer(extra: tuple[str, ...] = ()
+                     ) -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
     from tokenizers import pre_tokenizers, processors
 
@@ -150,22 +151,24 @@ def _build_tokenizer() -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
                             for t in SPECIAL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in EXTRA_TOKENS])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False)
+                    for t in EXTRA_TOKENS + extra])
     return tok, vocab, merges
 
 
-def _tokenizer_config(ids: dict[str, int]) -> dict[str, Any]:
+def _tokenizer_config(ids: dict[str, int], extra: tuple[str, ...] = (),
+                      chat_template: str = CHAT_TEMPLATE) -> dict[str, Any]:
     decoder = {str(ids[t]): {"content": t, "lstrip": False, "normalized": False,
                              "rstrip": False, "single_word": False,
                              "special": t in SPECIAL_TOKENS}
-               for t in SPECIAL_TOKENS + EXTRA_TOKENS}
+               for t in SPECIAL_TOKENS + EXTRA_TOKENS + extra}
     return {
         "add_bos_token": False,
         "add_prefix_space": False,
         "added_tokens_decoder": decoder,
         "additional_special_tokens": list(SPECIAL_TOKENS[1:]),
         "bos_token": None,
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": chat_template,
         "clean_up_tokenization_spaces": False,
         "eos_token": "<|im_end|>",
         "errors": "replace",
@@ -177,13 +180,15 @@ def _tokenizer_config(ids: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _write_tokenizer(out: Path) -> dict[str, int]:
-    """tokenizer.json, tokenizer_config.json, vocab.json, merges.txt; returns special ids."""
-    tok, vocab, merges = _build_tokenizer()
+def _write_tokenizer(out: Path, extra: tuple[str, ...] = (),
+                     chat_template: str = CHAT_TEMPLATE) -> dict[str, int]:
+    """tokenizer.json, tokenizer_config.json, vocab.json, merges.txt; returns special ids.
+    ``extra``: added (non-special) tokens a later family appends (Qwen3's ``<think>``…)."""
+    tok, vocab, merges = _build_tokenizer(extra)
     tok.save(str(out / "tokenizer.json"), pretty=True)
-    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS + EXTRA_TOKENS}
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS + EXTRA_TOKENS + extra}
     ids["__len__"] = tok.get_vocab_size(with_added_tokens=True)
-    _write_json(out / "tokenizer_config.json", _tokenizer_config(ids))
+    _write_json(out / "tokenizer_config.json", _tokenizer_config(ids, extra, chat_template))
     _write_json(out / "vocab.json", vocab, indent=None)
     lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in merges]
     (out / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -379,25 +384,28 @@ _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
                    "preprocessor_config.json", "chat_template.json")
 
 
-def ensure_test_model(cache_dir: str | Path | None = None) -> Path:
-    """The tiny checkpoint under ``<cache>/models/tiny-qwen2.5-vl-v1``, built once.
+def ensure_test_model(cache_dir: str | Path | None = None, family: str = "qwen2.5-vl"
+                      ) -> Path:
+    """The tiny checkpoint of ``family`` under ``<cache>/models/<dirname>``, built once
+    (``tiny-qwen2.5-vl-v1``; ``tiny-qwen3-vl-v1`` for ``family="qwen3-vl"``).
 
     Built in a temporary sibling folder and renamed into place, so concurrent callers
     never see a half-written model.
     """
     from chord_core.config import default_cache_dir
 
+    dirname, build = family_builder(family)
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = root / "models" / TEST_MODEL_DIRNAME
+    final = root / "models" / dirname
     if all((final / name).is_file() for name in _REQUIRED_FILES):
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         log.warning("test model at %s is incomplete; rebuilding it", final)
         shutil.rmtree(final)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{TEST_MODEL_DIRNAME}-", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dirname}-", dir=final.parent))
     try:
-        build_checkpoint(tmp, shape="tiny", seed=0, device="cpu")
+        build(tmp, shape="tiny", seed=0, device="cpu")
         os.rename(tmp, final)
     except OSError:
         if not (final / "model.safetensors").is_file():
@@ -407,3 +415,17 @@ def ensure_test_model(cache_dir: str | Path | None = None) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def family_builder(family: str) -> tuple[str, Any]:
+    """(cache folder name, build_checkpoint function) of a family's tiny checkpoint."""
+    if family == "qwen2.5-vl":
+        return TEST_MODEL_DIRNAME, build_checkpoint
+    if family == "qwen3-vl":
+        from chord_core.testing import tiny_qwen3
+
+        return tiny_qwen3.TEST_MODEL_DIRNAME, tiny_qwen3.build_checkpoint
+    from chord_core.errors import ConfigError
+
+    raise ConfigError(f"no test checkpoint for model family {family!r}",
+                      hint="use qwen2.5-vl or qwen3-vl")
