@@ -1,8 +1,8 @@
 """The FastAPI application: ``create_app(runtime, settings)``.
 
-Layers, outermost first: the Host/Origin guard (a DNS-rebinding or cross-site page is refused
-with 403), FastAPI's request-body limit (``max_body_size``, counted while the body is read,
-not only from Content-Length: 413), the error handlers (every error is ``{"error", "hint"}``),
+Layers, outermost first: the guard (a DNS-rebinding or cross-site page is refused with 403; a
+Content-Length over the limit with 413), Starlette's request-body limit (counted while the
+body is read, for bodies sent without a length: 413), the error handlers (every error is ``{"error", "hint"}``),
 then the routes. Every route but ``/health`` needs the API key when one is configured.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Request
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from chord_core.service.http_errors import ApiError, install_handlers
 from chord_core.service.settings import ServiceSettings
@@ -27,11 +28,13 @@ def _host_only(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-class HostOriginGuard:
-    """Refuse requests whose Host, or Origin when a browser sends one, is not allowed."""
+class RequestGuard:
+    """Refuse, before anything is read, requests whose Host (or Origin, when a browser
+    sends one) is not allowed, and bodies whose Content-Length is over the limit. Bodies
+    without a length are counted as they arrive by Starlette's body limit."""
 
-    def __init__(self, app: Any, allowed: list[str]) -> None:
-        self.app, self.allowed = app, {h.lower() for h in allowed}
+    def __init__(self, app: Any, allowed: list[str], max_body: int) -> None:
+        self.app, self.allowed, self.max_body = app, {h.lower() for h in allowed}, max_body
 
     def _ok(self, host: str) -> bool:
         return "*" in self.allowed or _host_only(host) in self.allowed
@@ -42,20 +45,27 @@ class HostOriginGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
         origin = headers.get("origin", "")
-        bad = not self._ok(headers.get("host", "")) or (
-            origin and origin != "null" and not self._ok(urlsplit(origin).netloc))
-        if origin == "null":
-            bad = True
-        if not bad:
-            return await self.app(scope, receive, send)
-        body = json.dumps({"error": "this host or origin may not call the Chord service",
-                           "hint": "call it by the address it was started for, from a program "
-                                   "(not a web page); CHORD_ALLOWED_HOSTS adds host names"}
-                          ).encode()
-        await send({"type": "http.response.start", "status": 403,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        bad_origin = bool(origin) and (origin == "null" or not self._ok(urlsplit(origin).netloc))
+        if bad_origin or not self._ok(headers.get("host", "")):
+            return await _refuse(send, 403, "this host or origin may not call the Chord service",
+                                 "call it by the address it was started for, from a program "
+                                 "(not a web page); CHORD_ALLOWED_HOSTS adds host names")
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body:
+            return await _refuse(send, 413, f"the request body is too large ({int(length):,} "
+                                            f"bytes; the limit is {self.max_body:,})",
+                                 "send less per request: fewer or smaller files (the limit is "
+                                 "set by CHORD_API_MAX_BODY_MB)")
+        return await self.app(scope, receive, send)
+
+
+async def _refuse(send: Any, status: int, message: str, hint: str) -> None:
+    """Answer ``{"error", "hint"}`` straight from the ASGI layer."""
+    body = json.dumps({"error": message, "hint": hint}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def require_key(request: Request) -> None:
@@ -77,13 +87,16 @@ def create_app(runtime: Any, settings: ServiceSettings) -> FastAPI:
 
     app = FastAPI(title="Chord service", version="1",
                   description="Video understanding on Qwen2.5-VL: jobs, OFA-VE batch "
-                              "entailment, OpenAI-compatible chat completions.",
-                  max_body_size=settings.max_body_bytes)
+                              "entailment, OpenAI-compatible chat completions.")
     app.state.runtime, app.state.settings = runtime, settings
     install_handlers(app)
     app.add_api_route("/health", jobs_routes.health, methods=["GET"])
     guarded = [Depends(require_key)]
     for router in (jobs_routes.router, ofa.router, chat.router):
         app.include_router(router, dependencies=guarded)
-    app.add_middleware(HostOriginGuard, allowed=settings.host_allowlist())
+    # counts the body as it arrives (chunked uploads too); inside the guard, which has
+    # already answered a too-large Content-Length with JSON
+    app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes)
+    app.add_middleware(RequestGuard, allowed=settings.host_allowlist(),
+                       max_body=settings.max_body_bytes)
     return app

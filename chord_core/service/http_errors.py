@@ -29,6 +29,7 @@ STATUS_BY_TYPE = {
 GENERIC_500 = {"error": "internal error in the Chord service",
                "hint": "this is a bug in Chord; the server log has the details — please report it"}
 _HTTP_HINTS = {
+    400: "check the request body's format; GET /docs shows what each endpoint takes",
     401: "send 'Authorization: Bearer <key>' with the key the service was started with "
          "(CHORD_API_KEY)",
     403: "call the service by the address it was started for, from a program (not a web page)",
@@ -130,7 +131,7 @@ def install_handlers(app: FastAPI) -> None:
         if exc.status_code == 413:
             message = "the request body is too large"
         return error_response(request, exc.status_code, message,
-                              _HTTP_HINTS.get(exc.status_code, ""),
+                              _HTTP_HINTS.get(exc.status_code, "see GET /docs"),
                               getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
