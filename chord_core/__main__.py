@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ground", help="find a target: boxes with timestamps, tracks, segments")
     p.add_argument("video")
     p.add_argument("target", help='what to find, e.g. "the cyclist in a red helmet"')
+    p.add_argument("--method", choices=("per_frame", "two_pass"), default="per_frame",
+                   help="per_frame: ground every sampled frame (exact); two_pass: ask the clip "
+                        "when the target is visible, ground only those frames (Qwen3-VL)")
     _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
 
     p = sub.add_parser("entail", help="check a statement against a clip or an image: a "
@@ -155,10 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub, _model_args)
 
-    p = sub.add_parser("make-tiny-model", help="write a random-weight Qwen2.5-VL checkpoint")
+    p = sub.add_parser("make-tiny-model",
+                       help="write a random-weight Qwen2.5-VL or Qwen3-VL checkpoint")
     p.add_argument("dir")
-    p.add_argument("--shape", choices=("tiny", "3b", "7b"), default="tiny",
-                   help="tiny (< 2 MB, tests) or the real 3B/7B shapes (GPU benchmarks)")
+    p.add_argument("--family", choices=("qwen2.5-vl", "qwen3-vl"), default="qwen2.5-vl")
+    p.add_argument("--shape", choices=("tiny", "2b", "3b", "4b", "7b", "8b"), default="tiny",
+                   help="tiny (< 2 MB, tests) or a real shape for GPU benchmarks: 3b/7b "
+                        "(qwen2.5-vl), 2b/4b/8b (qwen3-vl)")
     p.add_argument("--device", default="cpu", help="where to initialise the weights")
     p.add_argument("--seed", type=int, default=0)
     return parser
@@ -248,7 +254,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     request = AnalysisRequest(
         video_path=args.video, task=task, query=query, sampling=_sampling_from(args),
         max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
-        batch_size=args.batch_size)  # the annotated video is made below, after the JSON
+        batch_size=args.batch_size,  # the annotated video is made below, after the JSON
+        ground_method=getattr(args, "method", "per_frame"))
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)
@@ -282,10 +289,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_make_tiny_model(args: argparse.Namespace) -> int:
-    from chord_core.testing.tiny_model import build_checkpoint
+    from chord_core.testing.tiny_model import family_builder
 
-    path = build_checkpoint(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device)
-    print(f"wrote random-weight {args.shape} checkpoint to {path}", file=sys.stderr)
+    build = family_builder(args.family)[1]  # shape checked there (ConfigError, exit 2)
+    path = build(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device)
+    print(f"wrote random-weight {args.family} {args.shape} checkpoint to {path}",
+          file=sys.stderr)
     return 0
 
 

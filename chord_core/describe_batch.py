@@ -128,7 +128,8 @@ class DescribeBatching:
             if on_progress is not None:
                 on_progress(i, ProgressEvent("generating", f"describing in a batch of "
                                              f"{len(ready)}", 0, 1, 0.0))
-        clips = [(it["frames"], video_metadata(it["info"], it["plan"].frame_indices),
+        clips = [(it["frames"], {**video_metadata(it["info"], it["plan"].frame_indices),
+                                 "timestamps_s": list(it["plan"].timestamps_s)},
                   requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in ready]
         first = requests[ready[0][0]]
 

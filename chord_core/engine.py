@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[ProgressEvent], None]
 TASKS = ("describe", "ground", "entail")
+# ground: every sampled frame (exact), or time spans of the whole clip first (two_pass.py)
+GROUND_METHODS = ("per_frame", "two_pass")
 # Per-frame cap for grounding answers (a few boxes of JSON); the request's max_new_tokens
 # lowers it further when smaller.
 GROUND_MAX_NEW_TOKENS = 256
@@ -72,8 +74,12 @@ class AnalysisRequest:
     batch_size: int | None = None
     min_new_tokens: int | None = None  # force output length (benchmarks); None = stop at EOS
     score_boxes: bool = True  # ground: score each box by entailment on its crop
+    ground_method: str = "per_frame"  # ground: "per_frame" or "two_pass" (GROUND_METHODS)
 
     def __post_init__(self) -> None:
+        if self.ground_method not in GROUND_METHODS:
+            raise ConfigError(f"unknown grounding method {self.ground_method!r}",
+                              hint=f"use one of: {', '.join(GROUND_METHODS)}")
         if self.task not in TASKS:
             raise ConfigError(f"unknown task {self.task!r}", hint=f"use one of: {', '.join(TASKS)}")
         if len(self.query) > MAX_QUERY_CHARS:
@@ -100,7 +106,8 @@ class AnalysisRequest:
         return {"video_path": self.video_path, "task": self.task, "query": self.query,
                 "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
                 "annotated_video": self.annotated_video, "batch_size": self.batch_size,
-                "min_new_tokens": self.min_new_tokens, "score_boxes": self.score_boxes}
+                "min_new_tokens": self.min_new_tokens, "score_boxes": self.score_boxes,
+                "ground_method": self.ground_method}
 
     @classmethod
     def from_dict(cls, data: dict) -> AnalysisRequest:
@@ -276,6 +283,7 @@ class Engine(DescribeBatching):
                     body = self._entail(lm, sampling_plan, frames, request, clock)
                 else:
                     body = self._ground(lm, info, sampling_plan, frames, request, clock)
+                sampling_plan = body.pop("plan", sampling_plan)  # two_pass: frames grounded
                 return body, sampling_plan, reductions + warnings, decode_s
             except _OutOfMemory:
                 if attempt == 2:
@@ -345,8 +353,10 @@ class Engine(DescribeBatching):
 
         clock.emit("generating", f"describing {sampling_plan.num_frames} frames", 0, 1)
         reductions: list[str] = []
+        meta = video_metadata(info, sampling_plan.frame_indices)
+        meta["timestamps_s"] = list(sampling_plan.timestamps_s)  # Qwen3-VL's frame times
         out = self._oom_guard(lambda: m.describe(
-            lm, frames, video_metadata(info, sampling_plan.frame_indices),
+            lm, frames, meta,
             request.query.strip() or DEFAULT_DESCRIBE_PROMPT, request.max_new_tokens,
             min_new_tokens=request.min_new_tokens, cancel=clock.cancel), reductions)
         clock.emit("generating", f"{out.new_tokens} tokens generated", 1, 1)
@@ -371,6 +381,11 @@ class Engine(DescribeBatching):
 
     def _ground(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                 frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
+        if request.ground_method == "two_pass":
+            from chord_core.two_pass import ground_two_pass
+
+            return ground_two_pass(lm, info, sampling_plan, frames, request, clock,
+                                   ground_frames=self._ground_frames, guard=self._oom_guard)
         chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
         t = time.perf_counter()
         clock.emit("tracking", "linking detections into tracks")
@@ -515,6 +530,7 @@ def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
     segments = g.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
     return {"detections": tuple(linked), "tracks": tuple(tracks), "segments": tuple(segments),
             "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
+            "method": "per_frame",
             "preprocess_s": sum(c.preprocess_s for c in chunks),
             "generate_s": sum(c.generate_s + c.score_s for c in chunks),
             "score_s": sum(c.score_s for c in chunks)}

@@ -443,6 +443,7 @@ class JobManager(JobTable):
         cost = plan_cost(job.plan, req.max_new_tokens)
         ready = [wid for wid, w in self._workers.items() if w.state != "failed"]
         if (req.task == "ground" and self._split and len(ready) > 1
+                and getattr(req, "ground_method", "per_frame") == "per_frame"
                 and job.plan.num_frames >= MIN_FRAMES_PER_CHUNK * 2 and not req.annotated_video):
             align = req.batch_size or self._workers[ready[0]].spec.model_cfg.batch_size
             parts = self._balancer.split(job.plan.num_frames, ready, align=align)

@@ -1,8 +1,10 @@
 """Prompt templates, versioned: results record ``PROMPT_VERSION`` so a change is traceable.
 
-Two tasks reach the model:
+Three kinds of request reach the model (entailment prompts live in entailment.py):
 
 * describe — the whole clip as ONE video input plus a free-text instruction;
+* spans — two-pass grounding's first pass: the whole clip as one video, asked for the time
+  spans in which the target is visible (``spans_prompt``);
 * ground — every sampled frame as its OWN image request asking for boxes in the JSON form
   Qwen2.5-VL was trained on: ``[{"bbox_2d": [x1, y1, x2, y2], "label": "..."}]``, ``[]`` when
   the target is absent. Qwen2.5-VL answers in absolute pixels of the image it was given
@@ -46,6 +48,14 @@ GROUND_PROMPT_QWEN3 = (
 )
 
 FAMILY_PROMPTS = {"qwen2.5-vl": GROUND_PROMPT, "qwen3-vl": GROUND_PROMPT_QWEN3}
+
+# Two-pass grounding, first pass: the whole clip as one video, asked WHEN the target is
+# visible. Qwen3-VL sees a "<t seconds>" text timestamp before every frame pair, so it can
+# answer in the clip's own seconds; the spans then pick the frames to ground.
+SPANS_PROMPT = (
+    'When is "{target}" visible in this video? Answer with every time span in seconds, as a '
+    'JSON list: [{{"start": 1.0, "end": 4.5}}]. If "{target}" is never visible, output [].'
+)
 MAX_TARGET_CHARS = 300
 
 
@@ -80,3 +90,8 @@ def ground_messages(target: str, family: str = "qwen2.5-vl") -> list[dict[str, A
     """Chat messages for grounding ``target`` in ONE image."""
     return [{"role": "user", "content": [
         {"type": "image"}, {"type": "text", "text": ground_prompt(target, family)}]}]
+
+
+def spans_prompt(target: str) -> str:
+    """The first-pass question of two-pass grounding: when is ``target`` visible?"""
+    return SPANS_PROMPT.format(target=clean_target(target))
