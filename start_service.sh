@@ -4,7 +4,7 @@ set -euo pipefail
 
 usage() {
     cat <<'EOF'
-Usage: ./start_service.sh [--host HOST] [--port PORT] [--model MODEL] [--gpus LIST] [--no-install] [-- STREAMLIT_ARGS...]
+Usage: ./start_service.sh [--host HOST] [--port PORT] [--model MODEL] [--gpus LIST] [--api-port PORT [--api-gpus LIST]] [--no-install] [-- STREAMLIT_ARGS...]
 
 Starts Chord's browser app (streamlit run app.py) from this folder.
 
@@ -15,6 +15,12 @@ Starts Chord's browser app (streamlit run app.py) from this folder.
   --model MODEL   model to preselect: hub id, local folder or "test" (sets CHORD_MODEL)
   --gpus LIST     GPUs the app's workers use, e.g. 0,1 (sets CHORD_GPUS). Numbers are
                   nvidia-smi's, or positions in CUDA_VISIBLE_DEVICES when that is set
+  --api-port PORT also start the HTTP service (python -m chord_core serve) on HOST:PORT
+                  beside the app. It plans and loads its OWN workers (two processes cannot
+                  share one set); both write the same job store, so API jobs show in History.
+                  A HOST other than localhost needs CHORD_API_KEY (or CHORD_API_NO_AUTH=1)
+  --api-gpus LIST GPUs for the service's workers (default: the same as the app's: each
+                  process then holds its own copy of the model on them)
   --no-install    do not create .venv or install requirements; use the current python
   --dry-run       print the settings and the command it would run, then exit
   -h, --help      show this help
@@ -34,6 +40,7 @@ Examples:
   CHORD_MODEL=test ./start_service.sh        # try it without model weights
   ./start_service.sh --host 0.0.0.0 --port 8600
   ./start_service.sh --gpus 1                # only the second GPU
+  ./start_service.sh --gpus 0 --api-port 8080 --api-gpus 1   # app on GPU 0, API on GPU 1
 EOF
 }
 
@@ -43,6 +50,8 @@ PORT="${CHORD_PORT:-8501}"
 INSTALL=1
 DRY=0
 EXTRA=()
+API_PORT=""
+API_GPUS=""
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -54,6 +63,10 @@ while [[ $# -gt 0 ]]; do
         --model=*) export CHORD_MODEL="${1#*=}"; shift ;;
         --gpus) export CHORD_GPUS="${2:?--gpus needs a value}"; shift 2 ;;
         --gpus=*) export CHORD_GPUS="${1#*=}"; shift ;;
+        --api-port) API_PORT="${2:?--api-port needs a value}"; shift 2 ;;
+        --api-port=*) API_PORT="${1#*=}"; shift ;;
+        --api-gpus) API_GPUS="${2:?--api-gpus needs a value}"; shift 2 ;;
+        --api-gpus=*) API_GPUS="${1#*=}"; shift ;;
         --no-install) INSTALL=0; shift ;;
         --dry-run) DRY=1; INSTALL=0; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -70,6 +83,15 @@ fi
 if [[ -n "${CHORD_GPUS:-}" ]] && ! [[ "$CHORD_GPUS" =~ ^[0-9]+(,[0-9]+)*$ ]]; then
     echo "error: --gpus must list GPU numbers like 0,1, got '$CHORD_GPUS'" >&2
     echo "hint: see nvidia-smi for the numbers; e.g. ./start_service.sh --gpus 0,1" >&2
+    exit 2
+fi
+if [[ -n "$API_PORT" ]] && { ! [[ "$API_PORT" =~ ^[0-9]+$ ]] || (( API_PORT < 1 || API_PORT > 65535 )) || [[ "$API_PORT" == "$PORT" ]]; }; then
+    echo "error: --api-port must be a number from 1 to 65535 other than --port, got '$API_PORT'" >&2
+    echo "hint: e.g. ./start_service.sh --api-port 8080" >&2
+    exit 2
+fi
+if [[ -n "$API_GPUS" ]] && ! [[ "$API_GPUS" =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+    echo "error: --api-gpus must list GPU numbers like 0,1, got '$API_GPUS'" >&2
     exit 2
 fi
 if [[ -z "${OMP_NUM_THREADS:-}" ]]; then
@@ -117,10 +139,37 @@ for h in "${ALLOWED[@]}"; do HOST_ARGS+=(--server.allowedHosts "$h"); done
 CMD=("$PYTHON" -m streamlit run app.py
      --server.address "$HOST" --server.port "$PORT" --server.headless true
      --browser.gatherUsageStats false "${HOST_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"})
+API_CMD=()
+if [[ -n "$API_PORT" ]]; then
+    API_CMD=("$PYTHON" -m chord_core serve --host "$HOST" --port "$API_PORT")
+    GPUS_FOR_API="${API_GPUS:-${CHORD_GPUS:-}}"
+    if [[ -n "$GPUS_FOR_API" ]]; then API_CMD+=(--gpus "$GPUS_FOR_API"); fi
+fi
 if (( DRY )); then
     env | grep -E '^(CHORD_|OMP_NUM_THREADS=|CUDA_DEVICE_ORDER=|CUDA_VISIBLE_DEVICES=)' | sort
     echo "${CMD[*]}"
+    if (( ${#API_CMD[@]} )); then echo "${API_CMD[*]}"; fi
     exit 0
 fi
 echo "Chord: http://${HOST}:${PORT}  (Ctrl+C stops it)" >&2
-exec "${CMD[@]}"
+if (( ${#API_CMD[@]} == 0 )); then
+    exec "${CMD[@]}"
+fi
+# The service beside the app: started first, stopped when the app stops (its workers die
+# with it). A service that cannot start (e.g. a public --host without CHORD_API_KEY) stops
+# the script before the app starts.
+"${API_CMD[@]}" &
+API_PID=$!
+APP_PID=""
+stop_both() { kill $APP_PID "$API_PID" 2>/dev/null; wait 2>/dev/null; }
+trap stop_both EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+sleep 2
+if ! kill -0 "$API_PID" 2>/dev/null; then
+    wait "$API_PID"; exit $?
+fi
+echo "Chord service: http://${HOST}:${API_PORT}  (GET /health)" >&2
+"${CMD[@]}" &
+APP_PID=$!
+wait "$APP_PID"

@@ -61,6 +61,23 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
     return task.get("id", index), JobSpec(request, model=None, label="api batch_predict")
 
 
+def _prepare_all(tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], list[int]]:
+    """Every task checked and stored (one thread call for the lot): the output slots with
+    the bad tasks' error entries filled in, and the ids, specs and slots of the good ones."""
+    out: list[Any] = [None] * len(tasks)
+    ids, specs, slots = [], [], []
+    for i, task in enumerate(tasks):
+        try:
+            task_id, spec = _prepare(i, task)
+        except ChordError as exc:
+            api = from_chord_error(exc)
+            tid = task.get("id", i) if isinstance(task, dict) else i
+            out[i] = {"id": tid, "error": api.message, "hint": api.hint}
+            continue
+        ids.append(task_id), specs.append(spec), slots.append(i)
+    return out, ids, specs, slots
+
+
 def prediction(task_id: Any, status: Any) -> dict[str, Any]:
     """One OFA-VE prediction from a finished entail job."""
     if status.result is None or status.result.entailment is None:
@@ -83,17 +100,7 @@ async def batch_predict(request: Request, body: BatchBody) -> dict[str, Any]:
         raise ApiError(413, f"{len(body.tasks)} tasks in one request; the limit is "
                             f"{settings.max_tasks}",
                        "split them over several requests (CHORD_API_MAX_TASKS sets the limit)")
-    out: list[dict[str, Any] | None] = [None] * len(body.tasks)
-    ids, specs, slots = [], [], []
-    for i, task in enumerate(body.tasks):
-        try:
-            task_id, spec = await run_in_threadpool(_prepare, i, task)
-        except ChordError as exc:
-            tid = task.get("id", i) if isinstance(task, dict) else i
-            api = from_chord_error(exc)
-            out[i] = {"id": tid, "error": api.message, "hint": api.hint}
-            continue
-        ids.append(task_id), specs.append(spec), slots.append(i)
+    out, ids, specs, slots = await run_in_threadpool(_prepare_all, body.tasks)
     if specs:
         job_ids = await rt.submit(specs)
         try:

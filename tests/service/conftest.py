@@ -3,6 +3,7 @@ service tests, with its own media root, data dir and small limits so 413s are ch
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -29,6 +30,7 @@ class Server:
     media: Path
     data: Path
     log: Path
+    first_health: dict | None = None  # the first /health answer that was a 503 (loading)
 
 
 def free_port() -> int:
@@ -57,6 +59,8 @@ def start_server(tmp: Path, *args: str, wait_ready: bool = True, timeout: float 
             with urllib.request.urlopen(server.url + "/health", timeout=2):
                 return server  # 200: a worker is ready
         except urllib.error.HTTPError as exc:
+            if exc.code == 503 and server.first_health is None:
+                server.first_health = json.loads(exc.read())
             if exc.code == 503 and not wait_ready:
                 return server
         except OSError:

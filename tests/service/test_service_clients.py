@@ -179,9 +179,16 @@ def test_answer_boxes_are_parsed_and_normalised() -> None:
 @pytest.fixture(scope="module")
 def keyed(tiny_model_dir, tmp_path_factory):
     srv = start_server(tmp_path_factory.mktemp("keyed"), "--cpu-workers", "1",
-                       "--api-key", "s3cret", wait_ready=False)
+                       "--api-key", "s3cret", "--timeout", "0.05", wait_ready=False)
     yield srv
     stop_server(srv)
+
+
+def test_health_is_503_with_progress_while_loading(keyed) -> None:
+    first = keyed.first_health  # seen before the worker had loaded the model
+    assert first is not None and first["status"] == "loading"
+    assert first["progress"] == "0/1 workers ready" and first["hint"]
+    assert [w["state"] for w in first["workers"]] == ["starting"]
 
 
 def test_auth_on_needs_the_bearer_key(keyed) -> None:
@@ -198,6 +205,13 @@ def test_auth_on_needs_the_bearer_key(keyed) -> None:
                       ).models.list()
     models = openai.OpenAI(base_url=keyed.url + "/v1", api_key="s3cret").models.list()
     assert [m.id for m in models.data] == ["test"]
+
+
+def test_per_request_time_limit_cancels_and_says_so(keyed, media) -> None:
+    r = httpx.post(keyed.url + "/batch_predict", headers={"authorization": "Bearer s3cret"},
+                   json={"tasks": [{"image_data": _b64(media["img"]), "text": "a cat"}]})
+    assert r.status_code == 503 and r.headers["retry-after"]
+    assert "longer than 0.05 s" in r.json()["error"] and "CHORD_API_TIMEOUT_S" in r.json()["hint"]
 
 
 def test_auth_off_on_localhost_needs_no_key(server) -> None:
