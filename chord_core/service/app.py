@@ -1,9 +1,10 @@
 """The FastAPI application: ``create_app(runtime, settings)``.
 
-Layers, outermost first: the guard (a DNS-rebinding or cross-site page is refused with 403; a
-Content-Length over the limit with 413), Starlette's request-body limit (counted while the
-body is read, for bodies sent without a length: 413), the error handlers (every error is ``{"error", "hint"}``),
-then the routes. Every route but ``/health`` needs the API key when one is configured.
+Layers, outermost first: the guard (a DNS-rebinding or cross-site page is refused with 403;
+a Content-Length over the limit with 413), Starlette's request-body limit (counted while the
+body is read, for bodies sent without a length: 413), the error handlers (every error is
+``{"error", "hint"}``), then the routes. Every route but ``/health`` needs the API key when
+one is configured.
 """
 
 from __future__ import annotations
@@ -87,7 +88,10 @@ def create_app(runtime: Any, settings: ServiceSettings) -> FastAPI:
 
     app = FastAPI(title="Chord service", version="1",
                   description="Video understanding on Qwen2.5-VL: jobs, OFA-VE batch "
-                              "entailment, OpenAI-compatible chat completions.")
+                              "entailment, OpenAI-compatible chat completions.",
+                  # the interactive pages load their scripts from a CDN: nothing leaves the
+                  # machine, so only the schema is served
+                  docs_url=None, redoc_url=None)
     app.state.runtime, app.state.settings = runtime, settings
     install_handlers(app)
     app.add_api_route("/health", jobs_routes.health, methods=["GET"])

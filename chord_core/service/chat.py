@@ -93,7 +93,7 @@ def _check(body: ChatBody, served: str) -> tuple[int, list[str]]:
     limit = body.max_completion_tokens or body.max_tokens
     lo, hi = MAX_NEW_TOKENS_RANGE
     if limit is not None and not 1 <= limit <= hi:
-        raise ApiError(400, f"max_tokens must be 1–{hi}, got {limit}", f"e.g. max_tokens: 512")
+        raise ApiError(400, f"max_tokens must be 1–{hi}, got {limit}", "e.g. max_tokens: 512")
     return (limit or 512), notes
 
 

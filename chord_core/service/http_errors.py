@@ -27,14 +27,16 @@ STATUS_BY_TYPE = {
     "ResourceError": 503, "StoreError": 503, "ModelError": 503, "PlacementError": 503,
 }
 GENERIC_500 = {"error": "internal error in the Chord service",
-               "hint": "this is a bug in Chord; the server log has the details — please report it"}
+               "hint": "this is a bug in Chord; the server log has the details — please "
+                       "report it"}
 _HTTP_HINTS = {
-    400: "check the request body's format; GET /docs shows what each endpoint takes",
+    400: "check the request body's format; GET /openapi.json shows what each endpoint "
+         "takes",
     401: "send 'Authorization: Bearer <key>' with the key the service was started with "
          "(CHORD_API_KEY)",
     403: "call the service by the address it was started for, from a program (not a web page)",
-    404: "check the URL; GET /docs lists the endpoints",
-    405: "check the method; GET /docs lists the endpoints",
+    404: "check the URL; GET /openapi.json lists the endpoints",
+    405: "check the method; GET /openapi.json lists the endpoints",
     413: "send less: fewer or smaller files per request (the limit is set by "
          "CHORD_API_MAX_BODY_MB)",
 }
@@ -104,7 +106,7 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
     where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
     more = f" (and {len(errs) - 1} more problem(s))" if len(errs) > 1 else ""
     return 422, f"{where}: {first.get('msg', 'invalid value')}{more}", \
-        "see GET /docs for the expected fields"
+        "see GET /openapi.json for the expected fields"
 
 
 def install_handlers(app: FastAPI) -> None:
@@ -131,7 +133,7 @@ def install_handlers(app: FastAPI) -> None:
         if exc.status_code == 413:
             message = "the request body is too large"
         return error_response(request, exc.status_code, message,
-                              _HTTP_HINTS.get(exc.status_code, "see GET /docs"),
+                              _HTTP_HINTS.get(exc.status_code, "see GET /openapi.json"),
                               getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
