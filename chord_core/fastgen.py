@@ -86,12 +86,13 @@ def unsupported_reason(model: Any) -> str | None:
     if not all(hasattr(layer, a) for a in ("self_attn", "mlp", "input_layernorm",
                                            "post_attention_layernorm")):
         return f"unexpected decoder layer {type(layer).__name__}"
+    moe = next((lay.mlp for lay in inner.layers if not all(
+        hasattr(lay.mlp, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn"))), None)
+    if moe is not None:  # e.g. Qwen3-VL-MoE: routed experts are not implemented in the step
+        return f"a decoder layer's MLP is {type(moe).__name__} (mixture of experts)"
     if type(layer.self_attn).__name__ not in _ATTENTION_CLASSES:
         return ("the fast decoder is written for Qwen2.5-VL / Qwen3-VL attention, not "
                 f"{type(layer.self_attn).__name__}")
-    if not all(hasattr(layer.mlp, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn")):
-        # e.g. Qwen3-VL-MoE: routed experts are not implemented in the step
-        return f"the decoder layers' MLP is {type(layer.mlp).__name__} (mixture of experts)"
     rope = getattr(sys.modules.get(type(layer.self_attn).__module__), "apply_rotary_pos_emb", None)
     if rope is None:
         return "the attention module's rotary function was not found"

@@ -197,9 +197,13 @@ def _what_would_fit(need: int, order: Sequence[GpuInfo]) -> str:
     per = max(g.total_bytes for g in order) * 0.9
     k = int(-(-need // per)) if per > 0 else 0
     options = [f"{k} GPU(s) like {order[0].name} would hold it" if k else ""]
-    smaller = [n for n, p in KNOWN_PARAMS.items() if p * 2 * OVERHEAD <= per]
-    if smaller:
-        options.append(f"{max(smaller, key=lambda n: KNOWN_PARAMS[n])} fits one of these GPUs")
+    best: dict[str, str] = {}  # per family ("qwen2.5-vl", "qwen3-vl"): the largest that fits
+    for name, count in KNOWN_PARAMS.items():
+        family = name[:name.index("-vl") + 3]
+        if count * 2 * OVERHEAD <= per and count > KNOWN_PARAMS.get(best.get(family, ""), 0):
+            best[family] = name
+    if best:
+        options.append(f"{' or '.join(best.values())} fits one of these GPUs")
     options.append("or CHORD_ALLOW_OFFLOAD=1 to spill to CPU memory (slow)")
     return "; ".join(o for o in options if o)
 

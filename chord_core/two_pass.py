@@ -80,7 +80,9 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
                     ground_frames: Callable[..., GroundChunk],
                     guard: Callable[..., Any]) -> dict:
     """The ``ground`` body (as ``engine.assemble_ground`` makes it) by two passes, plus
-    ``method``, ``spans`` and the plan of the frames actually grounded (``plan``).
+    ``method``, ``spans``, ``grounded_frames`` (the frame indices grounded) and the plan
+    with a note saying how many of its frames were grounded (``plan``; every planned frame
+    was read and shown to the first pass, so the plan itself stays whole).
     ``ground_frames``/``guard`` are the engine's per-frame grounding and OOM guard."""
     from chord_core.engine import assemble_ground
     from chord_core.sampling import video_metadata
@@ -101,11 +103,13 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
                                            ground_frames), first, notes, (), "per_frame")
     margin = max(MIN_MARGIN_S, 1.0 / plan.fps if plan.fps > 0 else MIN_MARGIN_S)
     pos = frames_in_spans(plan.timestamps_s, parsed.spans, margin)
-    sub = _sub_plan(plan, pos, parsed, margin)
+    sub = replace(plan, frame_indices=tuple(plan.frame_indices[i] for i in pos),
+                  timestamps_s=tuple(plan.timestamps_s[i] for i in pos))
     clock.emit("generating", f"{len(pos)} of {plan.num_frames} frames inside the spans", 1, 1)
     chunk = ground_frames(lm, sub, frames[pos], request, clock)
     body = assemble_ground(info, sub, request.query, [chunk], lm.coord_mode)
-    body["plan"] = sub
+    body["plan"] = replace(plan, notes=tuple(plan.notes) + (_note(plan, pos, parsed, margin),))
+    body["grounded_frames"] = sub.frame_indices
     return _with_first_pass(body, first, notes, parsed.spans, "two_pass")
 
 
@@ -117,15 +121,10 @@ def _per_frame(lm: Any, info: Any, plan: Any, frames: Any, request: Any, clock: 
     return assemble_ground(info, plan, request.query, [chunk], lm.coord_mode)
 
 
-def _sub_plan(plan: SamplingPlan, pos: list[int], parsed: ParsedSpans,
-              margin: float) -> SamplingPlan:
+def _note(plan: SamplingPlan, pos: list[int], parsed: ParsedSpans, margin: float) -> str:
     spans = ", ".join(f"{a:g}–{b:g} s" for a, b in parsed.spans) or "none"
-    note = (f"two-pass: grounded {len(pos)} of {plan.num_frames} sampled frames (spans "
+    return (f"two-pass: grounded {len(pos)} of {plan.num_frames} sampled frames (spans "
             f"{spans}, ± {margin:.2f} s)")
-    return replace(plan, frame_indices=tuple(plan.frame_indices[i] for i in pos),
-                   timestamps_s=tuple(plan.timestamps_s[i] for i in pos),
-                   visual_tokens=plan.tokens_per_frame * len(pos) if plan.tokens_per_frame
-                   else plan.visual_tokens, notes=tuple(plan.notes) + (note,))
 
 
 def _with_first_pass(body: dict, first: Any, notes: list[str],

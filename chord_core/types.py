@@ -302,6 +302,7 @@ class Result:
     # for time spans first, then only frames inside them grounded); None for other tasks
     method: str | None = None
     spans: tuple[tuple[float, float], ...] = ()  # two_pass: the spans (s) the first pass found
+    grounded_frames: tuple[int, ...] | None = None  # two_pass: frames grounded; None = all
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -323,6 +324,8 @@ class Result:
             "entailment": None if self.entailment is None else self.entailment.to_dict(),
             "method": self.method,
             "spans": [list(s) for s in self.spans],
+            "grounded_frames": None if self.grounded_frames is None
+            else list(self.grounded_frames),
         }
 
     @classmethod
@@ -352,6 +355,8 @@ class Result:
             else None,
             method=data.get("method"),
             spans=tuple((float(a), float(b)) for a, b in data.get("spans") or ()),
+            grounded_frames=None if data.get("grounded_frames") is None
+            else tuple(int(i) for i in data["grounded_frames"]),
         )
 
 

@@ -24,6 +24,15 @@ def lm(tiny_model_dir):
     return m.load_model(ModelConfig(model="test", device="cpu"))
 
 
+@pytest.fixture(scope="module", params=["test", "test-qwen3"], ids=["qwen2.5-vl", "qwen3-vl"])
+def flm(request):
+    """Each family's tiny model: Qwen3-VL's step adds per-head q/k norms, interleaved mrope
+    and deepstack prefills, so agreement with ``generate`` is checked on both."""
+    if request.param == "test":
+        return request.getfixturevalue("lm")
+    return m.load_model(ModelConfig(model=request.param, device="cpu"))
+
+
 def _clip(rng, n=4, hw=(56, 84)):
     frames = rng.integers(0, 255, (n, *hw, 3), dtype=np.uint8)
     return frames, {"total_num_frames": n, "fps": 2.0, "frames_indices": list(range(n))}
@@ -45,48 +54,48 @@ def test_default_load_uses_the_fast_path_and_generate_opts_out(lm, tiny_model_di
         ModelConfig(decoder="turbo")
 
 
-def test_video_tokens_match_generate(lm):
+def test_video_tokens_match_generate(flm):
     frames, meta = _clip(np.random.default_rng(0))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe this clip.")
-    ref = _reference(lm, inputs, 40)
-    ours = lm.decoder.generate(inputs, 40)
+    inputs = m.build_video_inputs(flm, frames, meta, "Describe this clip.")
+    ref = _reference(flm, inputs, 40)
+    ours = flm.decoder.generate(inputs, 40)
     assert ours.tolist() == ref.tolist()
 
 
-def test_a_lone_request_in_a_two_row_graph_matches_generate(lm):
+def test_a_lone_request_in_a_two_row_graph_matches_generate(flm):
     # compiled decoders run batch 1 in 2-row graphs (one compilation for every batch size)
-    assert FastDecoder(lm.model, compile=True).rows_for(1) == 2
-    dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
+    assert FastDecoder(flm.model, compile=True).rows_for(1) == 2
+    dec = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
     dec.min_rows = 2  # the compiled layout, on the plain CPU step
     frames, meta = _clip(np.random.default_rng(5))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe this clip.")
+    inputs = m.build_video_inputs(flm, frames, meta, "Describe this clip.")
     ours = dec.generate(inputs, 30)
     assert set(dec._buffers) == {2} and ours.shape == (1, 30)
-    assert ours.tolist() == _reference(lm, inputs, 30).tolist()
+    assert ours.tolist() == _reference(flm, inputs, 30).tolist()
 
 
-def test_left_padded_batch_with_min_new_tokens_matches_generate(lm):
+def test_left_padded_batch_with_min_new_tokens_matches_generate(flm):
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8)
               for hw in ((56, 84), (84, 112), (56, 56))]
-    inputs = m.build_image_inputs(lm, images, "the red car")
+    inputs = m.build_image_inputs(flm, images, "the red car")
     assert len(set(inputs["attention_mask"].sum(-1).tolist())) == 3  # really padded
-    ref = _reference(lm, inputs, 30, min_new_tokens=12)
-    ours = lm.decoder.generate(inputs, 30, min_new_tokens=12)  # 3 rows → a 4-row graph
+    ref = _reference(flm, inputs, 30, min_new_tokens=12)
+    ours = flm.decoder.generate(inputs, 30, min_new_tokens=12)  # 3 rows → a 4-row graph
     assert ours.tolist() == ref.tolist()
 
 
-def test_end_token_stops_a_row_and_pads_it_like_generate(lm):
+def test_end_token_stops_a_row_and_pads_it_like_generate(flm):
     frames, meta = _clip(np.random.default_rng(2))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
-    free = lm.decoder.generate(inputs, 24)[0].tolist()
+    inputs = m.build_video_inputs(flm, frames, meta, "Describe.")
+    free = flm.decoder.generate(inputs, 24)[0].tolist()
     stop = free[5]  # make the 6th generated token an end token
-    gen = lm.model.generation_config
+    gen = flm.model.generation_config
     saved = gen.eos_token_id
     try:
         gen.eos_token_id = [stop]
-        dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
-        ref = _reference(lm, inputs, 24)[0].tolist()
+        dec = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
+        ref = _reference(flm, inputs, 24)[0].tolist()
         ours = dec.generate(inputs, 24)[0].tolist()
         banned = dec.generate(inputs, 24, min_new_tokens=24)[0].tolist()
     finally:
@@ -97,15 +106,15 @@ def test_end_token_stops_a_row_and_pads_it_like_generate(lm):
     assert stop not in banned and len(banned) == 24  # min_new_tokens bans the end token
 
 
-def test_teacher_forcing_reports_the_models_choice_on_a_given_path(lm):
+def test_teacher_forcing_reports_the_models_choice_on_a_given_path(flm):
     frames, meta = _clip(np.random.default_rng(3))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
-    own = lm.decoder.generate(inputs, 20, min_new_tokens=20)
-    assert lm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=own).tolist() \
+    inputs = m.build_video_inputs(flm, frames, meta, "Describe.")
+    own = flm.decoder.generate(inputs, 20, min_new_tokens=20)
+    assert flm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=own).tolist() \
         == own.tolist()
     other = own.clone()
-    other[0, 3] = (own[0, 3] + 1) % lm.decoder.vocab
-    forced = lm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=other)
+    other[0, 3] = (own[0, 3] + 1) % flm.decoder.vocab
+    forced = flm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=other)
     assert forced[0, :4].tolist() == own[0, :4].tolist()  # same up to the changed input
     assert forced.shape == own.shape
 
@@ -141,14 +150,14 @@ def test_batch_bucket(n, want):
     assert batch_bucket(n) == want
 
 
-def test_describe_batch_equals_one_by_one_and_the_plain_path(lm, tiny_model_dir):
+def test_describe_batch_equals_one_by_one_and_the_plain_path(flm):
     rng = np.random.default_rng(5)
     clips = [(*_clip(rng, n, hw), p) for n, hw, p in
              ((4, (56, 84), "hi"), (6, (84, 56), "describe it please"), (2, (56, 56), "x"))]
-    batched = m.describe_batch(lm, clips, 30)
-    single = [m.describe(lm, *c, 30) for c in clips]
-    plain = replace(lm, decoder=None)
-    with fastvision.disabled(lm.model):
+    batched = m.describe_batch(flm, clips, 30)
+    single = [m.describe(flm, *c, 30) for c in clips]
+    plain = replace(flm, decoder=None)
+    with fastvision.disabled(flm.model):
         reference = m.describe_batch(plain, clips, 30)
     assert [o.text for o in batched] == [o.text for o in single] == [o.text for o in reference]
     assert [o.prompt_tokens for o in batched] == [o.prompt_tokens for o in single]
