@@ -1,8 +1,9 @@
 """Sidebar model choice and the model panel: is it here, can we fetch it, what else to do.
 
-The choice is a hub id, a local folder, or the random-weight test model; the default comes
-from ``CHORD_MODEL`` (``config.model_config_from_env``), so ``CHORD_MODEL=test`` starts with
-the test model selected.
+The choice is a hub id (Qwen2.5-VL or Qwen3-VL, each listed with its size and the GPU memory
+the planner estimates it needs), a local folder, or a random-weight test model of either
+family; the default comes from ``CHORD_MODEL`` (``config.model_config_from_env``), so
+``CHORD_MODEL=test`` starts with the test model selected.
 """
 
 from __future__ import annotations
@@ -12,25 +13,65 @@ from typing import Any
 
 import streamlit as st
 
-from chord_core.config import DEFAULT_MODEL, TEST_MODEL, model_config_from_env
+from chord_core.config import (
+    DEFAULT_MODEL,
+    TEST_MODEL,
+    TEST_MODEL_QWEN3,
+    TEST_MODELS,
+    model_config_from_env,
+)
 from chord_ui import resources
 from chord_ui.formatting import human_bytes, md_escape, test_model_label
 
 
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
-              "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct")
-# bf16 safetensors, for the download button when the hub cannot be asked.
+              "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct",
+              "Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-4B-Instruct",
+              "Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3-VL-32B-Instruct",
+              "Qwen/Qwen3-VL-30B-A3B-Instruct")
+# bf16 safetensors, for the download button when the hub cannot be asked (Qwen3-VL: the
+# planner's parameter count × 2 bytes).
 APPROX_SIZES = {"Qwen/Qwen2.5-VL-3B-Instruct": 7.5e9, "Qwen/Qwen2.5-VL-7B-Instruct": 16.6e9,
-                "Qwen/Qwen2.5-VL-32B-Instruct": 66.9e9, "Qwen/Qwen2.5-VL-72B-Instruct": 146.8e9}
+                "Qwen/Qwen2.5-VL-32B-Instruct": 66.9e9, "Qwen/Qwen2.5-VL-72B-Instruct": 146.8e9,
+                "Qwen/Qwen3-VL-2B-Instruct": 4.3e9, "Qwen/Qwen3-VL-4B-Instruct": 8.9e9,
+                "Qwen/Qwen3-VL-8B-Instruct": 17.5e9, "Qwen/Qwen3-VL-32B-Instruct": 66.7e9,
+                "Qwen/Qwen3-VL-30B-A3B-Instruct": 62.1e9}
+TEST_CHOICES = {TEST_MODEL: "Qwen2.5-VL family", TEST_MODEL_QWEN3: "Qwen3-VL family"}
 SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST = "Hub model", "Local folder", "Test model"
 SOURCES = (SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST)
-K_SOURCE, K_HUB, K_LOCAL = "model_source", "model_hub_id", "model_local_dir"
+K_SOURCE, K_HUB, K_LOCAL, K_TEST = "model_source", "model_hub_id", "model_local_dir", \
+    "model_test_family"
+
+
+def model_facts(repo_id: str) -> dict[str, Any] | None:
+    """Family, parameters and the GPU memory the planner would reserve for a known hub id
+    (bf16 weights × the planner's overhead factor); None for ids it does not know."""
+    from chord_core.errors import ConfigError
+    from chord_core.planner import OVERHEAD, model_params
+
+    try:
+        params = model_params(repo_id)
+    except ConfigError:
+        return None
+    name = repo_id.lower()
+    family = "Qwen3-VL" if "qwen3-vl" in name else "Qwen2.5-VL" if "qwen2.5-vl" in name else ""
+    return {"family": family, "params": params, "need_bytes": int(params * 2 * OVERHEAD),
+            "moe": "-a3b" in name or "-a22b" in name}
+
+
+def hub_label(repo_id: str) -> str:
+    """``repo · family · size · memory`` for the model picker."""
+    facts = model_facts(repo_id)
+    if facts is None:
+        return repo_id
+    return (f"{repo_id.split('/')[-1]} · {facts['params'] / 1e9:.1f} B · "
+            f"≈ {facts['need_bytes'] / 1024**3:.0f} GiB GPU")
 
 
 def default_choice(model: str) -> tuple[str, str]:
     """(source, value) for a ``CHORD_MODEL``-style string."""
-    if model == TEST_MODEL:
-        return SOURCE_TEST, ""
+    if model in TEST_MODELS:
+        return SOURCE_TEST, model
     if model.startswith(("/", ".", "~")) or Path(model).expanduser().is_dir():
         return SOURCE_LOCAL, model
     return SOURCE_HUB, model
@@ -43,10 +84,13 @@ def _init_state() -> None:
     st.session_state[K_SOURCE] = source
     st.session_state[K_HUB] = value if source == SOURCE_HUB else DEFAULT_MODEL
     st.session_state[K_LOCAL] = value if source == SOURCE_LOCAL else ""
+    st.session_state[K_TEST] = value if source == SOURCE_TEST else TEST_MODEL
 
 
-def _use_test_model() -> None:
+def _use_test_model(model: str = "") -> None:
+    """Switch to the test model of the missing model's family."""
     st.session_state[K_SOURCE] = SOURCE_TEST
+    st.session_state[K_TEST] = TEST_MODEL_QWEN3 if "qwen3" in model.lower() else TEST_MODEL
 
 
 def model_selector() -> str | None:
@@ -61,14 +105,32 @@ def model_selector() -> str | None:
         options = list(HUB_MODELS)
         if st.session_state.get(K_HUB) and st.session_state[K_HUB] not in options:
             options.append(st.session_state[K_HUB])
-        return st.selectbox("Hub id", options, key=K_HUB, accept_new_options=True,
-                            persist_state="session",
-                            help="Pick one or type another Qwen2.5-VL repo id.")
+        choice = st.selectbox("Hub id", options, key=K_HUB, accept_new_options=True,
+                              persist_state="session", format_func=hub_label,
+                              help="Pick one or type another Qwen2.5-VL / Qwen3-VL repo id. "
+                                   "Sizes: parameters and the GPU memory Chord plans for "
+                                   "(bf16 weights × 1.2).")
+        _facts_caption(choice)
+        return choice
     if source == SOURCE_LOCAL:
         folder = st.text_input("Model folder", key=K_LOCAL, persist_state="session",
                                placeholder="/models/Qwen2.5-VL-3B-Instruct")
         return folder.strip() or None
-    return TEST_MODEL
+    return st.selectbox("Test model", list(TEST_CHOICES), key=K_TEST, persist_state="session",
+                        format_func=lambda m: f"{m} — {TEST_CHOICES[m]}",
+                        help="Tiny random-weight checkpoints with each family's files, "
+                             "prompts and coordinate convention.")
+
+
+def _facts_caption(repo_id: str | None) -> None:
+    facts = model_facts(repo_id) if repo_id else None
+    if facts is None:
+        return
+    coords = "boxes in 0–1000 of the image" if facts["family"] == "Qwen3-VL" else \
+        "boxes in input pixels"
+    moe = " (mixture of experts: every expert is held in GPU memory)" if facts["moe"] else ""
+    st.caption(f"{facts['family']} · {facts['params'] / 1e9:.1f} B parameters · needs ≈ "
+               f"{facts['need_bytes'] / 1024**3:.0f} GiB of GPU memory{moe} · {coords}")
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -87,8 +149,9 @@ def model_panel(model: str | None) -> bool:
     if model is None:
         st.info("Enter the folder that holds the model weights (config.json, *.safetensors).")
         return False
-    if model == TEST_MODEL:
-        st.caption(f"**{test_model_label()}** — a tiny checkpoint built locally on first use. "
+    if model in TEST_MODELS:
+        st.caption(f"**{test_model_label()}** ({TEST_CHOICES[model]}) — a tiny checkpoint "
+                   "built locally on first use. "
                    "Its output is meaningless; use it to try Chord without downloading.")
         _loaded_state(model)
         return True
@@ -105,8 +168,8 @@ def model_panel(model: str | None) -> bool:
     st.warning(md_escape(message[:1].upper() + message[1:] + "."), icon=":material/cloud_off:")
     if "/" in model and not model.startswith(("/", ".", "~")):
         _download_section(model, avail["size_bytes"])
-    st.button("Use the test model instead", on_click=_use_test_model, key="use_test_model",
-              width="stretch")
+    st.button("Use the test model instead", on_click=_use_test_model, args=(model,),
+              key="use_test_model", width="stretch")
     _offline_help(model)
     return False
 

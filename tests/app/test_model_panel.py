@@ -88,3 +88,34 @@ def test_local_folder_checks(new_app, monkeypatch, tmp_path: Path, folder_state:
     assert at.sidebar.radio(key="model_source").value == "Local folder"
     assert at.sidebar.warning[0].value.startswith(expect)
     assert at.button(key="run").disabled
+
+
+def test_picker_lists_both_families_with_size_and_memory(new_app, monkeypatch) -> None:
+    from chord_core.planner import KNOWN_PARAMS, OVERHEAD
+
+    monkeypatch.setenv("CHORD_MODEL", "Qwen/Qwen3-VL-8B-Instruct")
+    at = new_app().run()
+    assert not at.exception
+    box = at.sidebar.selectbox(key="model_hub_id")
+    need_gib = round(KNOWN_PARAMS["qwen3-vl-8b"] * 2 * OVERHEAD / 1024**3)
+    assert "Qwen2.5-VL-7B-Instruct · 8.3 B · ≈ 19 GiB GPU" in box.options
+    assert f"Qwen3-VL-8B-Instruct · 8.8 B · ≈ {need_gib} GiB GPU" in box.options
+    assert "Qwen3-VL-30B-A3B-Instruct · 31.1 B · ≈ 69 GiB GPU" in box.options  # all experts
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "Qwen3-VL · 8.8 B parameters" in captions and f"≈ {need_gib} GiB" in captions
+    assert "0–1000" in captions
+    labels = [b.label for b in at.sidebar.button]
+    assert "Download (≈ 17.5 GB)" in labels
+    at.sidebar.button(key="use_test_model").click().run()
+    assert at.sidebar.selectbox(key="model_test_family").value == "test-qwen3"
+
+
+def test_test_model_of_each_family(new_app, monkeypatch) -> None:
+    monkeypatch.setenv("CHORD_MODEL", "test-qwen3")
+    at = new_app().run()
+    assert not at.exception
+    assert at.sidebar.radio(key="model_source").value == "Test model"
+    assert at.sidebar.selectbox(key="model_test_family").value == "test-qwen3"
+    assert any("Qwen3-VL family" in c.value for c in at.sidebar.caption)
+    at.sidebar.selectbox(key="model_test_family").set_value("test").run()
+    assert any("Qwen2.5-VL family" in c.value for c in at.sidebar.caption)
