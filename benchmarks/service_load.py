@@ -72,7 +72,7 @@ async def run_load(url: str, image: Path, *, requests: int = 200, concurrency: i
         await asyncio.gather(*(one(client, i) for i in range(requests)))
     wall = time.perf_counter() - t0
     q = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 \
-        else latencies * 99
+        else (latencies or [float("nan")]) * 99
     return {"endpoint": endpoint, "requests": requests, "concurrency": concurrency,
             "statuses": dict(statuses), "lost": len(lost),
             "server_errors": sum(v for k, v in statuses.items() if k.startswith("5")),

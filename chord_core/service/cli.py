@@ -51,8 +51,30 @@ def _settings(args: argparse.Namespace) -> Any:
                              max_tasks=args.max_tasks, request_timeout_s=args.timeout)
 
 
+def _check_installed() -> None:
+    """The service's packages are in requirements.txt but not on every host (GPU hosts
+    that cannot install): say so before any worker starts, not as an internal error."""
+    import importlib.util
+
+    from chord_core.errors import ConfigError
+
+    for module, package in (("fastapi", "fastapi"), ("uvicorn", "uvicorn"),
+                            ("python_multipart", "python-multipart")):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ConfigError(f"the service needs the {package} package, which is not "
+                              "installed here",
+                              hint="pip install -r requirements.txt (fastapi, uvicorn, "
+                                   "python-multipart); offline, carry their wheels and "
+                                   "pip install --no-index --find-links <folder>")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the workers and the HTTP server; returns when the server stops."""
+    _check_installed()
     import uvicorn
 
     from chord_core.config import model_config_from_env

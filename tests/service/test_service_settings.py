@@ -51,3 +51,16 @@ def test_bad_settings_are_refused_with_a_hint(env, overrides, words) -> None:
 def test_no_auth_allows_a_public_address() -> None:
     s = settings_from_env({"CHORD_API_HOST": "0.0.0.0", "CHORD_API_NO_AUTH": "1"})
     assert not s.auth_required and not s.is_local
+
+
+def test_a_missing_package_is_said_before_workers_start() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['uvicorn'] = None; from chord_core.__main__ import main; "
+            "sys.exit(main(['serve', '--model', 'test', '--cpu-workers', '1']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.startswith("error: the service needs the uvicorn package")
+    assert "pip install -r requirements.txt" in out.stderr and "plan:" not in out.stderr
