@@ -12,7 +12,8 @@ answer as SSE chunks once the job is done (the workers do not stream tokens), en
 ``data: [DONE]``; ``usage.prompt_tokens`` = the visual tokens of the sampling plan + the
 question's tokens (the chat template's few tokens are not counted). When the answer holds
 box JSON (ask for it in words: "give the bbox_2d of the dog as JSON"), ``chord.boxes`` holds
-the boxes normalised to 0–1 of the image or frame.
+the boxes normalised to 0–1 of the image or frame (read in the model family's convention:
+input pixels for Qwen2.5-VL, 0–1000 for Qwen3-VL).
 """
 
 from __future__ import annotations
@@ -162,9 +163,10 @@ def _boxes(text: str, result: Any) -> list[dict[str, Any]]:
     from chord_core.grounding import parse_boxes
 
     wh = tuple(result.sampling.input_wh)
-    if min(wh, default=0) <= 0:
+    coords = getattr(getattr(result, "model", None), "coords", "absolute")
+    if min(wh, default=0) <= 0 or coords not in ("absolute", "relative1000"):
         return []
-    parsed = parse_boxes(text, wh)  # never raises on model text
+    parsed = parse_boxes(text, wh, coords=coords)  # never raises on model text
     return [{"bbox": [round(v, 4) for v in b.bbox], "label": b.label, "kind": b.kind}
             for b in parsed.boxes]
 

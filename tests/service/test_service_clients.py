@@ -174,6 +174,8 @@ def test_answer_boxes_are_parsed_and_normalised() -> None:
     assert _boxes(text, result) == [{"bbox": [0.1, 0.1, 0.5, 0.5], "label": "dog",
                                      "kind": "box"}]
     assert _boxes("no boxes here", result) == []
+    qwen3 = SimpleNamespace(sampling=result.sampling, model=SimpleNamespace(coords="relative1000"))
+    assert _boxes('[{"bbox_2d": [100, 200, 500, 1000]}]', qwen3)[0]["bbox"] == [0.1, 0.2, 0.5, 1.0]
 
 
 @pytest.fixture(scope="module")
