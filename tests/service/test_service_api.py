@@ -173,7 +173,7 @@ def test_bad_uploads_are_refused_and_removed(server) -> None:
 
 
 def test_huge_bodies_are_refused_while_read(server) -> None:
-    from conftest import MAX_BODY_MB  # noqa: PLC0415 — the service tests' conftest
+    from service_server import MAX_BODY_MB
 
     big = b"x" * (MAX_BODY_MB * 1024 * 1024 + 10)
     r = httpx.post(server.url + "/batch_predict", content=big,

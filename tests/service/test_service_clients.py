@@ -14,7 +14,7 @@ import openai
 import pytest
 import requests
 
-from conftest import MAX_TASKS, start_server, stop_server
+from service_server import MAX_TASKS, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from service_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "start_service.sh"

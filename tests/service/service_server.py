@@ -1,0 +1,77 @@
+"""Starting and stopping a real ``python -m chord_core serve`` on 127.0.0.1 (test model, CPU
+workers) for the service tests, with its own media root, data dir and small limits so 413s
+are cheap. (A uniquely named module: ``conftest`` names clash across test folders.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_BODY_MB = 2
+MAX_TASKS = 8
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    media: Path
+    data: Path
+    log: Path
+    first_health: dict | None = None  # the first /health answer that was a 503 (loading)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(tmp: Path, *args: str, wait_ready: bool = True, timeout: float = 120.0
+                 ) -> Server:
+    """Start the service as a subprocess and wait until it answers (ready workers if asked)."""
+    media, data = tmp / "media", tmp / "data"
+    media.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
+    log = tmp / "server.log"
+    proc = subprocess.Popen([sys.executable, "-m", "chord_core", "serve", "--model", "test",
+                             "--port", str(port), *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    server = Server(f"http://127.0.0.1:{port}", proc, media, data, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"service exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(server.url + "/health", timeout=2):
+                return server  # 200: a worker is ready
+        except urllib.error.HTTPError as exc:
+            if exc.code == 503 and server.first_health is None:
+                server.first_health = json.loads(exc.read())
+            if exc.code == 503 and not wait_ready:
+                return server
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_server(server)
+    raise RuntimeError(f"service not ready in {timeout} s: {log.read_text()[-2000:]}")
+
+
+def stop_server(server: Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait(5)
