@@ -73,7 +73,7 @@ def decode_bytes(lm, rows: int, context: int) -> int:
     weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters()
                   if "visual" not in n and "embed_tokens" not in n)
     cfg = model.config.get_text_config()
-    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * 2
     return weights + rows * context * kv
 

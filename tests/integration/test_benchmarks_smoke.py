@@ -76,3 +76,23 @@ def test_sampling_harness_cpu_mode(tmp_path):
     assert res["kept"]["ours"] == res["kept"]["decode_every_frame"] == 12
     assert res["ours_vs_decode_every_frame"] > 0
     assert res["ffmpeg_s"] is None or res["kept"]["ffmpeg"] == 12
+
+
+def test_qwen3_harness_cpu_mode(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/qwen3.py", "--cpu"], cwd=ROOT, capture_output=True,
+        text=True, timeout=600,
+        env={**os.environ, "OUT": str(tmp_path), "CHORD_BENCH_DIR": str(tmp_path / "clips")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((tmp_path / "qwen3.json").read_text())
+    assert res["family"] == "qwen3-vl" and res["fast_decoder"] is True
+    for name in ("naive_b1", "ours_b1", "naive_b8", "ours_b8"):
+        assert res["decode"][name]["tokens_per_s"] > 0, name
+    agree = res["agree"]  # CPU float32: the fast path reproduces generate exactly
+    assert agree["ours_vs_naive_exact_rows"] == agree["rows"] == 3
+    assert res["w1"]["naive_clips_per_min"] > 0 and res["w1"]["ours_clips_per_min"] > 0
+    ground = res["ground"]
+    assert ground["per_frame"]["frames_grounded"] == ground["sampled_frames"] == 12
+    assert ground["two_pass"]["method"] == "two_pass"
+    assert 0 < ground["two_pass"]["frames_grounded"] < 12
+    assert ground["two_pass"]["latency_s"] > ground["two_pass"]["first_pass_s"] > 0
