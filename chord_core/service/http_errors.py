@@ -13,10 +13,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chord_core import errors as E
+from chord_core.service.runtime import ClientGone
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,11 @@ def install_handlers(app: FastAPI) -> None:
         return error_response(request, exc.status_code, message,
                               _HTTP_HINTS.get(exc.status_code, "see GET /openapi.json"),
                               getattr(exc, "headers", None))
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, exc: ClientGone) -> Response:
+        log.info("%s", exc)
+        return Response(status_code=499)  # nginx's "client closed request": no one reads it
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:

@@ -104,7 +104,8 @@ async def batch_predict(request: Request, body: BatchBody) -> dict[str, Any]:
     if specs:
         job_ids = await rt.submit(specs)
         try:
-            statuses = await rt.wait_all(job_ids, settings.request_timeout_s)
+            statuses = await rt.wait_all(job_ids, settings.request_timeout_s,
+                                         request.is_disconnected)
         except TimeoutError:
             raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "
                                 "and were cancelled",

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
@@ -24,6 +24,11 @@ from chord_core.jobs import JobSpec, JobStatus
 log = logging.getLogger(__name__)
 
 POLL_S = 0.05
+GONE_CHECK_S = 0.5
+
+
+class ClientGone(Exception):
+    """The client disconnected while its jobs were running (they were cancelled)."""
 
 
 class SharedStore:
@@ -63,20 +68,33 @@ class ServiceRuntime:
         manager stores each job in SQLite before it returns."""
         return await run_in_threadpool(lambda: [self.manager.submit(s) for s in specs])
 
-    async def wait_all(self, job_ids: Sequence[str], timeout_s: float) -> list[JobStatus]:
-        """Wait until every job finished; on timeout cancel the rest and raise TimeoutError."""
+    async def wait_all(self, job_ids: Sequence[str], timeout_s: float,
+                       gone: Callable[[], Awaitable[bool]] | None = None) -> list[JobStatus]:
+        """Wait until every job finished. On timeout cancel the rest and raise TimeoutError;
+        when ``gone()`` says the client hung up, cancel the rest and raise ClientGone (no one
+        is left to read the answer: the workers should not keep computing it)."""
         deadline = time.monotonic() + timeout_s
+        next_check = time.monotonic() + GONE_CHECK_S
         pending = list(dict.fromkeys(job_ids))
         while pending:
             pending = [j for j in pending if not self.manager.status(j).state.finished]
             if not pending:
                 break
             if time.monotonic() > deadline:
-                for j in pending:
-                    self.manager.cancel(j)
+                self._cancel(pending)
                 raise TimeoutError(f"{len(pending)} job(s) unfinished after {timeout_s:g} s")
+            if gone is not None and time.monotonic() > next_check:
+                next_check = time.monotonic() + GONE_CHECK_S
+                if await gone():
+                    self._cancel(pending)
+                    raise ClientGone(f"client left; {len(pending)} job(s) cancelled")
             await asyncio.sleep(POLL_S)
         return [self.manager.status(j) for j in job_ids]
+
+    def _cancel(self, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            self.manager.cancel(job_id)
+        log.info("cancelled %d unfinished job(s): %s", len(job_ids), ", ".join(job_ids))
 
     def live_status(self, job_id: str) -> JobStatus | None:
         """The job as this process's manager knows it, or None."""

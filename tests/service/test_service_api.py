@@ -3,6 +3,7 @@ bad bodies, paths outside the media roots, the Host/Origin guard, the shared sto
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from pathlib import Path
@@ -207,3 +208,35 @@ def test_same_origin_and_localhost_names_are_allowed(server) -> None:
         assert r.status_code == 200
 
 
+
+
+def test_a_client_that_hangs_up_gets_its_jobs_cancelled(server, media) -> None:
+    """Both workers busy with a long grounding job; a chat question queued behind it is
+    cancelled once its client gives up (nobody is left to read the answer)."""
+    import time
+
+    from chord_core.store import Store
+    from chord_core.testing.videos import make_video
+
+    long_clip = make_video(server.media / "long.mp4", duration_s=30.0, fps=10.0,
+                           size_wh=(160, 120)).path
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        ground = c.post("/v1/jobs", json={"task": "ground", "video_path": str(long_clip),
+                                          "target": "the square", "fps": 2}).json()["job_id"]
+        question = "hang-up test: what is shown?"
+        image = "data:image/png;base64," + base64.b64encode(media["img"].read_bytes()).decode()
+        with pytest.raises(httpx.ReadTimeout):
+            c.post("/v1/chat/completions", timeout=1.5, json={
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": question},
+                    {"type": "image_url", "image_url": {"url": image}}]}]})
+        assert c.get(f"/v1/jobs/{ground}").json()["state"] == "running"  # still busy
+        with Store(server.data / "chord.sqlite3") as store:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                rows = [r for r in store.list_jobs(limit=200) if r["query"] == question]
+                if rows and rows[0]["state"] == "cancelled":
+                    break
+                time.sleep(0.2)
+        assert rows and rows[0]["state"] == "cancelled"
+        assert c.delete(f"/v1/jobs/{ground}").json()["state"] == "cancelled"
