@@ -22,8 +22,8 @@ _END_KEYS = ("end", "end_time", "stop", "to", "end_s", "t1")
 _PAIR_KEYS = ("time", "times", "span", "timestamp", "timestamps", "segment", "interval")
 _TIME = r"\d+(?::\d{1,2}){0,2}(?:\.\d+)?"
 _UNIT = r"\s*(?:s\b|sec\b|secs\b|seconds?\b)?"
-_RANGE = re.compile(rf"(?<![\d.:])({_TIME}){_UNIT}\s*(?:-|–|—|~|to|until|and)\s*({_TIME}){_UNIT}",
-                    re.IGNORECASE)
+_RANGE = re.compile(
+    rf"(?<![\d.:])({_TIME}){_UNIT}\s*(?:-|–|—|~|to|until|and)\s*({_TIME}){_UNIT}", re.IGNORECASE)
 _NONE_WORDS = re.compile(r"\b(never|not (?:visible|present|appear|shown|seen)|does not appear|"
                          r"doesn't appear|no such|none)\b", re.IGNORECASE)
 
@@ -179,7 +179,8 @@ def _checked(pairs: list[tuple[float, float]], duration_s: float | None,
             warnings.append(f"dropped span {start:g}–{end:g} s: negative time")
             continue
         if end < start:
-            warnings.append(f"span {start:g}–{end:g} s was reversed; read as {end:g}–{start:g} s")
+            warnings.append(f"span {start:g}–{end:g} s was reversed; read as "
+                            f"{end:g}–{start:g} s")
             start, end = end, start
         if duration_s is not None and duration_s > 0:
             if start > duration_s:

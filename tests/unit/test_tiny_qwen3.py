@@ -51,7 +51,8 @@ def _moe(config_dict: dict) -> dict:
     d = json.loads(json.dumps(config_dict))
     d.update(model_type="qwen3_vl_moe", architectures=["Qwen3VLMoeForConditionalGeneration"])
     d["text_config"].update(model_type="qwen3_vl_moe_text", num_experts=4, num_experts_per_tok=2,
-                            moe_intermediate_size=48, decoder_sparse_step=1, mlp_only_layers=[1])  # layer 1 dense, 0 routed
+                            moe_intermediate_size=48, decoder_sparse_step=1,
+                            mlp_only_layers=[1])  # layer 1 dense, layer 0 routed
     d["vision_config"]["model_type"] = "qwen3_vl_moe"
     return d
 
