@@ -72,7 +72,16 @@ def _meta_caption(result: Result) -> None:
     model = md_escape(result.model.id) + (f" · {test_model_label()}"
                                           if result.model.test_model else "")
     st.caption(f"{model} · {plan_summary(result.sampling)} · "
-               f"{human_duration(result.timing.total_s)} total")
+               f"{human_duration(result.timing.total_s)} total{_method_note(result)}")
+
+
+def _method_note(result: Result) -> str:
+    """Two-pass grounding: how many frames were grounded, inside which spans."""
+    if result.method != "two_pass" or result.grounded_frames is None:
+        return ""
+    spans = ", ".join(f"{a:.1f}–{b:.1f} s" for a, b in result.spans[:6]) or "none"
+    return (f" · two-pass: {len(result.grounded_frames)} of {result.sampling.num_frames} "
+            f"frames grounded (spans {spans})")
 
 
 def _test_badge(result: Result) -> None:

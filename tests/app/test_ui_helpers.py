@@ -284,3 +284,16 @@ def test_worker_start_up_text(startup, text) -> None:
     row = worker_table_rows([{"worker": "gpu0", "devices": [0], "state": "ready",
                               "startup": startup}], manager=None)[0]
     assert row["ready in"] == text and row["devices"] == "cuda:0"
+
+
+def test_two_pass_results_say_how_many_frames_were_grounded() -> None:
+    from dataclasses import replace
+
+    from chord_ui.results import _method_note
+
+    per_frame = _result([(0.5, 1, 1)], [])
+    assert _method_note(per_frame) == ""
+    two = replace(per_frame, method="two_pass", spans=((0.5, 1.5),), grounded_frames=(1, 2, 3))
+    note = _method_note(two)
+    assert "two-pass: 3 of 10 frames grounded" in note and "0.5–1.5 s" in note
+    assert Result.from_dict(two.to_dict()) == two  # the new fields round-trip
