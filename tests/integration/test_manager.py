@@ -149,3 +149,18 @@ def test_queued_describes_share_one_generate_call(tiny_model_dir, clips):
     finally:
         m.shutdown()
 
+
+
+def test_two_pass_grounding_runs_whole_on_one_worker(two_workers, clips):
+    """Two-pass needs the whole clip in one place (the first pass sees every frame): the
+    manager never splits it, whereas the same per-frame job is split (above)."""
+    req = AnalysisRequest(clips[3], "ground", "the square", sampling=SamplingConfig(fps=4.0),
+                          ground_method="two_pass", score_boxes=False)
+    job = two_workers.wait(two_workers.submit(JobSpec(req, model="test-qwen3")), 300)
+    assert job.state is JobState.DONE, job.error
+    assert job.worker in ("cpu0", "cpu1")  # one worker, not "cpu0+cpu1"
+    res = job.result
+    assert res.model.family == "qwen3-vl" and res.model.coords == "relative1000"
+    # the random model cannot answer "when": either spans or the per-frame fallback, said so
+    assert res.method == "two_pass" or any("no usable time span" in w for w in res.warnings)
+    assert res.sampling.num_frames >= 8 and len(res.raw_outputs) >= 1
