@@ -207,6 +207,9 @@ class ModelInfo:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelInfo:
+        data = dict(data)  # results stored before ``coords`` existed: the family's convention
+        data.setdefault("coords", "relative1000" if data.get("family") == "qwen3-vl"
+                        else "absolute")
         return _from(cls, data)
 
 

@@ -297,3 +297,10 @@ def test_two_pass_results_say_how_many_frames_were_grounded() -> None:
     note = _method_note(two)
     assert "two-pass: 3 of 10 frames grounded" in note and "0.5–1.5 s" in note
     assert Result.from_dict(two.to_dict()) == two  # the new fields round-trip
+
+
+@pytest.mark.parametrize("family, coords", [("qwen2.5-vl", "absolute"),
+                                            ("qwen3-vl", "relative1000")])
+def test_results_stored_before_coords_get_their_familys_convention(family, coords) -> None:
+    info = ModelInfo.from_dict({"id": "m", "dtype": "bfloat16", "family": family})
+    assert info.coords == coords
