@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SPANS_MAX_NEW_TOKENS = 256
 MIN_MARGIN_S = 0.5
+MIN_FRAMES = 4  # fewer sampled frames: a first pass costs more than it could save
 
 
 def ask_spans(lm: LoadedModel, frames: np.ndarray, metadata: dict[str, Any], target: str,
@@ -87,6 +88,11 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
     from chord_core.engine import assemble_ground
     from chord_core.sampling import video_metadata
 
+    if plan.num_frames < MIN_FRAMES:  # a still image or a flash of a clip: nothing to skip
+        body = _per_frame(lm, info, plan, frames, request, clock, ground_frames)
+        body["warnings"] = list(body.get("warnings", ())) + [
+            f"two-pass: {plan.num_frames} sampled frame(s) — grounded per frame"]
+        return body
     clock.emit("generating", f"asking when {request.query!r} is visible", 0, 1)
     small, keep = span_frames(lm, frames, request.sampling.token_budget)
     meta = video_metadata(info, [plan.frame_indices[i] for i in keep])

@@ -131,3 +131,16 @@ def test_describe_and_cli_two_pass(engine: Engine, clip: Path, tmp_path: Path) -
     jsonschema.validate(doc, SCHEMA)
     assert doc["method"] in ("per_frame", "two_pass") and doc["model"]["coords"] == \
         "relative1000"
+
+
+def test_two_pass_on_a_still_image_grounds_it_directly(engine: Engine, tmp_path: Path) -> None:
+    import cv2
+    import numpy as np
+
+    image = tmp_path / "still.png"
+    cv2.imwrite(str(image), np.full((120, 160, 3), 90, np.uint8))
+    res = engine.analyze(AnalysisRequest(str(image), "ground", "the square", score_boxes=False,
+                                         ground_method="two_pass"))
+    jsonschema.validate(res.to_dict(), SCHEMA)
+    assert res.method == "per_frame" and res.sampling.num_frames == 1
+    assert len(res.raw_outputs) == 1 and any("grounded per frame" in w for w in res.warnings)
