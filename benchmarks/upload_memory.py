@@ -101,7 +101,7 @@ def server(mb: int) -> dict[str, float]:
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
                              "--server.port", str(port), "--server.address", "127.0.0.1",
                              "--server.headless", "true"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=(tmp / "server.log").open("w"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc)
@@ -131,6 +131,7 @@ def server(mb: int) -> dict[str, float]:
         proc.terminate()
         proc.wait(timeout=20)
         big.unlink(missing_ok=True)
+        log.info("server log: %s", tmp / "server.log")
 
 
 def main() -> None:
@@ -138,6 +139,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=512)
     parser.add_argument("--mode", choices=("helper", "server", "both"), default="both")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     sys.path.insert(0, str(ROOT))
     out = {}
     if args.mode in ("helper", "both"):

@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 
 
 K_CLIP, K_CLIP_ERROR = "clip", "clip_error"
-K_UPLOAD, K_PATH = "upload", "local_path"
+K_UPLOAD, K_PATH, K_UPLOAD_GEN = "upload", "local_path", "upload_gen"
 K_TASK, K_PROMPT, K_TARGET = "task", "describe_prompt", "ground_target"
-TASKS = {"describe": "Describe", "ground": "Ground a target"}
+K_STATEMENT = "entail_statement"
+TASKS = {"describe": "Describe", "ground": "Ground a target", "entail": "Check a statement"}
 TOKENS_PER_FRAME = ("auto", 256, 384, 512, 768, 1024, 1280, 1600)
 PERSIST = "session"
 
@@ -110,8 +111,15 @@ def settings_sidebar() -> tuple[Settings, Any]:
 
 # -- the clip ---------------------------------------------------------------------------------
 
+def _upload_key() -> str:
+    """The uploader's key: a new one after each upload gives an empty uploader, so neither
+    Streamlit nor the widget's state keeps the uploaded bytes in memory once they are saved
+    (the clip itself lives on in ``K_CLIP``)."""
+    return f"{K_UPLOAD}-{st.session_state.get(K_UPLOAD_GEN, 0)}"
+
+
 def _on_upload() -> None:
-    upload = st.session_state.get(K_UPLOAD)
+    upload = st.session_state.get(_upload_key())
     st.session_state[K_CLIP_ERROR] = None
     if upload is None:
         clip = st.session_state.get(K_CLIP)
@@ -125,6 +133,7 @@ def _on_upload() -> None:
             "message": f"could not save the upload: {exc.strerror or exc}",
             "hint": "check free disk space and that CHORD_DATA_DIR is writable"}
     release_uploads([upload])
+    st.session_state[K_UPLOAD_GEN] = st.session_state.get(K_UPLOAD_GEN, 0) + 1
 
 
 def _on_path() -> None:
@@ -166,7 +175,7 @@ def refuse_clip(clip: ClipSource, err: ChordError) -> None:
 
 def clip_input() -> ClipSource | None:
     """Uploader + local path box; returns the current clip (or None)."""
-    st.file_uploader("Upload a video", type=list(VIDEO_TYPES), key=K_UPLOAD,
+    st.file_uploader("Upload a video", type=list(VIDEO_TYPES), key=_upload_key(),
                      on_change=_on_upload, help="mp4, avi, mov, mkv or webm")
     st.text_input("…or the path of a video on this machine", key=K_PATH, on_change=_on_path,
                   placeholder="/data/videos/clip.mp4",
@@ -188,6 +197,12 @@ def task_input() -> tuple[str, str]:
                               placeholder="e.g. the cyclist in a red helmet",
                               help="Chord looks for it on every sampled frame, then links "
                                    "the boxes into tracks and time segments.")
+    elif task == "entail":
+        query = st.text_input("Statement", key=K_STATEMENT, persist_state=PERSIST,
+                              placeholder="e.g. a person opens the car door",
+                              help="Chord checks it on every sampled frame: a probability "
+                                   "curve over time, an overall verdict, and the moments "
+                                   "that support or contradict it.")
     else:
         query = st.text_area("Prompt (optional)", key=K_PROMPT, persist_state=PERSIST,
                              height=90,
