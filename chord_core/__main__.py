@@ -126,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=("per_frame", "two_pass"), default="per_frame",
                    help="per_frame: ground every sampled frame (exact); two_pass: ask the clip "
                         "when the target is visible, ground only those frames (Qwen3-VL)")
+    p.add_argument("--scores", action="store_true",
+                   help="give every box a score: the probability that its crop shows the "
+                        "target (one extra prefill per box; slower)")
     _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
 
     p = sub.add_parser("entail", help="check a statement against a clip or an image: a "
@@ -255,7 +258,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         video_path=args.video, task=task, query=query, sampling=_sampling_from(args),
         max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
         batch_size=args.batch_size,  # the annotated video is made below, after the JSON
-        ground_method=getattr(args, "method", "per_frame"))
+        ground_method=getattr(args, "method", "per_frame"),
+        score_boxes=bool(getattr(args, "scores", False)))
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)

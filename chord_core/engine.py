@@ -73,7 +73,9 @@ class AnalysisRequest:
     annotated_video: str | None = None
     batch_size: int | None = None
     min_new_tokens: int | None = None  # force output length (benchmarks); None = stop at EOS
-    score_boxes: bool = True  # ground: score each box by entailment on its crop
+    # ground: score each box by entailment on its crop. Off by default: on 2 × H200 (7B) it
+    # cost 58 % of the grounding time (docs/benchmarks.md), above the 20 % line.
+    score_boxes: bool = False
     ground_method: str = "per_frame"  # ground: "per_frame" or "two_pass" (GROUND_METHODS)
 
     def __post_init__(self) -> None:

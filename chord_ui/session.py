@@ -58,7 +58,9 @@ def submit(clip: ClipSource, task: str, query: str, settings: Settings, model: s
     Raises ChordError (e.g. ConfigError for an empty target) before anything is queued."""
     request = AnalysisRequest(video_path=clip.path, task=task, query=query.strip(),
                               sampling=settings.sampling(task),
-                              max_new_tokens=settings.max_new_tokens)
+                              max_new_tokens=settings.max_new_tokens,
+                              score_boxes=task == "ground" and bool(
+                                  st.session_state.get("ground_scores", False)))
     job_id = resources.job_manager().submit(JobSpec(request, model=model, label=clip.name))
     _jobs()[job_key(clip.key, task)] = job_id
     log.info("submitted %s: %s %r on %s with %s", job_id, task, query, clip.name, model)
