@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Build Chord's image with podman on this machine and check that it serves.
+#
+#   sudo bash scripts/docker-smoke.sh          # about 10 minutes the first time
+#
+# Not part of run_tests.sh or CI: it builds a multi-GB image. Needs podman, buildah, runc and
+# debootstrap (Debian: apt-get install podman buildah runc debootstrap) and root. No registry
+# is needed: the base is a Debian bookworm made here with debootstrap and imported as
+# localhost/debian-bookworm, passed as --build-arg BASE. Torch: PyPI's default build (CUDA
+# libraries included; it runs on the CPU here), pinned to the torch/torchvision wheels of a
+# local wheel folder when there is one (SMOKE_WHEELS, default /opt/pypi-more/files, mounted
+# into the build as a --find-links folder so they are not downloaded again).
+#
+# Steps: base image → build → image size → settings (--dry-run inside the image) → run with
+# CHORD_MODEL=test and the API (--api-port) → /_stcore/health says "ok" → GET / is the
+# Streamlit page → the API's /health is 200 and its jobs need the key → the image's
+# HEALTHCHECK passes → the app runs as a non-root user. The container is removed at the end.
+# Exit 0 when every step passed; the first failing step prints why (and the container's log)
+# and exits 1.
+#
+# Settings (environment): SMOKE_IMAGE (localhost/chord:smoke), SMOKE_BASE
+# (localhost/debian-bookworm), SMOKE_WORK (/tmp/chord-smoke: rootfs, logs), SMOKE_WHEELS,
+# SMOKE_TORCH_SPEC, SMOKE_PORT (18501), SMOKE_API_PORT (18080), SMOKE_TIMEOUT_S (300),
+# SMOKE_REBUILD_BASE=1 (debootstrap again), SMOKE_SKIP_BUILD=1 (test an existing image).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IMAGE="${SMOKE_IMAGE:-localhost/chord:smoke}"
+BASE="${SMOKE_BASE:-localhost/debian-bookworm}"
+WORK="${SMOKE_WORK:-/tmp/chord-smoke}"
+WHEELS="${SMOKE_WHEELS:-/opt/pypi-more/files}"
+PORT="${SMOKE_PORT:-18501}"
+API_PORT="${SMOKE_API_PORT:-18080}"
+TIMEOUT_S="${SMOKE_TIMEOUT_S:-300}"
+NAME="chord-smoke-$$"
+KEY="smoke-$$-$RANDOM"
+# runc and lowered limits: crun and the default ulimits fail on these machines.
+PODMAN=(podman --runtime runc)
+LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
+
+step() { printf '\n==> %s\n' "$*"; }
+fail() {
+    printf 'FAILED: %s\n' "$*" >&2
+    if "${PODMAN[@]}" container exists "$NAME" 2>/dev/null; then
+        echo "--- last lines of the container's log ---" >&2
+        "${PODMAN[@]}" logs --tail 40 "$NAME" >&2 || true
+    fi
+    exit 1
+}
+cleanup() { "${PODMAN[@]}" rm -f -t 5 "$NAME" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+need_tools() {
+    step "tools"
+    local t missing=()
+    for t in podman debootstrap curl; do command -v "$t" >/dev/null || missing+=("$t"); done
+    if (( ${#missing[@]} )); then
+        fail "missing: ${missing[*]} (apt-get install podman buildah runc debootstrap curl)"
+    fi
+    podman --version
+}
+
+make_base() {
+    step "base image $BASE"
+    if [[ "${SMOKE_REBUILD_BASE:-0}" != 1 ]] && podman image exists "$BASE"; then
+        echo "present (SMOKE_REBUILD_BASE=1 makes it again)"; return
+    fi
+    rm -rf "$WORK/rootfs"; mkdir -p "$WORK"
+    local t0=$SECONDS
+    debootstrap --variant=minbase bookworm "$WORK/rootfs" http://deb.debian.org/debian \
+        > "$WORK/debootstrap.log" 2>&1 || fail "debootstrap (log: $WORK/debootstrap.log)"
+    tar -C "$WORK/rootfs" -c . | podman import - "$BASE" >/dev/null || fail "podman import"
+    echo "debootstrap + import: $(( SECONDS - t0 )) s"
+}
+
+build_image() {
+    step "build $IMAGE"
+    local args=(--build-arg "BASE=$BASE" --build-arg "TORCH_INDEX=")
+    # Pin the torch/torchvision wheels found in the local folder (on these machines the same
+    # builds pip installs into .venv here), so the build does not download them again.
+    local spec="${SMOKE_TORCH_SPEC:-}" t tv
+    if [[ -z "$spec" && -d "$WHEELS" ]]; then
+        t="$(ls "$WHEELS" | grep -E '^torch-[0-9][^+]*-cp' | sort -V | tail -1 || true)"
+        tv="$(ls "$WHEELS" | grep -E '^torchvision-[0-9][^+]*-cp' | sort -V | tail -1 || true)"
+        if [[ -n "$t" && -n "$tv" ]]; then
+            spec="torch==$(cut -d- -f2 <<<"$t") torchvision==$(cut -d- -f2 <<<"$tv")"
+        fi
+    fi
+    if [[ -n "$spec" ]]; then args+=(--build-arg "TORCH_SPEC=$spec"); fi
+    if [[ -d "$WHEELS" ]]; then args+=(-v "$WHEELS:/wheels:ro" --build-arg WHEELS_DIR=/wheels); fi
+    local ca="${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}"
+    if [[ -f "$ca" ]]; then args+=(-v "$ca:/run/host-ca.crt:ro" --build-arg PIP_CA_FILE=/run/host-ca.crt); fi
+    echo "torch: ${spec:-the torch lines of requirements.txt, from PyPI (a CUDA build)}"
+    echo "podman build --format docker --network host ${args[*]} -t $IMAGE ."
+    local t0=$SECONDS
+    podman build --runtime runc --format docker --network host "${LIMITS[@]}" "${args[@]}" \
+        -t "$IMAGE" "$HERE" > "$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log" >&2; fail "build (log: $WORK/build.log)"; }
+    echo "build: $(( SECONDS - t0 )) s (log: $WORK/build.log)"
+    grep -E '^torch [0-9]' "$WORK/build.log" || true
+}
+
+report_size() {
+    step "image size"
+    local bytes
+    bytes="$(podman image inspect --format '{{.Size}}' "$IMAGE")" || fail "no image $IMAGE"
+    echo "$IMAGE: $(( bytes / 1000000 )) MB ($bytes bytes)"
+    podman run --rm --network none "${LIMITS[@]}" --entrypoint sh "$IMAGE" -c \
+        'python --version; grep -iE "^(torch|torchvision|streamlit|transformers)==" /opt/venv/chord-packages.txt' \
+        || fail "cannot run python in the image"
+}
+
+check_settings() {
+    step "settings: start_service.sh --dry-run inside the image"
+    local out
+    out="$("${PODMAN[@]}" run --rm --network none "${LIMITS[@]}" "$IMAGE" --dry-run)" \
+        || fail "--dry-run in the image"
+    echo "$out"
+    grep -q -- "--server.address 0.0.0.0" <<<"$out" \
+        || fail "the image's app does not listen on 0.0.0.0 (CHORD_HOST)"
+    grep -q "^CHORD_DATA_DIR=/data$" <<<"$out" || fail "CHORD_DATA_DIR is not /data"
+}
+
+start_container() {
+    step "run $NAME: CHORD_MODEL=test, app on $PORT, API on $API_PORT"
+    # --network host shares this machine's interfaces (the only network that works here), so
+    # the app is bound to 127.0.0.1 rather than the image's 0.0.0.0 (checked above): nothing
+    # is reachable from outside this machine during the test.
+    "${PODMAN[@]}" run -d --name "$NAME" --network host "${LIMITS[@]}" \
+        -e CHORD_MODEL=test -e CHORD_HOST=127.0.0.1 -e CHORD_API_KEY="$KEY" \
+        -e CHORD_CPU_WORKERS=1 "$IMAGE" --port "$PORT" --api-port "$API_PORT" >/dev/null \
+        || fail "podman run"
+}
+
+wait_for() {  # URL EXPECTED-BODY-SUBSTRING: poll until 200 and the body holds it
+    local url="$1" want="$2" t0=$SECONDS body
+    while (( SECONDS - t0 < TIMEOUT_S )); do
+        "${PODMAN[@]}" container inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null | grep -q true \
+            || fail "the container stopped while waiting for $url"
+        if body="$(curl -fsS --max-time 5 "$url" 2>/dev/null)" && [[ "$body" == *"$want"* ]]; then
+            echo "$url → 200 \"${body:0:60}\" after $(( SECONDS - t0 )) s"; return 0
+        fi
+        sleep 2
+    done
+    fail "$url did not answer 200 with \"$want\" within $TIMEOUT_S s"
+}
+
+check_app() {
+    step "app: /_stcore/health and the page"
+    wait_for "http://127.0.0.1:$PORT/_stcore/health" "ok"
+    local page; page="$(curl -fsS --max-time 10 "http://127.0.0.1:$PORT/")" || fail "GET / failed"
+    [[ "$page" == *'<div id="root">'* && "$page" == *"<script"* ]] \
+        || fail "GET / is not the Streamlit page: ${page:0:200}"
+    echo "GET / → 200, Streamlit shell ($(wc -c <<<"$page") bytes)"
+}
+
+check_api() {
+    step "API: /health and the key"
+    wait_for "http://127.0.0.1:$API_PORT/health" '"ready"'
+    local code
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$API_PORT/v1/models")"
+    [[ "$code" == 401 ]] || fail "GET /v1/models without the key answered $code, expected 401"
+    code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
+        -H "Authorization: Bearer $KEY" "http://127.0.0.1:$API_PORT/v1/models")"
+    [[ "$code" == 200 ]] || fail "GET /v1/models with the key answered $code, expected 200"
+    echo "/v1/models: 401 without the key, 200 with it"
+}
+
+check_container() {
+    step "HEALTHCHECK and user"
+    "${PODMAN[@]}" healthcheck run "$NAME" || fail "the image's HEALTHCHECK failed"
+    "${PODMAN[@]}" exec "$NAME" python /app/scripts/container_health.py
+    local uid; uid="$("${PODMAN[@]}" exec "$NAME" id -u)"
+    [[ "$uid" != 0 ]] || fail "the app runs as root"
+    echo "user: $("${PODMAN[@]}" exec "$NAME" id)"
+}
+
+main() {
+    mkdir -p "$WORK"
+    need_tools
+    make_base
+    if [[ "${SMOKE_SKIP_BUILD:-0}" != 1 ]]; then build_image; fi
+    report_size
+    check_settings
+    start_container
+    check_app
+    check_api
+    check_container
+    step "stop and remove $NAME"
+    "${PODMAN[@]}" stop -t 20 "$NAME" >/dev/null && "${PODMAN[@]}" rm "$NAME" >/dev/null \
+        || fail "stop/remove"
+    echo "PASSED: every step"
+}
+
+main "$@"

@@ -1,0 +1,252 @@
+"""The Dockerfile, compose.yaml and .dockerignore against the code they package.
+
+No container is built here (scripts/docker-smoke.sh does that, by hand): these tests read the
+Dockerfile's instructions (dockerfile-parse) and compose.yaml (YAML), and compare them with what
+the repository says elsewhere: what start_service.sh installs, which ports the app and the
+service use, where the data and the Hugging Face cache live. A change on one side that is not
+made on the other fails here.
+"""
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import json
+import os
+import posixpath
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from dockerfile_parse import DockerfileParser
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_PORT, API_PORT = 8501, 8080
+NEEDED = ["app.py", "pages", "chord_ui", "chord_core", "start_service.sh", ".streamlit"]
+
+
+@pytest.fixture(scope="module")
+def docker() -> DockerfileParser:
+    return DockerfileParser(str(ROOT / "Dockerfile"))
+
+
+def instructions(parser: DockerfileParser, name: str) -> list[str]:
+    """The values of every ``name`` instruction, in order (continuation lines joined)."""
+    return [i["value"] for i in parser.structure if i["instruction"] == name]
+
+
+def exec_form(value: str) -> list[str]:
+    """``["a", "b"]`` (exec form) → list; shell form is refused: signals must reach PID 1."""
+    assert value.strip().startswith("["), f"not in exec form: {value}"
+    return json.loads(value)
+
+
+def copies(parser: DockerfileParser) -> dict[str, str]:
+    """COPY sources (context paths, no trailing /) → their destination inside the image."""
+    workdir, out = "/", {}
+    for ins in parser.structure:
+        if ins["instruction"] == "WORKDIR":
+            workdir = ins["value"].strip()
+        if ins["instruction"] != "COPY":
+            continue
+        words = [w for w in shlex.split(ins["value"]) if not w.startswith("--")]
+        *sources, dest = words
+        for src in sources:
+            target = dest if dest.startswith("/") else f"{workdir.rstrip('/')}/{dest}"
+            if target.endswith("/") and not src.endswith("/"):
+                target += Path(src).name
+            out[src.rstrip("/")] = posixpath.normpath(target)
+    return out
+
+
+def requirement_files(script: str) -> set[str]:
+    """The files of every ``pip install … -r FILE`` in a shell script."""
+    found = set()
+    for cmd in re.findall(r"pip[\"']? install[^\n;&|]*", script):
+        found.update(re.findall(r"-r\s+(\S+)", cmd))
+    return found
+
+
+def test_installs_what_start_service_installs(docker: DockerfileParser) -> None:
+    """The README's install command is ./start_service.sh, which installs requirement files
+    into .venv; the image installs the same files (mapped back through their COPY)."""
+    readme = (ROOT / "README.md").read_text()
+    assert "./start_service.sh" in readme.split("## The two commands", 1)[1][:800]
+    wanted = requirement_files((ROOT / "start_service.sh").read_text())
+    assert wanted == {"requirements.txt"}
+    in_image = {dest: src for src, dest in copies(docker).items()}
+    installed = set()
+    for run in instructions(docker, "RUN"):
+        for f in requirement_files(run):
+            assert f in in_image, f"the image installs {f}, which no COPY puts there"
+            installed.add(in_image[f])
+    assert installed == wanted
+
+
+def test_copies_what_the_app_needs(docker: DockerfileParser) -> None:
+    sources = copies(docker)
+    missing = [n for n in NEEDED if n not in sources]
+    assert not missing, f"the image lacks {missing}"
+    assert sources["app.py"] == "/app/app.py"
+    for src in sources:
+        assert (ROOT / src).exists(), f"COPY {src}: no such file in the repository"
+
+
+def dockerignore_patterns() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [ln.strip().lstrip("/") for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+def ignored(path: str, patterns: list[str]) -> bool:
+    """Whether ``path`` or a folder above it matches a .dockerignore pattern (no ! rules)."""
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pat in patterns:
+        bare = pat[3:] if pat.startswith("**/") else None
+        for p in prefixes:
+            if fnmatch.fnmatchcase(p, pat) or (bare and fnmatch.fnmatchcase(Path(p).name, bare)):
+                return True
+    return False
+
+
+def test_dockerignore_keeps_copies_and_drops_local_state(docker: DockerfileParser) -> None:
+    patterns = dockerignore_patterns()
+    assert not any(p.startswith("!") for p in patterns), "the test's matcher has no ! rules"
+    for src in copies(docker):
+        assert not ignored(src, patterns), f".dockerignore drops {src}, which the image copies"
+    for local in [".venv", "data", ".git", ".cache", ".pytest_cache", "test-artifacts",
+                  "chord_core/__pycache__", "data/chord.sqlite3"]:
+        assert ignored(local, patterns), f".dockerignore lets {local} into the build"
+
+
+def test_ports_match_the_app_and_the_service(docker: DockerfileParser) -> None:
+    from chord_core.service.settings import DEFAULT_PORT
+
+    exposed = {int(p.split("/")[0]) for v in instructions(docker, "EXPOSE") for p in v.split()}
+    assert exposed == {APP_PORT, API_PORT}
+    assert DEFAULT_PORT == API_PORT
+    assert f'PORT="${{CHORD_PORT:-{APP_PORT}}}"' in (ROOT / "start_service.sh").read_text()
+    assert docker.envs["CHORD_PORT"] == str(APP_PORT)
+    assert docker.envs["CHORD_API_PORT"] == str(API_PORT)
+
+
+def test_user_is_not_root_and_volumes_hold_cache_and_data(docker: DockerfileParser) -> None:
+    users = instructions(docker, "USER")
+    assert users and users[-1].split(":")[0] not in {"root", "0"}
+    order = [i["instruction"] for i in docker.structure]
+    assert order.index("ENTRYPOINT") > len(order) - 1 - order[::-1].index("USER")
+    volumes = {v for value in instructions(docker, "VOLUME") for v in exec_form(value)}
+    assert docker.envs["HF_HOME"] == "/cache/huggingface"
+    assert {docker.envs["HF_HOME"], docker.envs["CHORD_DATA_DIR"]} <= volumes
+
+
+def test_base_is_a_build_argument(docker: DockerfileParser) -> None:
+    first = docker.structure[[i["instruction"] for i in docker.structure].index("FROM")]
+    assert first["value"].strip() == "${BASE}"
+    assert docker.baseimage.startswith("nvidia/cuda:")   # the ARG's default: a CUDA runtime
+
+
+def load_health() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("container_health",
+                                                  ROOT / "scripts" / "container_health.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_healthcheck_runs_a_copied_script(docker: DockerfileParser) -> None:
+    (value,) = instructions(docker, "HEALTHCHECK")
+    assert "CMD" in value and not value.strip().upper().startswith("NONE")
+    cmd = exec_form(value.split("CMD", 1)[1])
+    script = next(a for a in cmd if a.endswith(".py"))
+    assert script in copies(docker).values(), f"HEALTHCHECK runs {script}, not in the image"
+
+
+@pytest.mark.parametrize("pid1, urls", [
+    (["python", "-m", "streamlit", "run", "app.py", "--server.address", "0.0.0.0",
+      "--server.port", "8501"], ["http://127.0.0.1:8501/_stcore/health"]),
+    (["/bin/bash", "/app/start_service.sh", "--no-install", "--port=9000", "--api-port", "8080"],
+     ["http://127.0.0.1:9000/_stcore/health", "http://127.0.0.1:8080/health"]),
+    (["python", "-m", "chord_core", "serve", "--host", "0.0.0.0", "--port", "8081"],
+     ["http://127.0.0.1:8081/health"]),
+    ([], ["http://127.0.0.1:8501/_stcore/health"]),
+], ids=["app-exec", "app-and-api", "api-only", "unreadable"])
+def test_healthcheck_checks_what_pid1_runs(pid1: list[str], urls: list[str]) -> None:
+    assert load_health().urls_to_check(pid1, {"CHORD_PORT": "8501"}) == urls
+
+
+def test_healthcheck_fails_on_a_closed_port(tmp_path: Path) -> None:
+    """Nothing listens on the port: exit status 1 and the URL named."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    health = load_health()
+    assert health.check(f"http://127.0.0.1:{port}/health", timeout=2) is False
+    cmdline = tmp_path / "cmdline"
+    cmdline.write_bytes(b"python\0-m\0chord_core\0serve\0--port\0" + str(port).encode() + b"\0")
+    assert health.urls_to_check(health.pid1_args(str(cmdline)), {}) == [
+        f"http://127.0.0.1:{port}/health"]
+
+
+def test_entrypoint_is_start_service_listening_on_all_interfaces(
+        docker: DockerfileParser) -> None:
+    """What the container runs, with the image's environment: start_service.sh's dry run says
+    0.0.0.0, while a normal run (no CHORD_HOST) and config.toml stay on localhost."""
+    (entry,) = instructions(docker, "ENTRYPOINT")
+    argv = exec_form(entry)
+    assert argv[0] == "/app/start_service.sh" and "--no-install" in argv
+    assert copies(docker)["start_service.sh"] == argv[0]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CHORD_")}
+    image_env = {**base, **{k: v for k, v in docker.envs.items() if k.startswith("CHORD_")}}
+
+    def dry(env: dict[str, str]) -> str:
+        return subprocess.run(["bash", str(ROOT / "start_service.sh"), "--dry-run", *argv[1:]],
+                              env=env, capture_output=True, text=True, check=True,
+                              timeout=30).stdout
+
+    assert "--server.address 0.0.0.0" in dry(image_env)
+    assert "--server.address localhost" in dry(base)
+    assert 'address = "localhost"' in (ROOT / ".streamlit" / "config.toml").read_text()
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+def published(service: dict[str, Any]) -> set[int]:
+    """Container ports of ``ports: ["[ip:]host:container"]`` entries."""
+    return {int(str(p).rsplit(":", 1)[-1].split("/")[0]) for p in service.get("ports", [])}
+
+
+def test_compose_runs_app_and_api_on_reserved_gpus(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == {"app", "api"}
+    assert published(services["app"]) == {APP_PORT}
+    assert published(services["api"]) == {API_PORT}
+    for name, svc in services.items():
+        devices = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", [])
+                   and (d.get("device_ids") or d.get("count")) for d in devices), name
+        mounts = {str(v).split(":")[1] for v in svc["volumes"]}
+        assert {"/cache/huggingface", "/data"} <= mounts, name
+    api = services["api"]
+    assert api["entrypoint"][:4] == ["python", "-m", "chord_core", "serve"]
+    assert api["entrypoint"][api["entrypoint"].index("--port") + 1] == str(API_PORT)
+    assert "CHORD_API_KEY" in api["environment"]
+    assert load_health().urls_to_check(api["entrypoint"], {}) == [
+        f"http://127.0.0.1:{API_PORT}/health"]
+
+
+def test_compose_publishes_on_loopback_only(compose: dict[str, Any]) -> None:
+    """The app has no login: compose publishes on the host's 127.0.0.1 unless edited."""
+    for svc in compose["services"].values():
+        for p in svc["ports"]:
+            assert str(p).startswith("127.0.0.1:"), p
