@@ -44,8 +44,10 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("playwright.sync_api", reason="playwright (Python) not installed")
     tmp = tmp_path_factory.mktemp("e2e")
     port = _free_port()
+    # the tests' own folders are the media roots a user would configure for their videos
     env = dict(os.environ, CHORD_MODEL="test", CHORD_CACHE_DIR=str(tmp / "cache"),
-               CHORD_DATA_DIR=str(tmp / "data"), HF_HUB_OFFLINE="1")
+               CHORD_DATA_DIR=str(tmp / "data"), HF_HUB_OFFLINE="1",
+               CHORD_MEDIA_ROOTS=str(tmp_path_factory.getbasetemp()))
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
