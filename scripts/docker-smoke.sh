@@ -11,17 +11,20 @@
 # local wheel folder when there is one (SMOKE_WHEELS, default /opt/pypi-more/files, mounted
 # into the build as a --find-links folder so they are not downloaded again).
 #
-# Steps: base image → build → image size → settings (--dry-run inside the image) → run with
-# CHORD_MODEL=test and the API (--api-port) → /_stcore/health says "ok" → GET / is the
-# Streamlit page → the API's /health is 200 and its jobs need the key → the image's
-# HEALTHCHECK passes → the app runs as a non-root user. The container is removed at the end.
+# Steps: base image → build → image size → settings (--dry-run inside the image) → the API
+# refuses 0.0.0.0 without a key → run with CHORD_MODEL=test and the API (--api-port), published
+# on 127.0.0.1 → /_stcore/health says "ok" → GET / is the Streamlit page → the WebSocket takes
+# localhost and CHORD_ALLOWED_HOSTS, refuses another Host → the API's /health is 200 and its
+# routes need the key → the image's HEALTHCHECK passes → the app runs as a non-root user. The
+# container is removed at the end.
 # Exit 0 when every step passed; the first failing step prints why (and the container's log)
 # and exits 1.
 #
 # Settings (environment): SMOKE_IMAGE (localhost/chord:smoke), SMOKE_BASE
 # (localhost/debian-bookworm), SMOKE_WORK (/tmp/chord-smoke: rootfs, logs), SMOKE_WHEELS,
 # SMOKE_TORCH_SPEC, SMOKE_PORT (18501), SMOKE_API_PORT (18080), SMOKE_TIMEOUT_S (300),
-# SMOKE_REBUILD_BASE=1 (debootstrap again), SMOKE_SKIP_BUILD=1 (test an existing image).
+# SMOKE_REBUILD_BASE=1 (debootstrap again), SMOKE_SKIP_BUILD=1 (test an existing image),
+# SMOKE_NETWORK=host (no bridged network).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,10 +37,14 @@ API_PORT="${SMOKE_API_PORT:-18080}"
 TIMEOUT_S="${SMOKE_TIMEOUT_S:-300}"
 NAME="chord-smoke-$$"
 KEY="smoke-$$-$RANDOM"
+ALIAS="chord-smoke.test"   # a name the browser might use: CHORD_ALLOWED_HOSTS
 # runc and lowered limits: crun and the default ulimits fail on these machines.
 PODMAN=(podman --runtime runc)
 LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
 
+# podman without systemd cannot schedule the periodic health check and says so on every run;
+# the check itself is run by hand below (podman healthcheck run).
+pm() { "${PODMAN[@]}" "$@" 2> >(grep -v 'get systemd connection' >&2); }
 step() { printf '\n==> %s\n' "$*"; }
 fail() {
     printf 'FAILED: %s\n' "$*" >&2
@@ -69,7 +76,8 @@ make_base() {
     local t0=$SECONDS
     debootstrap --variant=minbase bookworm "$WORK/rootfs" http://deb.debian.org/debian \
         > "$WORK/debootstrap.log" 2>&1 || fail "debootstrap (log: $WORK/debootstrap.log)"
-    tar -C "$WORK/rootfs" -c . | podman import - "$BASE" >/dev/null || fail "podman import"
+    tar -C "$WORK/rootfs" -c . | podman import - "$BASE" >/dev/null 2>>"$WORK/debootstrap.log" \
+        || fail "podman import (log: $WORK/debootstrap.log)"
     echo "debootstrap + import: $(( SECONDS - t0 )) s"
 }
 
@@ -104,7 +112,7 @@ report_size() {
     local bytes
     bytes="$(podman image inspect --format '{{.Size}}' "$IMAGE")" || fail "no image $IMAGE"
     echo "$IMAGE: $(( bytes / 1000000 )) MB ($bytes bytes)"
-    podman run --rm --network none "${LIMITS[@]}" --entrypoint sh "$IMAGE" -c \
+    pm run --rm --network none "${LIMITS[@]}" --entrypoint sh "$IMAGE" -c \
         'python --version; grep -iE "^(torch|torchvision|streamlit|transformers)==" /opt/venv/chord-packages.txt' \
         || fail "cannot run python in the image"
 }
@@ -112,7 +120,7 @@ report_size() {
 check_settings() {
     step "settings: start_service.sh --dry-run inside the image"
     local out
-    out="$("${PODMAN[@]}" run --rm --network none "${LIMITS[@]}" "$IMAGE" --dry-run)" \
+    out="$(pm run --rm --network none "${LIMITS[@]}" "$IMAGE" --dry-run)" \
         || fail "--dry-run in the image"
     echo "$out"
     grep -q -- "--server.address 0.0.0.0" <<<"$out" \
@@ -121,14 +129,27 @@ check_settings() {
 }
 
 start_container() {
-    step "run $NAME: CHORD_MODEL=test, app on $PORT, API on $API_PORT"
-    # --network host shares this machine's interfaces (the only network that works here), so
-    # the app is bound to 127.0.0.1 rather than the image's 0.0.0.0 (checked above): nothing
-    # is reachable from outside this machine during the test.
-    "${PODMAN[@]}" run -d --name "$NAME" --network host "${LIMITS[@]}" \
-        -e CHORD_MODEL=test -e CHORD_HOST=127.0.0.1 -e CHORD_API_KEY="$KEY" \
-        -e CHORD_CPU_WORKERS=1 "$IMAGE" --port "$PORT" --api-port "$API_PORT" >/dev/null \
-        || fail "podman run"
+    step "run $NAME: CHORD_MODEL=test, app and API published on 127.0.0.1:$PORT, :$API_PORT"
+    # As `docker run -p 127.0.0.1:…` does: the image's own CHORD_HOST=0.0.0.0 inside a bridged
+    # network, published on this machine's loopback only. SMOKE_NETWORK=host instead shares
+    # the host's interfaces; the app is then bound to 127.0.0.1.
+    local net=(-p "127.0.0.1:$PORT:8501" -p "127.0.0.1:$API_PORT:8080") args=(--api-port 8080)
+    if [[ "${SMOKE_NETWORK:-bridge}" == host ]]; then
+        net=(--network host -e CHORD_HOST=127.0.0.1); args=(--port "$PORT" --api-port "$API_PORT")
+    fi
+    pm run -d --name "$NAME" "${net[@]}" "${LIMITS[@]}" -e CHORD_MODEL=test \
+        -e CHORD_API_KEY="$KEY" -e CHORD_CPU_WORKERS=1 -e CHORD_ALLOWED_HOSTS="$ALIAS" \
+        "$IMAGE" "${args[@]}" >/dev/null || fail "podman run"
+}
+
+check_api_needs_key() {
+    step "API on 0.0.0.0 without CHORD_API_KEY: refused, the container stops"
+    local out rc=0
+    out="$(pm run --rm --network none "${LIMITS[@]}" "$IMAGE" --api-port 8080 2>&1)" || rc=$?
+    echo "$out" | grep -E '^(error|hint):' || true
+    [[ $rc != 0 && "$out" == *"without an API key"* ]] \
+        || fail "the image started the API on 0.0.0.0 without a key (exit $rc)"
+    echo "exit $rc"
 }
 
 wait_for() {  # URL EXPECTED-BODY-SUBSTRING: poll until 200 and the body holds it
@@ -151,6 +172,18 @@ check_app() {
     [[ "$page" == *'<div id="root">'* && "$page" == *"<script"* ]] \
         || fail "GET / is not the Streamlit page: ${page:0:200}"
     echo "GET / → 200, Streamlit shell ($(wc -c <<<"$page") bytes)"
+    local h code
+    for h in "localhost:$PORT=101" "$ALIAS:8501=101" "rebind.example:8501=403"; do
+        code="$(websocket "${h%=*}")"
+        [[ "$code" == "${h#*=}" ]] || fail "WebSocket with Host ${h%=*}: $code, expected ${h#*=}"
+        echo "WebSocket handshake, Host ${h%=*} → $code"
+    done
+}
+
+websocket() {  # HOST: the status of a WebSocket handshake to the app sent with that Host
+    curl -s -o /dev/null -m 3 -w '%{http_code}' -H "Host: $1" -H "Origin: http://$1" \
+        -H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13" \
+        -H "Sec-WebSocket-Key: Y2hvcmQtc21va2UtdGVzdA==" "http://127.0.0.1:$PORT/_stcore/stream" || true
 }
 
 check_api() {
@@ -167,7 +200,7 @@ check_api() {
 
 check_container() {
     step "HEALTHCHECK and user"
-    "${PODMAN[@]}" healthcheck run "$NAME" || fail "the image's HEALTHCHECK failed"
+    pm healthcheck run "$NAME" || fail "the image's HEALTHCHECK failed"
     "${PODMAN[@]}" exec "$NAME" python /app/scripts/container_health.py
     local uid; uid="$("${PODMAN[@]}" exec "$NAME" id -u)"
     [[ "$uid" != 0 ]] || fail "the app runs as root"
@@ -181,12 +214,13 @@ main() {
     if [[ "${SMOKE_SKIP_BUILD:-0}" != 1 ]]; then build_image; fi
     report_size
     check_settings
+    check_api_needs_key
     start_container
     check_app
     check_api
     check_container
     step "stop and remove $NAME"
-    "${PODMAN[@]}" stop -t 20 "$NAME" >/dev/null && "${PODMAN[@]}" rm "$NAME" >/dev/null \
+    pm stop -t 20 "$NAME" >/dev/null && pm rm "$NAME" >/dev/null \
         || fail "stop/remove"
     echo "PASSED: every step"
 }

@@ -174,8 +174,10 @@ def test_healthcheck_runs_a_copied_script(docker: DockerfileParser) -> None:
      ["http://127.0.0.1:9000/_stcore/health", "http://127.0.0.1:8080/health"]),
     (["python", "-m", "chord_core", "serve", "--host", "0.0.0.0", "--port", "8081"],
      ["http://127.0.0.1:8081/health"]),
+    (["/sbin/docker-init", "--", "python", "-m", "chord_core", "serve", "--port", "8080"],
+     ["http://127.0.0.1:8080/health"]),
     ([], ["http://127.0.0.1:8501/_stcore/health"]),
-], ids=["app-exec", "app-and-api", "api-only", "unreadable"])
+], ids=["app-exec", "app-and-api", "api-only", "api-under-init", "unreadable"])
 def test_healthcheck_checks_what_pid1_runs(pid1: list[str], urls: list[str]) -> None:
     assert load_health().urls_to_check(pid1, {"CHORD_PORT": "8501"}) == urls
 
