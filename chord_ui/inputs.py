@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 K_CLIP, K_CLIP_ERROR = "clip", "clip_error"
 K_UPLOAD, K_PATH, K_UPLOAD_GEN = "upload", "local_path", "upload_gen"
 K_TASK, K_PROMPT, K_TARGET = "task", "describe_prompt", "ground_target"
-K_STATEMENT = "entail_statement"
+K_STATEMENT, K_SCORES = "entail_statement", "ground_scores"
 TASKS = {"describe": "Describe", "ground": "Ground a target", "entail": "Check a statement"}
 TOKENS_PER_FRAME = ("auto", 256, 384, 512, 768, 1024, 1280, 1600)
 PERSIST = "session"
@@ -197,6 +197,9 @@ def task_input() -> tuple[str, str]:
                               placeholder="e.g. the cyclist in a red helmet",
                               help="Chord looks for it on every sampled frame, then links "
                                    "the boxes into tracks and time segments.")
+        st.checkbox("Score each box", key=K_SCORES, persist_state=PERSIST,
+                    help="The probability that the box shows the target, checked by the "
+                         "model on the box's crop; lets you filter weak boxes. Slower.")
     elif task == "entail":
         query = st.text_input("Statement", key=K_STATEMENT, persist_state=PERSIST,
                               placeholder="e.g. a person opens the car door",
