@@ -24,7 +24,9 @@
 # (localhost/debian-bookworm), SMOKE_WORK (/tmp/chord-smoke: rootfs, logs), SMOKE_WHEELS,
 # SMOKE_TORCH_SPEC, SMOKE_PORT (18501), SMOKE_API_PORT (18080), SMOKE_TIMEOUT_S (300),
 # SMOKE_REBUILD_BASE=1 (debootstrap again), SMOKE_SKIP_BUILD=1 (test an existing image),
-# SMOKE_NETWORK=host (no bridged network).
+# SMOKE_NETWORK=host (no bridged network), SMOKE_COMPOSE=1 (also run compose.yaml's two services
+# through docker-compose and podman's Docker API, without the GPU reservation, and check that a
+# job sent to the API lands in the store the app reads).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -54,7 +56,13 @@ fail() {
     fi
     exit 1
 }
-cleanup() { "${PODMAN[@]}" rm -f -t 5 "$NAME" >/dev/null 2>&1 || true; }
+cleanup() {
+    "${PODMAN[@]}" rm -f -v -t 5 "$NAME" >/dev/null 2>&1 || true
+    if [[ -n "${COMPOSE_FILE_CPU:-}" ]]; then
+        DOCKER_HOST="$SOCK" docker-compose -p chordsmoke -f "$COMPOSE_FILE_CPU" down -v >/dev/null 2>&1 || true
+    fi
+    if [[ -n "${SERVICE_PID:-}" ]]; then kill "$SERVICE_PID" 2>/dev/null || true; fi
+}
 trap cleanup EXIT
 
 need_tools() {
@@ -207,6 +215,67 @@ check_container() {
     echo "user: $("${PODMAN[@]}" exec "$NAME" id)"
 }
 
+check_compose() {
+    step "compose.yaml through docker-compose and podman's Docker API (CPU: no GPU reservation)"
+    command -v docker-compose >/dev/null || fail "SMOKE_COMPOSE=1 needs docker-compose (apt-get install docker-compose)"
+    SOCK="unix://$WORK/podman.sock"; COMPOSE_FILE_CPU="$WORK/compose.cpu.yaml"
+    "${PODMAN[@]}" system service --time=0 "$SOCK" > "$WORK/podman-service.log" 2>&1 &
+    SERVICE_PID=$!
+    # The same services, volumes, entry points and health checks; here: this image, the test
+    # model, loopback ports, lower ulimits, and no nvidia device reservation (no GPU here).
+    python3 - "$HERE/compose.yaml" "$COMPOSE_FILE_CPU" "$IMAGE" "$PORT" "$API_PORT" <<'PY' || fail "rewrite compose.yaml"
+import sys, yaml
+src, dst, image, port, api_port = sys.argv[1:]
+doc = yaml.safe_load(open(src))
+ports = {"app": f"127.0.0.1:{port}:8501", "api": f"127.0.0.1:{api_port}:8080"}
+for name, svc in doc["services"].items():
+    svc.pop("deploy"); svc.pop("build", None)
+    svc.update(image=image, ports=[ports[name]],
+               ulimits={"nofile": {"soft": 1024, "hard": 1024}, "nproc": {"soft": 4096, "hard": 4096}})
+    svc["environment"].update(CHORD_MODEL="test", CHORD_CPU_WORKERS="1")
+yaml.safe_dump(doc, open(dst, "w"), sort_keys=False)
+PY
+    sleep 2
+    DOCKER_HOST="$SOCK" CHORD_API_KEY="$KEY" docker-compose -p chordsmoke -f "$COMPOSE_FILE_CPU" up -d \
+        || fail "docker-compose up"
+    NAME=chordsmoke_app_1 wait_for "http://127.0.0.1:$PORT/_stcore/health" "ok"
+    NAME=chordsmoke_api_1 wait_for "http://127.0.0.1:$API_PORT/health" '"ready"'
+    local c; for c in chordsmoke_app_1 chordsmoke_api_1; do
+        pm healthcheck run "$c" || fail "HEALTHCHECK of $c"; echo "$c: healthy"
+    done
+    local job
+    job="$(curl -fsS -m 30 -H "Authorization: Bearer $KEY" -F task=describe \
+        -F "file=@$(make_clip)" "http://127.0.0.1:$API_PORT/v1/jobs" | python3 -c 'import json,sys; print(json.load(sys.stdin)["job_id"])')" \
+        || fail "POST /v1/jobs to the api service"
+    NAME=chordsmoke_api_1 wait_for_job "$job"
+    pm exec chordsmoke_app_1 python -c "import sqlite3,sys; c=sqlite3.connect('/data/chord.sqlite3'); \
+sys.exit(0 if c.execute('select count(*) from results where job_id=?', ('$job',)).fetchone()[0] else 1)" \
+        || fail "the app service's store lacks the API's job $job"
+    echo "the API's job $job is in the store the app reads (shared chord-data volume)"
+    DOCKER_HOST="$SOCK" CHORD_API_KEY="$KEY" docker-compose -p chordsmoke -f "$COMPOSE_FILE_CPU" down -v \
+        >/dev/null 2>&1 || fail "docker-compose down"
+    COMPOSE_FILE_CPU=""
+}
+
+make_clip() {  # a 2-second synthetic clip made in the image (PyAV), copied out
+    pm run --rm --network none "${LIMITS[@]}" -v "$WORK:/out" --user 0 --entrypoint python "$IMAGE" \
+        -c "from chord_core.testing.odd_files import make_timed_video as m; m('/out/clip.mp4', [0, 0.5, 1, 1.5, 2])" \
+        || fail "making a test clip"
+    echo "$WORK/clip.mp4"
+}
+
+wait_for_job() {  # JOB_ID: poll the api service until the job is done
+    local t0=$SECONDS state
+    while (( SECONDS - t0 < TIMEOUT_S )); do
+        state="$(curl -fsS -m 5 -H "Authorization: Bearer $KEY" "http://127.0.0.1:$API_PORT/v1/jobs/$1" \
+            | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null || true)"
+        [[ "$state" == done ]] && { echo "job $1 done after $(( SECONDS - t0 )) s"; return 0; }
+        [[ "$state" == failed || "$state" == cancelled ]] && fail "job $1 $state"
+        sleep 2
+    done
+    fail "job $1 not done within $TIMEOUT_S s"
+}
+
 main() {
     mkdir -p "$WORK"
     need_tools
@@ -220,8 +289,9 @@ main() {
     check_api
     check_container
     step "stop and remove $NAME"
-    pm stop -t 20 "$NAME" >/dev/null && pm rm "$NAME" >/dev/null \
+    pm stop -t 20 "$NAME" >/dev/null && pm rm -v "$NAME" >/dev/null \
         || fail "stop/remove"
+    if [[ "${SMOKE_COMPOSE:-0}" == 1 ]]; then check_compose; fi
     echo "PASSED: every step"
 }
 
