@@ -5,11 +5,14 @@
 #       -v "$HOME/.cache/huggingface:/cache/huggingface" -v chord-data:/data chord
 #
 # Build arguments (defaults are the GPU image; README "Docker" has the details):
-#   BASE         the base image. Any Debian/Ubuntu with apt works: the default is NVIDIA's CUDA
-#                runtime on Ubuntu 22.04 (Python 3.10). scripts/docker-smoke.sh builds from a
-#                Debian bookworm base made locally with debootstrap (Python 3.11), because no
-#                registry can be reached where it was written.
-#   TORCH_INDEX  where torch/torchvision come from: PyTorch's CUDA 12.8 wheel index by default;
+#   BASE         the base image: any Debian/Ubuntu whose python3 is >= 3.11 (requirements.txt
+#                needs it: fastapi >= 0.165). The default is NVIDIA's CUDA
+#                runtime on Ubuntu 24.04 (Python 3.12); Ubuntu 22.04's 3.10 is too old.
+#                scripts/docker-smoke.sh builds from a Debian bookworm base (Python 3.11) made
+#                locally with debootstrap, because no registry can be reached where it was written.
+#   TORCH_INDEX  where torch/torchvision (and their dependencies) come from: PyTorch's CUDA 12.8
+#                wheel index by default, alone, as PyTorch's install command has it (with PyPI
+#                beside it pip would take PyPI's torch whenever its version is higher);
 #                empty = PyPI's default build (on Linux a CUDA build that brings its own CUDA
 #                libraries); https://download.pytorch.org/whl/cpu for a smaller CPU-only image.
 #                torch and torchvision must come from the same index: PyPI's CUDA torchvision
@@ -21,7 +24,7 @@
 #   PIP_CA_FILE  a CA bundle for pip's TLS (empty = the base's ca-certificates), for networks that
 #                intercept TLS; mount it into the build, it is not copied into the image
 #   CHORD_UID    the uid of the non-root user "chord" (match your host user for bind mounts)
-ARG BASE=nvidia/cuda:12.8.1-runtime-ubuntu22.04
+ARG BASE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
 FROM ${BASE}
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
@@ -37,7 +40,7 @@ ENV DEBIAN_FRONTEND=noninteractive \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# Python >= 3.10 from the base's own packages, in a venv that start_service.sh --no-install uses
+# Python >= 3.11 from the base's own packages, in a venv that start_service.sh --no-install uses
 # (python3 on PATH). ca-certificates for the model download.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
@@ -53,7 +56,7 @@ RUN set -eux; \
     spec="${TORCH_SPEC:-$(grep -E '^(torch|torchvision)[<>=! ]' /app/requirements.txt | tr '\n' ' ')}"; \
     opts="${WHEELS_DIR:+--find-links ${WHEELS_DIR}} ${PIP_CA_FILE:+--cert ${PIP_CA_FILE}}"; \
     if [ -n "${TORCH_INDEX}" ]; then \
-        pip install $opts --index-url "${TORCH_INDEX}" --extra-index-url https://pypi.org/simple $spec; \
+        pip install $opts --index-url "${TORCH_INDEX}" $spec; \
     else \
         pip install $opts $spec; \
     fi; \

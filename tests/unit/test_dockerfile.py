@@ -144,10 +144,21 @@ def test_user_is_not_root_and_volumes_hold_cache_and_data(docker: DockerfilePars
     assert {docker.envs["HF_HOME"], docker.envs["CHORD_DATA_DIR"]} <= volumes
 
 
-def test_base_is_a_build_argument(docker: DockerfileParser) -> None:
+# python3 of the bases the Dockerfile is meant for (Debian/Ubuntu with apt)
+BASE_PYTHON = {"ubuntu20.04": (3, 8), "ubuntu22.04": (3, 10), "ubuntu24.04": (3, 12),
+               "bookworm": (3, 11), "trixie": (3, 13)}
+# requirements.txt's floor: fastapi>=0.165 declares Requires-Python >= 3.11
+PYTHON_FLOOR = (3, 11)
+
+
+def test_base_is_a_build_argument_with_python_the_requirements_need(
+        docker: DockerfileParser) -> None:
     first = docker.structure[[i["instruction"] for i in docker.structure].index("FROM")]
     assert first["value"].strip() == "${BASE}"
     assert docker.baseimage.startswith("nvidia/cuda:")   # the ARG's default: a CUDA runtime
+    known = [v for k, v in BASE_PYTHON.items() if docker.baseimage.endswith(k)]
+    assert known, f"which python3 does {docker.baseimage} have? add it to BASE_PYTHON"
+    assert known[0] >= PYTHON_FLOOR, f"{docker.baseimage} has Python {known[0]}"
 
 
 def load_health() -> ModuleType:
