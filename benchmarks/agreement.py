@@ -9,7 +9,7 @@ on ties: the prefill logits of the same inputs on each placement, against the fi
 relative to the logits' own spread, plus the greedy token ids (shared prefix) and a re-run on
 the first placement as the noise floor. Placements: ``cuda:0``, ``cuda:1``, and the model
 sharded over both (``device_map="auto"`` with a per-GPU cap that forces a split). Loading goes
-through ``chord_core.model.load_model`` (the workers' code); inputs through the processor.
+through ``chord_core.model.loading.load_model`` (the workers' code); inputs through the processor.
 ``--cpu`` runs the same check on the CPU with the tiny model (harness smoke test).
 """
 
@@ -69,7 +69,7 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "agreement.json"))
     args = ap.parse_args()
     from chord_core.config import ModelConfig
-    from chord_core.model import load_model, release_memory
+    from chord_core.model.loading import load_model, release_memory
     from chord_core.testing.videos import make_video
 
     clip = str(make_video("/tmp/chord-agree.mp4", duration_s=6.0, fps=10.0,

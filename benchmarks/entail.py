@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import io
 import json
 import os
 import socket
@@ -49,7 +48,7 @@ def make_images(folder: Path, n: int, side: int) -> list[str]:
 
 
 def requests_for(paths: list[str]) -> list:
-    from chord_core.engine import AnalysisRequest
+    from chord_core.analysis.engine import AnalysisRequest
 
     return [AnalysisRequest(p, "entail", f"the picture shows object number {i}")
             for i, p in enumerate(paths)]
@@ -58,9 +57,9 @@ def requests_for(paths: list[str]) -> list:
 def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int) -> dict:
     import torch
 
-    from chord_core import entailment as ent
+    from chord_core.analysis import entailment as ent
     from chord_core.config import ModelConfig
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     engine = Engine(ModelConfig(model=model, device=device, compile=False))
     lm = engine.load()
@@ -97,9 +96,9 @@ def bench_box_scores(engine, lm) -> dict:
     weights rarely write parseable boxes)."""
     import numpy as np
 
-    from chord_core.box_scores import score_outputs
-    from chord_core.engine import FrameOutput
-    from chord_core.model import ground_images
+    from chord_core.analysis.box_scores import score_outputs
+    from chord_core.analysis.engine import FrameOutput
+    from chord_core.model.loading import ground_images
 
     rng = np.random.default_rng(2)
     frames = rng.integers(0, 255, (32, 728, 1288, 3), dtype=np.uint8)
@@ -116,8 +115,9 @@ def bench_box_scores(engine, lm) -> dict:
 
 def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool) -> float:
     from chord_core.config import ModelConfig
-    from chord_core.jobs import JobSpec, JobState
-    from chord_core.manager import JobManager, cpu_specs, gpu_specs
+    from chord_core.runtime.jobs import JobSpec, JobState
+    from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.workers import cpu_specs, gpu_specs
 
     cfg = ModelConfig(model=model, batch_size=32)
     specs = cpu_specs(len(gpus), cfg, threads=1) if cpu else \

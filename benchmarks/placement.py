@@ -37,9 +37,9 @@ W1_WH = (448, 252)
 def phase_api(model: str, clips: list[str], naive_clips: int, tokens: int, naive: bool) -> dict:
     from dataclasses import replace
 
-    from chord_core import fastvision
+    from chord_core.model import fastvision
     from chord_core.config import ModelConfig
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     t0 = time.perf_counter()
     engine = Engine(ModelConfig(model=model))  # what a user writes: no device, no strategy
@@ -73,7 +73,7 @@ def phase_api(model: str, clips: list[str], naive_clips: int, tokens: int, naive
 
 def _nvml_watch(stop: threading.Event, seen: dict) -> None:
     """Peak used memory per physical GPU and the PIDs computing on each, every 0.5 s."""
-    from chord_core.nvml import Nvml
+    from chord_core.gpus.nvml import Nvml
 
     nvml = Nvml(visible_devices=None)
     while not stop.is_set():
@@ -88,7 +88,7 @@ def _nvml_watch(stop: threading.Event, seen: dict) -> None:
 def phase_visible(model: str, clips: list[str], label: str, env: dict, args: list[str],
                   out_dir: Path) -> dict:
     """One ``batch`` run in a subprocess while NVML watches every physical GPU."""
-    from chord_core.nvml import Nvml
+    from chord_core.gpus.nvml import Nvml
 
     before = {s.index: s.memory_used_mib for s in Nvml(visible_devices=None).sample_all()}
     seen: dict = {}

@@ -8,8 +8,8 @@ in the same run on the same file, median of ``--repeats``:
 
 * ``decode_every_frame`` — the naive loop: ``cv2.VideoCapture.read()`` on every frame
   (decode + colour conversion of all of them), keeping every 15th;
-* ``ours`` — ``chord_core.video.read_frames`` with the sampling plan's indices: PyAV with
-  threaded decoding (``chord_core.av_reader``); once frame indices are proven from the
+* ``ours`` — ``chord_core.media.video.read_frames`` with the sampling plan's indices: PyAV with
+  threaded decoding (``chord_core.media.av_reader``); once frame indices are proven from the
   timestamps, frames nobody refers to (non-reference B-frames) are not decoded, and only the
   sampled frames are converted, in one swscale pass straight to the model's size (RGB, area
   averaging); OpenCV's grab()/retrieve() is the fallback when PyAV cannot read the file;
@@ -91,7 +91,7 @@ def decode_every_frame(path: Path, step: int, size_wh: tuple[int, int]) -> int:
 
 def ours(path: Path, indices: list[int], size_wh: tuple[int, int],
          backend: str = "auto") -> int:
-    from chord_core.video import read_frames
+    from chord_core.media.video import read_frames
 
     frames, _ = read_frames(path, indices, size_wh, backend=backend)
     return len(frames)
@@ -139,8 +139,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sampling.json"))
     args = ap.parse_args()
     from chord_core.config import SamplingConfig
-    from chord_core.sampling import plan_sampling
-    from chord_core.video import probe
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.media.probe import probe
 
     clip = make_clip(Path(args.cache) / f"w4_{args.minutes:g}min_720p.mp4", args.minutes)
     info = probe(clip)

@@ -37,7 +37,7 @@ import multigpu  # noqa: E402 — this folder: the scripts share helpers
 from bench_common import clip_inputs, describe_req, ground_req, make_clips, timed  # noqa: E402
 
 from chord_core.config import ModelConfig, SamplingConfig  # noqa: E402
-from chord_core.engine import Engine  # noqa: E402
+from chord_core.analysis.engine import Engine  # noqa: E402
 
 W1_WH, W3_WH = (448, 252), (1036, 588)
 
@@ -80,15 +80,14 @@ def decode_bytes(lm, rows: int, context: int) -> int:
 
 def naive(lm):
     """Context for naive runs: transformers' own vision attention on the shared weights."""
-    from chord_core import fastvision
-
+    from chord_core.model import fastvision
     return fastvision.disabled(lm.model)
 
 
 def bench_decode(variants: dict, clips, tokens, repeats, res, cpu) -> None:
     from contextlib import nullcontext
 
-    from chord_core.model import _generate
+    from chord_core.model.loading import _generate
 
     out = {}
     bw = None if cpu else copy_bandwidth()
@@ -117,7 +116,7 @@ def bench_decode(variants: dict, clips, tokens, repeats, res, cpu) -> None:
 
 # -- agreement: greedy tokens of ours vs naive --------------------------------------------------
 def bench_agree(lm_fast, lm_naive, clips, tokens, res) -> None:
-    from chord_core.model import _generate
+    from chord_core.model.loading import _generate
 
     import torch
 
@@ -227,7 +226,8 @@ def bench_workers(model: str, clips: list[str], long_clip: str, tokens: int, gro
 def bench_cold(model: str, cpu: bool, res: dict) -> None:
     import tempfile
 
-    from chord_core.manager import JobManager, gpu_specs
+    from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.workers import gpu_specs
 
     cache = tempfile.mkdtemp(prefix="chord-cold-")
     names = ("CHORD_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
@@ -264,7 +264,7 @@ IN_PROCESS = {"decode", "agree", "w1", "w2", "w3"}  # workloads on a model loade
 
 def load_in_process(model: str, device: str, res: dict) -> tuple:
     """The model loaded in this process and warmed up: (fast lm, naive lm, engines)."""
-    from chord_core.model import load_model
+    from chord_core.model.loading import load_model
 
     t0 = time.perf_counter()
     cfg = ModelConfig(model=model, device=device)
@@ -328,7 +328,7 @@ def main() -> int:
     if "decode" in work:
         variants = {"naive": lm_naive, "ours": lm_fast}
         if args.compare_compile and lm_fast.decoder is not None:  # the other setting too
-            from chord_core.fastgen import FastDecoder
+            from chord_core.model.fastgen import FastDecoder
 
             other = not lm_fast.decoder.compiled
             dec = FastDecoder(lm_fast.model, pad_token_id=lm_fast.decoder.pad, compile=other)
@@ -338,7 +338,7 @@ def main() -> int:
             variants["ours_compile" if other else "ours_nocompile"] = replace(lm_fast,
                                                                               decoder=dec)
         if args.compare_rows and lm_fast.decoder is not None and lm_fast.decoder.min_rows > 1:
-            from chord_core.fastgen import FastDecoder
+            from chord_core.model.fastgen import FastDecoder
 
             dec = FastDecoder(lm_fast.model, pad_token_id=lm_fast.decoder.pad,
                               compile=lm_fast.decoder.compiled)
@@ -374,7 +374,7 @@ def main() -> int:
     if work & IN_PROCESS:
         res["decoder_stats"] = dict(lm_fast.decoder.stats) if lm_fast.decoder else None
     if "w2x" in work:  # the workers load their own copies: give this one back first
-        from chord_core.model import release_memory
+        from chord_core.model.loading import release_memory
 
         lm_fast = lm_naive = e_fast = e_naive = variants = None  # noqa: F841
         release_memory()

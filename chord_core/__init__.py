@@ -14,7 +14,7 @@ returns its sampling plan without loading a model.
 from __future__ import annotations
 
 from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
-from chord_core.engine import AnalysisRequest, Engine, analyze, plan
+from chord_core.analysis.engine import AnalysisRequest, Engine, analyze, plan
 from chord_core.errors import (
     ChordError,
     ConfigError,

@@ -22,7 +22,7 @@ from chord_core.config import (
     model_config_from_env,
 )
 from chord_core.errors import ChordError, ConfigError
-from chord_core.native_logs import quiet_native_logs
+from chord_core.media.native_logs import quiet_native_logs
 from chord_core.types import ProgressEvent
 
 log = logging.getLogger("chord_core.cli")
@@ -97,7 +97,7 @@ def _check_args(args: argparse.Namespace) -> None:
                                "it out for the default")
     spec = getattr(args, "max_memory", None)
     if spec is not None:
-        from chord_core.placement import parse_max_memory
+        from chord_core.model.placement import parse_max_memory
 
         # the real GPU sizes are known only later: any ordinal, a size no cap exceeds
         parse_max_memory(spec, {i: 1 << 60 for i in range(64)})
@@ -189,8 +189,7 @@ def _sampling_from(args: argparse.Namespace) -> SamplingConfig:
 
 
 def _emit(doc: dict[str, Any], json_out: str | None) -> None:
-    from chord_core import outputs
-
+    from chord_core.analysis import outputs
     if json_out:  # checked before the work began; an OSError now is the caller's to handle
         Path(json_out).expanduser().parent.mkdir(parents=True, exist_ok=True)
         outputs.write_json(Path(json_out).expanduser(), doc)  # whole or not at all
@@ -233,9 +232,9 @@ class _ProgressLine:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from chord_core.sampling import plan_sampling
-    from chord_core.outputs import check_file
-    from chord_core.video import probe
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.analysis.outputs import check_file
+    from chord_core.media.probe import probe
 
     check_file(args.json_out, "the JSON output")
     info = probe(args.video)
@@ -246,8 +245,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from chord_core import outputs
-    from chord_core.engine import AnalysisRequest, Engine
+    from chord_core.analysis import outputs
+    from chord_core.analysis.engine import AnalysisRequest, Engine
 
     outputs.check_file(args.json_out, "the JSON output")  # before any work, not after it
     outputs.check_file(args.annotated_video, "the annotated video")
@@ -280,7 +279,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
 
     with Store() as store:
         doc = store.get_result(args.job_id)
@@ -303,13 +302,13 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from chord_core import batch as batch_mod
-    from chord_core.batch import collect_videos, run_batch
-    from chord_core.outputs import check_folder
-    from chord_core.cluster import start_manager
-    from chord_core.engine import AnalysisRequest
-    from chord_core.parallel_config import load_parallel_config
-    from chord_core.store import Store
+    from chord_core.runtime import batch as batch_mod
+    from chord_core.runtime.batch import collect_videos, run_batch
+    from chord_core.analysis.outputs import check_folder
+    from chord_core.runtime.cluster import start_manager
+    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.runtime.parallel_config import load_parallel_config
+    from chord_core.runtime.store import Store
 
     videos = collect_videos(args.videos)
     request = AnalysisRequest(str(videos[0]), args.task, args.query, _sampling_from(args),
@@ -384,7 +383,7 @@ COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "gr
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from chord_core.devices import apply_device_order
+    from chord_core.gpus.devices import apply_device_order
 
     apply_device_order()  # GPU numbers mean what nvidia-smi shows, unless the user chose
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

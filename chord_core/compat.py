@@ -40,7 +40,7 @@ from chord_core.config import (
     SamplingConfig,
     model_config_from_env,
 )
-from chord_core.engine import AnalysisRequest, Engine
+from chord_core.analysis.engine import AnalysisRequest, Engine
 from chord_core.errors import ConfigError, ResourceError
 from chord_core.types import Result, VideoInfo
 
@@ -102,7 +102,7 @@ class MultiGPUPipeline:
                  num_gpus: int | None = None, *, model: str | None = None,
                  cpu_workers: int | None = None,
                  gpu_weights: Mapping[int, float] | None = None) -> None:
-        from chord_core.parallel_config import read_config_dict
+        from chord_core.runtime.parallel_config import read_config_dict
 
         # ``config`` is a plain nested dict, editable as the original documents do
         # (``pipe.config["parallel"]["num_gpus"] = 4``) until the workers start.
@@ -127,7 +127,7 @@ class MultiGPUPipeline:
     @property
     def parallel(self) -> Any:
         """The validated settings: ``config`` < environment < constructor arguments."""
-        from chord_core.parallel_config import load_parallel_config
+        from chord_core.runtime.parallel_config import load_parallel_config
 
         return load_parallel_config(self.config or None, overrides=self._overrides)
 
@@ -149,7 +149,7 @@ class MultiGPUPipeline:
 
     def load_video(self, path: str | Path) -> VideoInfo:
         """Check a clip (probe) and add it to the work list."""
-        from chord_core.video import probe
+        from chord_core.media.probe import probe
 
         info = probe(path)
         self.videos.append(info)
@@ -157,7 +157,7 @@ class MultiGPUPipeline:
 
     def _start(self) -> Any:
         if self._manager is None:
-            from chord_core.cluster import start_manager
+            from chord_core.runtime.cluster import start_manager
 
             self._manager, self.plan = start_manager(self.model_cfg, self.parallel)
             self._manager.wait_ready()
@@ -167,7 +167,7 @@ class MultiGPUPipeline:
                 max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT, timeout: float | None = None
                 ) -> list[Result]:
         """Run every loaded clip; returns results in load order (failures in ``errors``)."""
-        from chord_core.jobs import JobSpec, JobState
+        from chord_core.runtime.jobs import JobSpec, JobState
 
         if not self.videos:
             raise ConfigError("no video loaded", hint="call load_video(path) first")
@@ -341,7 +341,7 @@ class VideoParallelProcessor(MultiGPUPipeline):
         return manager
 
     def submit(self, video: str | Path, task: str = "describe", query: str = "") -> str:
-        from chord_core.jobs import JobSpec
+        from chord_core.runtime.jobs import JobSpec
 
         manager = self._start()
         self._pending = [j for j in self._pending if not manager.status(j).state.finished]
@@ -368,8 +368,8 @@ class VideoParallelProcessor(MultiGPUPipeline):
     @staticmethod
     def estimate_cost(video: str | Path) -> float:
         """The original documents' estimate: duration × megapixels × (fps / 30)."""
-        from chord_core.balancer import legacy_cost
-        from chord_core.video import probe
+        from chord_core.runtime.balancer import legacy_cost
+        from chord_core.media.probe import probe
 
         return legacy_cost(probe(video))
 
@@ -380,7 +380,7 @@ class GPUMonitor:
     ``["memory_total"]`` (MiB), ``["temperature"]``, ``["power"]`` — None where unsupported."""
 
     def __init__(self, update_interval: float = 5.0, *, sampler: Any = None) -> None:
-        from chord_core.gpu import GpuSampler
+        from chord_core.gpus.sampler import GpuSampler
 
         self.sampler = sampler or GpuSampler(interval_s=update_interval,
                                              history_s=max(300.0, update_interval * 2))

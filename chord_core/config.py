@@ -117,7 +117,7 @@ class ModelConfig:
     device_map: dict | str | None = None  # the user's own device_map, used as given
 
     def __post_init__(self) -> None:
-        from chord_core.planner import engine_strategy
+        from chord_core.model.planner import engine_strategy
 
         if self.decoder not in DECODERS:
             raise ConfigError(f"unknown decoder {self.decoder!r}",

@@ -44,7 +44,7 @@ class VideoInfo:
     (rotation applied); ``stored_wh`` is the coded frame size before rotation.
 
     ``timeline``: every frame's presentation time from the container, as runs
-    ``(first_index, first_time_s, step_s)`` (see :mod:`chord_core.frame_times`); empty when
+    ``(first_index, first_time_s, step_s)`` (see :mod:`chord_core.media.frame_times`); empty when
     the file carries no usable timestamps, and :meth:`time_of` then falls back to index / fps.
     """
 

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from chord_core.batch import BatchItem, BatchSummary, out_name
+from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.config import SamplingConfig
-from chord_core.engine import AnalysisRequest
+from chord_core.analysis.engine import AnalysisRequest
 from chord_core.errors import ChordError, InputError
-from chord_core.media_roots import check_regular_video, list_videos
-from chord_core.jobs import JobSpec
+from chord_core.media.roots import check_regular_video, list_videos
+from chord_core.runtime.jobs import JobSpec
 from chord_ui.formatting import human_duration, progress_fraction, stage_text
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                  manager: Any, store: Any) -> BatchRun:
     """Queue every clip not already done; returns the run. Raises ChordError (e.g. an empty
     grounding target) before anything is queued."""
-    from chord_core.batch import request_key
+    from chord_core.runtime.batch import request_key
 
     if not clips:
         raise ChordError("no clips to queue", hint="upload videos or give a folder first")

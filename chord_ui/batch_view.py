@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import streamlit as st
 
 from chord_core.errors import ChordError
-from chord_core.media_roots import MAX_DEPTH, MAX_LISTED, roots_text
+from chord_core.media.roots import MAX_DEPTH, MAX_LISTED, roots_text
 from chord_ui import model_panel, resources
 from chord_ui.batch_jobs import (
     BatchRun,

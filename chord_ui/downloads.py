@@ -79,7 +79,7 @@ class DownloadManager:
         self._update(repo_id, done_bytes=done, total_bytes=total, message=message)
 
     def _run(self, repo_id: str) -> None:
-        from chord_core.hub import download_model
+        from chord_core.model.hub import download_model
 
         try:
             path = download_model(repo_id, on_progress=lambda *a: self._progress(repo_id, *a))

@@ -19,8 +19,8 @@ SAMPLED_ROW = "sampled frames"
 
 
 def track_color(track_id: int) -> str:
-    """The track's colour — the same one ``chord_core.render`` draws its boxes in."""
-    from chord_core.render import track_color_hex
+    """The track's colour — the same one ``chord_core.analysis.render`` draws its boxes in."""
+    from chord_core.analysis.render import track_color_hex
 
     return track_color_hex(track_id)
 

@@ -147,7 +147,7 @@ def summary_line(result: Any) -> str:
     """The one-line grounding outcome, said plainly, e.g.
     ``“the red car” appears in 2 segments: 3.5–7.0 s, 12.0–15.5 s`` or
     ``“the red car” not found in 60 sampled frames``."""
-    from chord_core.grounding import summary_line as core_summary
+    from chord_core.analysis.tracking import summary_line as core_summary
 
     if getattr(result, "task", "") == "entail":
         return verdict_line(result)

@@ -47,7 +47,7 @@ def model_facts(repo_id: str) -> dict[str, Any] | None:
     """Family, parameters and the GPU memory the planner would reserve for a known hub id
     (bf16 weights × the planner's overhead factor); None for ids it does not know."""
     from chord_core.errors import ConfigError
-    from chord_core.planner import OVERHEAD, model_params
+    from chord_core.model.planner import OVERHEAD, model_params
 
     try:
         params = model_params(repo_id)
@@ -137,7 +137,7 @@ def _facts_caption(repo_id: str | None) -> None:
 def _availability(model: str, nonce: str) -> dict[str, Any]:
     """model_availability as plain data (cached briefly; ``nonce`` busts it after downloads).
     Hub models are looked up in the Hugging Face cache (HF_HOME / HF_HUB_CACHE)."""
-    from chord_core.hub import model_availability
+    from chord_core.model.hub import model_availability
 
     a = model_availability(model)
     return {"available": bool(a.available), "local_path": str(a.local_path or ""),

@@ -15,7 +15,7 @@ from chord_ui import resources
 from chord_ui.formatting import human_duration, md_escape, progress_fraction, stage_text
 
 if TYPE_CHECKING:
-    from chord_core.jobs import JobStatus
+    from chord_core.runtime.jobs import JobStatus
 
 POLL_S = 1.0
 MIB_PER_GIB = 1024.0

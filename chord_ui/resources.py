@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import streamlit as st
 
 if TYPE_CHECKING:
-    from chord_core.cluster import WorkerPlan
+    from chord_core.runtime.cluster import WorkerPlan
     from chord_core.config import ModelConfig
-    from chord_core.gpu import GpuSampler
-    from chord_core.manager import JobManager
-    from chord_core.parallel_config import ParallelConfig
-    from chord_core.store import Store
+    from chord_core.gpus.sampler import GpuSampler
+    from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.parallel_config import ParallelConfig
+    from chord_core.runtime.store import Store
     from chord_ui.downloads import DownloadManager
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class Cluster:
 @st.cache_resource(show_spinner=False)
 def store() -> Store:
     """The SQLite job store in the data dir (``CHORD_DATA_DIR``), shared with the manager."""
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
 
     return Store()
 
@@ -60,7 +60,7 @@ def _startup_model(cfg: ModelConfig) -> tuple[ModelConfig, str]:
     they start on the tiny test model instead (never a silent multi-GB download); a job
     that names a model makes its worker load that one."""
     from chord_core.config import TEST_MODEL, TEST_MODELS
-    from chord_core.hub import model_availability
+    from chord_core.model.hub import model_availability
 
     if cfg.model in TEST_MODELS:
         return cfg, ""
@@ -78,7 +78,7 @@ def _parallel_config() -> tuple[ParallelConfig, str]:
     """Multi-GPU settings (``CHORD_PARALLEL_CONFIG`` file, ``CHORD_*`` variables); invalid
     settings fall back to the defaults with a note instead of stopping the app."""
     from chord_core.errors import ChordError
-    from chord_core.parallel_config import ParallelConfig, load_parallel_config
+    from chord_core.runtime.parallel_config import ParallelConfig, load_parallel_config
 
     try:
         return load_parallel_config(os.environ.get("CHORD_PARALLEL_CONFIG") or None), ""
@@ -104,7 +104,7 @@ def _release(cluster_: Cluster) -> None:
 @st.cache_resource(show_spinner=False, on_release=_release)
 def cluster() -> Cluster:
     """Plan the workers and start them (one JobManager per server)."""
-    from chord_core.cluster import start_manager
+    from chord_core.runtime.cluster import start_manager
     from chord_core.config import model_config_from_env
 
     cfg, model_note = _startup_model(model_config_from_env())
@@ -134,7 +134,7 @@ def worker_plan() -> WorkerPlan:
 @st.cache_resource(show_spinner=False)
 def gpu_sampler() -> GpuSampler:
     """One background sampler (NVML, psutil) for the whole server; 5 minutes of history."""
-    from chord_core.gpu import shared_sampler
+    from chord_core.gpus.sampler import shared_sampler
 
     return shared_sampler(interval_s=GPU_SAMPLE_INTERVAL_S, history_s=GPU_HISTORY_S)
 

@@ -1,7 +1,7 @@
 """Rendering a finished analysis: description text, or the grounding views, plus downloads.
 
 Everything shown comes from the ``chord.result/v1`` Result; frames are re-read from the clip
-on demand (cached) and boxes drawn by ``chord_core.render``.
+on demand (cached) and boxes drawn by ``chord_core.analysis.render``.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def key_frame_positions(result: Result, limit: int) -> list[int]:
 @st.cache_data(show_spinner=False, max_entries=256)
 def _read_frame(path: str, clip_key: str, frame_index: int, size_wh: tuple[int, int]
                 ) -> np.ndarray:
-    from chord_core.video import read_frames
+    from chord_core.media.video import read_frames
 
     frames, _ = read_frames(path, [frame_index], size_wh=size_wh)
     return frames[0]
@@ -236,7 +236,7 @@ def _view_size(result: Result, max_w: int) -> tuple[int, int]:
 
 
 def _boxed_frame(result: Result, clip: ClipSource, pos: int, max_w: int) -> np.ndarray | None:
-    from chord_core.render import frame_with_boxes
+    from chord_core.analysis.render import frame_with_boxes
 
     idx = result.sampling.frame_indices[pos]
     try:
@@ -268,7 +268,7 @@ def _json_button(where: Any, result: Result, clip: ClipSource, job_id: str) -> N
 
 
 def _csv_button(where: Any, result: Result, clip: ClipSource, job_id: str) -> None:
-    from chord_core.render import detections_csv
+    from chord_core.analysis.render import detections_csv
 
     where.download_button("Detections CSV", detections_csv(result),
                           file_name=f"{Path(clip.name).stem}.detections.csv", mime="text/csv",
@@ -296,7 +296,7 @@ def _annotated_video(result: Result, clip: ClipSource, job_id: str) -> None:
 
 def _export(result: Result, clip: ClipSource, out: Path, job_id: str) -> None:
     """Render into a temp file, then move it in place; errors are kept for the page."""
-    from chord_core.render import export_annotated_video
+    from chord_core.analysis.render import export_annotated_video
 
     private_dir(out.parent)
     tmp = out.with_name(out.stem + ".part.mp4")

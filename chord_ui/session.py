@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from chord_core.engine import AnalysisRequest
-from chord_core.jobs import JobSpec
+from chord_core.analysis.engine import AnalysisRequest
+from chord_core.runtime.jobs import JobSpec
 from chord_core.types import Result
 from chord_ui import resources
 from chord_ui.inputs import Settings

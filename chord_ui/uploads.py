@@ -3,7 +3,7 @@
 Uploaded bytes are written once to ``<data dir>/uploads/<sha256 prefix><ext>``: the same clip
 uploaded twice (or the same upload seen by many reruns) lands in the same file, written in
 chunks and private to this user. A path typed by the user is used in place, only under the
-media roots (``chord_core.media_roots``), and keyed by (path, size, mtime) so big local files
+media roots (``chord_core.media.roots``), and keyed by (path, size, mtime) so big local files
 are never hashed.
 """
 
@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 from chord_core.config import default_data_dir
 from chord_core.errors import InputError
-from chord_core.media_roots import VIDEO_EXTENSIONS, resolve_video
+from chord_core.media.roots import VIDEO_EXTENSIONS, resolve_video
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def discard_upload(clip: ClipSource) -> None:
 
 def local_source(text: str) -> ClipSource:
     """A clip already on this machine, typed into a path box: only a regular video file
-    under the media roots (``chord_core.media_roots``). Raises InputError otherwise, with
+    under the media roots (``chord_core.media.roots``). Raises InputError otherwise, with
     one message for missing and outside the roots."""
     path = resolve_video(text)
     stat = path.stat()

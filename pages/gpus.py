@@ -1,6 +1,6 @@
 """GPUs: live utilisation, memory, temperature and power, with 5 minutes of history.
 
-All sessions read one background sampler (chord_core.gpu, cached per server); without NVIDIA
+All sessions read one background sampler (chord_core.gpus.sampler, cached per server); without NVIDIA
 GPUs the page says why and charts CPU and RAM instead.
 """
 

@@ -112,8 +112,8 @@ async def _media(media: list[tuple[str, Any]]) -> str:
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request, body: ChatBody) -> Any:
     """Answer a question about one image or clip, OpenAI style (optionally streamed)."""
-    from chord_core.engine import AnalysisRequest
-    from chord_core.jobs import JobSpec
+    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.runtime.jobs import JobSpec
 
     rt, settings = request.app.state.runtime, request.app.state.settings
     limit, notes = _check(body, rt.model)
@@ -160,7 +160,7 @@ def _completion(rt: Any, job_id: str, result: Any, question: str, limit: int, as
 
 def _boxes(text: str, result: Any) -> list[dict[str, Any]]:
     """Boxes found in the answer, normalised to the image (or frame) the model saw."""
-    from chord_core.grounding import parse_boxes
+    from chord_core.analysis.grounding import parse_boxes
 
     wh = tuple(result.sampling.input_wh)
     coords = getattr(getattr(result, "model", None), "coords", "absolute")

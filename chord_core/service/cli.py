@@ -78,7 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from chord_core.config import model_config_from_env
-    from chord_core.parallel_config import load_parallel_config
+    from chord_core.runtime.parallel_config import load_parallel_config
     from chord_core.service.app import create_app
     from chord_core.service.runtime import start_runtime
 

@@ -138,7 +138,7 @@ def _iter_file(fh: Any) -> Any:
 
 def _analysis_request(body: JobBody, path: str) -> Any:
     from chord_core.config import SamplingConfig
-    from chord_core.engine import AnalysisRequest
+    from chord_core.analysis.engine import AnalysisRequest
 
     sampling: dict[str, Any] = {}
     for name in ("fps", "max_frames", "token_budget"):
@@ -154,7 +154,7 @@ def _analysis_request(body: JobBody, path: str) -> Any:
 @router.post("/v1/jobs", status_code=202)
 async def submit_job(request: Request) -> JSONResponse:
     """Queue one analysis; answers at once with the job id and where to look."""
-    from chord_core.jobs import JobSpec
+    from chord_core.runtime.jobs import JobSpec
 
     fields, upload = await _body_and_upload(request)
     body = _parse_job(fields)

@@ -1,6 +1,6 @@
 """Files that requests bring: paths under the media roots, base64 images, uploads.
 
-A path a client sends is read only under the media roots (``chord_core.media_roots``), with
+A path a client sends is read only under the media roots (``chord_core.media.roots``), with
 one message whatever lies outside them. Bytes a client sends (base64, data URLs, multipart
 uploads) are written under ``<data dir>/uploads/api/`` as private files (0600) named by
 their content hash — the same bytes twice make one file — and checked before any job is
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from chord_core.errors import ChordError, InputError
-from chord_core.images import IMAGE_EXTENSIONS
-from chord_core.media_roots import (
+from chord_core.media.images import IMAGE_EXTENSIONS
+from chord_core.media.roots import (
     VIDEO_EXTENSIONS,
     configured_roots,
     is_under,
@@ -177,7 +177,7 @@ def save_stream(chunks: Any, name: str) -> Path:
 
 def _checked(path: Path, created: bool) -> Path:
     """Probe the stored file (image decode or video probe); remove it when refused."""
-    from chord_core.engine import probe_input
+    from chord_core.analysis.engine import probe_input
 
     os.chmod(path, 0o600)
     try:

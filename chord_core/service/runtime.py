@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
-from chord_core.jobs import JobSpec, JobStatus
+from chord_core.runtime.jobs import JobSpec, JobStatus
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def _find_tokenizer(model: str) -> Any:
         elif Path(model).expanduser().is_dir():
             folder = Path(model).expanduser()
         else:
-            from chord_core.hub import local_snapshot
+            from chord_core.model.hub import local_snapshot
 
             folder = local_snapshot(model)
         path = folder / "tokenizer.json" if folder else None
@@ -164,8 +164,8 @@ def _find_tokenizer(model: str) -> Any:
 
 def start_runtime(model_cfg: Any, parallel: Any) -> ServiceRuntime:
     """Plan and start this process's workers on the app's store; returns the runtime."""
-    from chord_core.cluster import start_manager
-    from chord_core.store import Store
+    from chord_core.runtime.cluster import start_manager
+    from chord_core.runtime.store import Store
 
     store = Store()
     for notice in store.notices:

@@ -3,7 +3,7 @@
 
 The app's job manager runs analyses in spawned worker processes, where a test's
 ``monkeypatch`` cannot reach. The tests start the (one, per session) manager with this
-function as the workers' target (``chord_core.manager.worker_main`` patched before the
+function as the workers' target (``chord_core.runtime.manager.worker_main`` patched before the
 manager is created); every analysis then reads the file named by ``CHORD_TEST_ENGINE_MODE``:
 
     real   the tiny random-weight model (default)
@@ -42,8 +42,9 @@ def truth_result(request: Any, *, hide: tuple[float, float] = (1.0, 2.0)) -> Any
     """A grounding Result whose boxes are the synthetic clip's ground truth (the moving
     square), absent between ``hide`` seconds — so views with detections can be checked
     without trained weights (the test model's random output finds nothing)."""
-    from chord_core import grounding as g
-    from chord_core.engine import plan
+    from chord_core.analysis import grounding as g
+    from chord_core.analysis import tracking as tr
+    from chord_core.analysis.engine import plan
     from chord_core.testing.videos import _square_px
     from chord_core.types import ModelInfo, Result, Timing
 
@@ -56,9 +57,9 @@ def truth_result(request: Any, *, hide: tuple[float, float] = (1.0, 2.0)) -> Any
         w, h = info.size_wh
         box = g.ParsedBox((x1 / w, y1 / h, x2 / w, y2 / h), label=request.query)
         dets.append(g.to_detection(box, info.size_wh, t_s=t, frame_index=idx))
-    gap = g.default_max_gap(1.0 / sp.fps)
-    dets, tracks = g.link_tracks(dets, max_gap_s=gap)
-    segments = g.segments_from_tracks(dets, tracks, max_gap_s=gap, duration_s=info.duration_s)
+    gap = tr.default_max_gap(1.0 / sp.fps)
+    dets, tracks = tr.link_tracks(dets, max_gap_s=gap)
+    segments = tr.segments_from_tracks(dets, tracks, max_gap_s=gap, duration_s=info.duration_s)
     return Result(task="ground", query=request.query, video=info, sampling=sp,
                   model=ModelInfo(id="truth", dtype="none"), timing=Timing(total_s=0.1),
                   detections=tuple(dets), tracks=tuple(tracks), segments=tuple(segments),
@@ -80,7 +81,7 @@ def slow_analysis(on_progress: Any = None, cancel: Any = None) -> Any:
 
 
 def _install() -> None:
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     real_analyze = Engine.analyze
 
@@ -96,8 +97,8 @@ def _install() -> None:
 
 
 def worker_main(spec: Any, inbox: Any, outbox: Any, control: Any) -> None:
-    """Same signature as ``chord_core.workers.worker_main``."""
-    from chord_core.workers import worker_main as real_worker_main
+    """Same signature as ``chord_core.runtime.workers.worker_main``."""
+    from chord_core.runtime.workers import worker_main as real_worker_main
 
     _install()
     real_worker_main(spec, inbox, outbox, control)

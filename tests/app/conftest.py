@@ -31,7 +31,7 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, o
     session data dir; shut it down at the end and check that no worker process leaked."""
     import psutil
 
-    import chord_core.manager as manager_module
+    import chord_core.runtime.manager as manager_module
     from chord_ui import resources
 
     base = tmp_path_factory.mktemp("app-server")

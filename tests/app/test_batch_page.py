@@ -201,8 +201,8 @@ class _FakeManager:
                  "pid": 12}]
 
     def status(self, job_id: str):
-        from chord_core.engine import AnalysisRequest
-        from chord_core.jobs import JobSpec, JobState, JobStatus
+        from chord_core.analysis.engine import AnalysisRequest
+        from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
 
         if job_id != "job-x":
             raise KeyError(job_id)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from chord_core.gpu import GpuSample, ProcessInfo, SystemSample
+from chord_core.gpus.nvml import GpuSample, ProcessInfo, SystemSample
 
 
 def _gpu(index: int, t: float, util: float, used: float, procs: int = 0,
@@ -23,7 +23,7 @@ def _gpu(index: int, t: float, util: float, used: float, procs: int = 0,
 
 @dataclass
 class FakeSampler:
-    """Stands in for chord_core.gpu.GpuSampler (same read API)."""
+    """Stands in for chord_core.gpus.sampler.GpuSampler (same read API)."""
 
     gpus: int = 2
     available: bool = True

@@ -23,8 +23,8 @@ def _clip(tmp_path: Path, app_clip: Path) -> Path:
 
 def _run(manager, path: Path, task: str = "describe", query: str = "") -> str:
     """Run one job on the shared worker processes, as the pages submit it."""
-    from chord_core.engine import AnalysisRequest
-    from chord_core.jobs import JobSpec
+    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.runtime.jobs import JobSpec
 
     request = AnalysisRequest(str(path), task, query, max_new_tokens=128)
     job_id = manager.submit(JobSpec(request, model="test", label=path.name))
@@ -152,7 +152,7 @@ def test_delete_asks_then_removes_job_and_result(new_app, app_server, app_clip,
 @pytest.fixture()
 def own_store(monkeypatch, tmp_path):
     """A store of its own, so counts and pages are exact."""
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
     from chord_ui import resources
 
     store = Store(tmp_path / "own.sqlite3")

@@ -44,7 +44,7 @@ def test_failed_download_says_why(new_app, poll, monkeypatch) -> None:
 
 
 def test_download_progress_then_available(new_app, poll, monkeypatch, tmp_path: Path) -> None:
-    import chord_core.hub as hub
+    import chord_core.model.hub as hub
 
     repo, release = _repo(), threading.Event()
     folder = tmp_path / "snapshot"
@@ -91,7 +91,7 @@ def test_local_folder_checks(new_app, monkeypatch, tmp_path: Path, folder_state:
 
 
 def test_picker_lists_both_families_with_size_and_memory(new_app, monkeypatch) -> None:
-    from chord_core.planner import KNOWN_PARAMS, OVERHEAD
+    from chord_core.model.planner import KNOWN_PARAMS, OVERHEAD
 
     monkeypatch.setenv("CHORD_MODEL", "Qwen/Qwen3-VL-8B-Instruct")
     at = new_app().run()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from chord_core import media_roots
+from chord_core.media import roots as media_roots
 from chord_core.errors import InputError
 
 HISTORY_PAGE = "pages/history.py"
@@ -247,8 +247,8 @@ def test_refused_upload_is_deleted(new_app, app_env: dict[str, Path], tmp_path: 
 
 def test_history_shows_prompts_and_names_as_text(new_app, app_server, app_clip: Path,
                                                  tmp_path: Path) -> None:
-    from chord_core.engine import AnalysisRequest
-    from chord_core.jobs import JobSpec
+    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.runtime.jobs import JobSpec
 
     name = f"**{uuid.uuid4().hex[:6]}**[x](http:evil)_.mp4"
     path = tmp_path / name

@@ -62,7 +62,7 @@ def test_timeline_rows_and_traces(dets, segments, rows, traces) -> None:
 
 
 def test_timeline_segment_bar_spans_and_colours_match_boxes() -> None:
-    from chord_core.render import track_color_hex
+    from chord_core.analysis.render import track_color_hex
 
     fig = figures.timeline_figure(_result([(1.0, 2, 3), (2.0, 4, 3)], [(3, 1.0, 2.0)]),
                                   cursor_s=1.5)
@@ -211,7 +211,7 @@ def _wait(pred, timeout: float = 5.0) -> None:
 
 
 def test_download_manager_progress_done_and_single_start(monkeypatch, tmp_path) -> None:
-    import chord_core.hub as hub
+    import chord_core.model.hub as hub
 
     gate, calls = threading.Event(), []
 
@@ -238,7 +238,7 @@ def test_download_manager_progress_done_and_single_start(monkeypatch, tmp_path) 
     (OSError("disk full"), "download failed: disk full"),
 ], ids=["chord-error", "unexpected-error"])
 def test_download_manager_failure_is_readable(monkeypatch, exc, message) -> None:
-    import chord_core.hub as hub
+    import chord_core.model.hub as hub
 
     def fake(repo_id, *, on_progress=None, cache_dir=None):
         raise exc

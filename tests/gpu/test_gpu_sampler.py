@@ -14,7 +14,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from chord_core.gpu import GpuSample, GpuSampler, Nvml
+from chord_core.gpus.nvml import GpuSample, Nvml
+from chord_core.gpus.sampler import GpuSampler
 
 pytestmark = pytest.mark.gpu
 

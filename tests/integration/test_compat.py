@@ -9,7 +9,7 @@ import torch
 
 from chord_core.compat import ChordVideoAnalyzer, GPUMonitor, MultiGPUPipeline, VideoParallelProcessor
 from chord_core.errors import ConfigError
-from chord_core.gpu import GpuSample
+from chord_core.gpus.nvml import GpuSample
 from chord_core.testing.videos import make_video
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from chord_core import AnalysisRequest, Engine, ModelConfig, SamplingConfig
-from chord_core.engine import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis.engine import FrameOutput, GroundChunk, assemble_ground
 from chord_core.testing.videos import (
     make_text_as_mp4,
     make_truncated,
@@ -80,8 +80,10 @@ def test_describe_through_api(engine, clips):
 
 def test_describe_timing_metadata_reaches_the_processor(engine, clips):
     """The temporal positions follow real time: second_per_grid_ts = 2 / sampled fps."""
-    from chord_core import model as m
-    from chord_core.video import plan_sampling, probe, read_frames, video_metadata
+    from chord_core.model import loading as m
+    from chord_core.media.sampling import plan_sampling, video_metadata
+    from chord_core.media.probe import probe
+    from chord_core.media.video import read_frames
 
     clip = clips["h264.mp4"]
     info = probe(clip.path)
@@ -96,7 +98,8 @@ def test_describe_timing_metadata_reaches_the_processor(engine, clips):
 def test_grounding_coordinates_end_to_end_with_canned_model_text(tmp_path):
     """Boundary fake: the model's text is canned (what Qwen answers for the green square), the
     rest is real — absolute input pixels → normalised boxes of the original frame → tracks."""
-    from chord_core.video import plan_sampling, probe
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.media.probe import probe
 
     clip = make_video(tmp_path / "portrait.mov", duration_s=6.0, fps=12.0, size_wh=(144, 256))
     info = probe(clip.path)
@@ -213,7 +216,7 @@ def test_describe_many_batches_and_isolates_bad_files(engine, clips, tmp_path):
 
 def test_describe_many_splits_on_oom_and_on_one_clips_error(tiny_model_dir, clips,
                                                             monkeypatch):
-    from chord_core import model as m
+    from chord_core.model import loading as m
     from chord_core.errors import InputError
 
     monkeypatch.setenv("CHORD_FAULT_OOM", "1")

@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from chord_core.config import ModelConfig
-from chord_core.engine import AnalysisRequest, Engine, FrameOutput, assemble_ground
-from chord_core.entailment import LABELS, normalise_label, summarise
+from chord_core.analysis.engine import AnalysisRequest, Engine, FrameOutput, assemble_ground
+from chord_core.analysis.entailment import LABELS, normalise_label, summarise
 from chord_core.errors import ConfigError, InputError
 from chord_core.testing.videos import make_video
 from chord_core.types import EntailFrame, Result
@@ -133,8 +133,8 @@ def test_verdict_rule(frames, verdict, support, against) -> None:
 
 
 def test_grounding_boxes_get_scores_from_their_crops(engine) -> None:
-    from chord_core.box_scores import crop, score_outputs
-    from chord_core.sampling import plan_sampling
+    from chord_core.analysis.box_scores import crop, score_outputs
+    from chord_core.media.sampling import plan_sampling
     from chord_core.types import VideoInfo
 
     lm = engine.load()
@@ -148,7 +148,7 @@ def test_grounding_boxes_get_scores_from_their_crops(engine) -> None:
     assert crop(frames[0], (0.67, 0.4, 0.69, 0.43)).shape == (56, 56, 3)  # tiny box scaled up
     info = VideoInfo("x.mp4", 1.0, 10.0, 10, 448, 252)
     plan = plan_sampling(info, "ground")
-    from chord_core.engine import GroundChunk
+    from chord_core.analysis.engine import GroundChunk
 
     body = assemble_ground(info, plan, "a car", [GroundChunk(scored)], "absolute")
     assert [d.score for d in body["detections"]] == list(scored[0].scores)

@@ -11,9 +11,10 @@ import time
 import pytest
 
 from chord_core.config import ModelConfig, SamplingConfig
-from chord_core.engine import AnalysisRequest
-from chord_core.jobs import JobSpec, JobState
-from chord_core.manager import JobManager, cpu_specs
+from chord_core.analysis.engine import AnalysisRequest
+from chord_core.runtime.jobs import JobSpec, JobState
+from chord_core.runtime.manager import JobManager
+from chord_core.runtime.workers import cpu_specs
 from chord_core.testing.videos import make_video
 
 pytestmark = pytest.mark.slow
@@ -57,7 +58,7 @@ def test_split_grounding_equals_single_worker(two_workers, clips, tiny_model_dir
     req = AnalysisRequest(clips[3], "ground", "the square", sampling=sampling)
     split = two_workers.wait(two_workers.submit(JobSpec(req)), 300)
     assert split.state is JobState.DONE, split.error
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     single = Engine(ModelConfig(model="test", batch_size=1)).analyze(req)
     assert split.result.sampling.frame_indices == single.sampling.frame_indices
@@ -133,7 +134,7 @@ def test_queued_describes_share_one_generate_call(tiny_model_dir, clips):
         batched = [f for f in finals
                    if any("in a batch of" in e.message for e in f.events)]
         assert len(batched) >= 2, [e.message for f in finals for e in f.events]
-        from chord_core.engine import Engine
+        from chord_core.analysis.engine import Engine
 
         engine = Engine(ModelConfig(model="test"))
         for f, clip in zip(finals, clips):  # batching (left padding) changes no answer

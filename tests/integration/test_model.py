@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chord_core import model as m
+from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError, InputError, JobCancelled, ModelError
 

@@ -124,7 +124,7 @@ def test_batch_on_a_full_disk_keeps_every_result(tmp_path, data_dir, full_disk, 
             in err), err
     assert "run the same command again" in err and "Traceback" not in err
     assert list(out.iterdir()) == []
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
 
     with Store() as store:
         done = store.list_jobs(state="done")

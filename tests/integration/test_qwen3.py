@@ -15,8 +15,8 @@ import jsonschema
 import pytest
 
 from chord_core import AnalysisRequest, Engine, ModelConfig
-from chord_core import two_pass
-from chord_core.engine import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis import two_pass
+from chord_core.analysis.engine import FrameOutput, GroundChunk, assemble_ground
 from chord_core.testing.videos import make_video
 
 ROOT = Path(__file__).resolve().parents[2]

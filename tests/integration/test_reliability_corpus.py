@@ -26,7 +26,7 @@ from typing import Any, Callable
 import pytest
 
 from chord_core.__main__ import main
-from chord_core.frame_times import TIME_TOLERANCE_S
+from chord_core.media.frame_times import TIME_TOLERANCE_S
 from chord_core.testing.odd_files import (
     container_times,
     make_ansi_art,
@@ -45,7 +45,7 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.video import read_frames, read_frames_timed
+from chord_core.media.video import read_frames, read_frames_timed
 
 pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 
@@ -367,7 +367,7 @@ def test_exact_times_without_pyav_timestamps(case: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU hosts have no PyAV: the probe's decoder (OpenCV) then supplies each frame's
     time wherever it decodes every frame (irregular files), with the same warnings."""
-    import chord_core.frame_times as frame_times
+    import chord_core.media.frame_times as frame_times
 
     monkeypatch.setattr(frame_times, "read_frame_times", lambda path: None)
     make, phrase = GOOD[case]
@@ -385,8 +385,8 @@ def test_exact_times_without_pyav_timestamps(case: str, tmp_path: Path,
 def test_annotated_video_frames_are_timed_like_the_plan(tmp_path: Path) -> None:
     """The annotated MP4 walks every frame with the probe's times, so boxes found on a frame
     past a +100 s jump are drawn on that frame (render._read_frames → iter_frames)."""
-    from chord_core import render
-    from chord_core.video import probe
+    from chord_core.analysis import render
+    from chord_core.media.probe import probe
 
     sv = make_timed_video(tmp_path / "jump.mkv", CFR[:10] + [101 + t for t in CFR[:10]])
     info = probe(sv.path)

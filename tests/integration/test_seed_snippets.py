@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from chord_core.gpu import GpuSample
+from chord_core.gpus.nvml import GpuSample
 from chord_core.testing.videos import make_video
 
 pytestmark = pytest.mark.slow

@@ -91,7 +91,7 @@ def test_uploaded_image_entail_job_and_ground_job(server, media) -> None:
 
 
 def test_jobs_live_in_the_apps_store(server, media) -> None:
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
 
     r = httpx.post(server.url + "/v1/jobs", json={"task": "entail", "statement": "a cat",
                                                   "video_path": str(media["img2"])})
@@ -215,7 +215,7 @@ def test_a_client_that_hangs_up_gets_its_jobs_cancelled(server, media) -> None:
     cancelled once its client gives up (nobody is left to read the answer)."""
     import time
 
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
     from chord_core.testing.videos import make_video
 
     long_clip = make_video(server.media / "long.mp4", duration_s=30.0, fps=10.0,

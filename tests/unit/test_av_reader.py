@@ -1,4 +1,4 @@
-"""The PyAV route of read_frames (chord_core.av_reader): the same frame indices as OpenCV's
+"""The PyAV route of read_frames (chord_core.media.av_reader): the same frame indices as OpenCV's
 sequential count on every kind of clip (index band read from the picture, pixels close to
 OpenCV's), timestamp mode only where it is provable (B-frame reordering, a timestamp jump, VFR,
 allow_seek=False), the work it saves, cancellation, and the fallbacks to OpenCV."""
@@ -14,11 +14,11 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from chord_core import av_reader, video
-from chord_core.av_reader import AvStats, read_frames_av
+from chord_core.media import av_reader, video
+from chord_core.media.av_reader import AvStats, read_frames_av
 from chord_core.errors import JobCancelled, VideoError
 from chord_core.testing.videos import SyntheticVideo, has_pyav, make_video, read_frame_index
-from chord_core.video import read_frames
+from chord_core.media.video import read_frames
 
 pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 
@@ -261,7 +261,7 @@ def test_falls_back_to_opencv(clips: dict[str, SyntheticVideo], patch: str,
         monkeypatch.setitem(__import__("sys").modules, "av", None)
         monkeypatch.setattr(video, "_AV_MISSING_SAID", False)
     seen: list[int] = []
-    with caplog.at_level(logging.INFO, logger="chord_core.video"):
+    with caplog.at_level(logging.INFO, logger="chord_core.media.video"):
         frames, read = read_frames(sv.path, LONG, (48, 32),
                                    on_progress=lambda done, total: seen.append(done))
     ref, _ = read_frames(sv.path, LONG, (48, 32), backend="opencv")
@@ -270,7 +270,7 @@ def test_falls_back_to_opencv(clips: dict[str, SyntheticVideo], patch: str,
     assert any("OpenCV" in r.getMessage() for r in caplog.records)
     if patch == "missing":  # said once per process, not on every read
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="chord_core.video"):
+        with caplog.at_level(logging.INFO, logger="chord_core.media.video"):
             read_frames(sv.path, (0, 1), (48, 32))
         assert not any("not installed" in r.getMessage() for r in caplog.records)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chord_core.balancer import Balancer, legacy_cost, plan_cost
+from chord_core.runtime.balancer import Balancer, legacy_cost, plan_cost
 from chord_core.types import SamplingPlan, VideoInfo
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from chord_core.cluster import plan_workers
+from chord_core.runtime.cluster import plan_workers
 from chord_core.config import ModelConfig
-from chord_core.devices import describe_visible, visible_entries, worker_visible
+from chord_core.gpus.devices import describe_visible, visible_entries, worker_visible
 from chord_core.errors import ConfigError, ResourceError
-from chord_core.parallel_config import ParallelConfig
-from chord_core.planner import GIB, GpuInfo, engine_strategy, place_engine
+from chord_core.runtime.parallel_config import ParallelConfig
+from chord_core.model.planner import GIB, GpuInfo, engine_strategy, place_engine
 
 H200 = 141 * GIB
 W7B = int(15.4 * GIB)  # random-weight 7B in bf16; needs ≈ 18.5 GiB with the 1.2 headroom
@@ -132,7 +132,7 @@ def test_plan_workers_refuses_a_gpu_that_is_not_visible(tiny_model_dir) -> None:
 
 
 def test_explicit_device_maps(tiny_model_dir) -> None:
-    from chord_core.model import PLACE, _explicit_map
+    from chord_core.model.loading import PLACE, _explicit_map
 
     assert _explicit_map(None) == PLACE
     assert _explicit_map("Balanced") == "balanced"
@@ -146,7 +146,8 @@ def test_place_uses_the_model_size_from_its_config(tiny_model_dir, monkeypatch) 
     import torch
     from transformers import AutoConfig, Qwen2_5_VLForConditionalGeneration
 
-    from chord_core import devices, model
+    from chord_core.gpus import devices
+    from chord_core.model import loading as model
 
     monkeypatch.setattr(devices, "cuda_inventory", lambda: gpus(140, 140))
     config = AutoConfig.from_pretrained(tiny_model_dir)

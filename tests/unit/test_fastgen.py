@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from chord_core import fastgen, fastvision
-from chord_core import model as m
+from chord_core.model import fastgen, fastvision
+from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError
-from chord_core.fastgen import FastDecoder, batch_bucket, length_bucket, unsupported_reason
+from chord_core.model.fastgen import FastDecoder, batch_bucket, length_bucket, unsupported_reason
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ def test_grouped_vision_attention_hands_unexpected_calls_to_transformers(lm, cap
 
 
 def test_warm_up_prepares_every_padded_batch_size(lm, monkeypatch):
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     asked = []
     monkeypatch.setattr(lm.decoder, "prepare", lambda sizes, max_len: asked.append(

@@ -1,4 +1,4 @@
-"""chord_core.gpu against a fake ``pynvml`` module placed in sys.modules (the NVML boundary)."""
+"""chord_core.gpus.sampler against a fake ``pynvml`` module placed in sys.modules (the NVML boundary)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import psutil
 import pytest
 
 from chord_core.errors import ConfigError
-from chord_core.gpu import (
+from chord_core.gpus.nvml import (
     MIB,
     REASON_NO_GPU,
     REASON_NO_PYNVML,
     GpuSample,
-    GpuSampler,
     Nvml,
     ProcessInfo,
     cuda_ordinals,
 )
+from chord_core.gpus.sampler import GpuSampler
 
 UUID_A = "GPU-aaaa1111-0000-0000-0000-000000000000"
 UUID_B = "GPU-bbbb2222-0000-0000-0000-000000000000"
@@ -422,7 +422,7 @@ def test_raising_subscriber_does_not_stop_the_thread(install, caplog) -> None:
 
     sampler.subscribe(bad)
     sampler.subscribe(good.append)
-    with caplog.at_level(logging.ERROR, logger="chord_core.gpu"):
+    with caplog.at_level(logging.ERROR, logger="chord_core.gpus.sampler"):
         sampler.start()
         try:
             assert wait_for(lambda: len(good) >= 3)
@@ -445,7 +445,7 @@ def test_failing_pass_is_logged_and_sampling_continues(install, caplog) -> None:
 
     fake.nvmlDeviceGetUtilizationRates = flaky
     sampler = GpuSampler(interval_s=0.02, history_s=5.0)
-    with caplog.at_level(logging.ERROR, logger="chord_core.gpu"):
+    with caplog.at_level(logging.ERROR, logger="chord_core.gpus.sampler"):
         sampler.start()
         try:
             assert wait_for(lambda: len(sampler.history().get(0, [])) >= 2)
@@ -501,9 +501,9 @@ def _with_migs(fake: types.ModuleType) -> types.ModuleType:
 
 
 def test_mig_instances_are_numbered_and_planned(install, monkeypatch, tiny_model_dir) -> None:
-    from chord_core.cluster import gpu_inventory, plan_workers
+    from chord_core.runtime.cluster import gpu_inventory, plan_workers
     from chord_core.config import ModelConfig
-    from chord_core.parallel_config import ParallelConfig
+    from chord_core.runtime.parallel_config import ParallelConfig
 
     _with_migs(install([FakeGpu(uuid=UUID_A), FakeGpu(uuid=UUID_B)]))
     nvml = Nvml(visible_devices=f"{MIG_B},{MIG_A}")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from chord_core.grounding import (
+from chord_core.analysis.grounding import (
     POINT_BOX_SIZE,
     ParsedBox,
     denormalise,

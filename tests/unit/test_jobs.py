@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from chord_core.config import ModelConfig
-from chord_core.engine import AnalysisRequest
+from chord_core.analysis.engine import AnalysisRequest
 from chord_core.errors import JobCancelled, VideoError
-from chord_core.jobs import JobRunner, JobSpec, JobState
+from chord_core.runtime.jobs import JobRunner, JobSpec, JobState
 from chord_core.types import ModelInfo, ProgressEvent
 
 

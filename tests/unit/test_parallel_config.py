@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chord_core.errors import ConfigError
-from chord_core.parallel_config import ParallelConfig, load_parallel_config
+from chord_core.runtime.parallel_config import ParallelConfig, load_parallel_config
 
 # Exactly as the original design documents show it.
 ORIGINAL = """\

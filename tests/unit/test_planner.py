@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chord_core.errors import ConfigError, ResourceError
-from chord_core.planner import (
+from chord_core.model.planner import (
     GIB,
     GpuInfo,
     model_params,

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chord_core import render
+from chord_core.analysis import render
 from chord_core.errors import JobCancelled
-from chord_core.render import (
+from chord_core.analysis.render import (
     PALETTE_RGB,
     UNTRACKED_RGB,
     Overlay,

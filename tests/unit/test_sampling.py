@@ -11,7 +11,7 @@ import pytest
 from chord_core.config import SamplingConfig
 from chord_core.errors import ConfigError, VideoError
 from chord_core.types import VideoInfo
-from chord_core.video import (
+from chord_core.media.sampling import (
     auto_fps,
     nframes_for,
     plan_sampling,

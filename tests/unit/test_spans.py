@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from chord_core.spans import frames_in_spans, parse_spans, parse_time
+from chord_core.analysis.spans import frames_in_spans, parse_spans, parse_time
 
 CASES = [  # (answer, spans, number of warnings, answered_none)
     ('```json\n[{"start": 1.0, "end": 4.5}, {"start": 6, "end": 7.5}]\n```',
@@ -80,7 +80,7 @@ class _Model:
     (200, 100, 50, (64, 64)),     # at the 2×2-token floor: thinned evenly
 ], ids=["fits", "scaled", "thinned"])
 def test_span_frames_fit_the_token_budget(n, budget, want_n, want_hw) -> None:
-    from chord_core.two_pass import span_frames
+    from chord_core.analysis.two_pass import span_frames
 
     frames = np.zeros((n, 256, 448, 3), np.uint8)
     small, keep = span_frames(_Model(), frames, budget)

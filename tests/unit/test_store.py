@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from chord_core.errors import ChordError, VideoError
-from chord_core.jobs import JobState
-from chord_core.store import Store, content_key, default_store_path, file_hash
+from chord_core.runtime.jobs import JobState
+from chord_core.runtime.store import Store, content_key, default_store_path, file_hash
 from chord_core.types import (
     SCHEMA,
     Detection,
@@ -262,7 +262,7 @@ def test_requeue_running_after_crash_in_another_process(tmp_path: Path) -> None:
     db = tmp_path / "chord.sqlite3"
     script = textwrap.dedent(f"""
         import os
-        from chord_core.store import Store
+        from chord_core.runtime.store import Store
         s = Store({str(db)!r})
         for j in ("r1", "r2", "q1", "d1"):
             s.add_job(j, video_path=j + ".mp4", task="describe")

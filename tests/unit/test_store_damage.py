@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from chord_core.errors import ChordError, StoreError
-from chord_core.store import Store
+from chord_core.runtime.store import Store
 
 
 def _with_jobs(path: Path, n: int = 40) -> None:

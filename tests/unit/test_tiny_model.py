@@ -196,7 +196,7 @@ def test_ensure_test_model_rebuilds_an_incomplete_folder(tmp_path: Path) -> None
 
 
 def test_readme_labels_random_weights(built: Path) -> None:
-    from chord_core.hub import is_random_weights
+    from chord_core.model.hub import is_random_weights
 
     assert tm.TEST_MODEL_LABEL == "test model — random weights"
     assert tm.TEST_MODEL_LABEL in (built / "README.md").read_text()

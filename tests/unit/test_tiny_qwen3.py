@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from chord_core import fastgen, fastvision
-from chord_core import model as m
+from chord_core.model import fastgen, fastvision
+from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError
-from chord_core.planner import KNOWN_PARAMS, model_params, params_from_config
+from chord_core.model.planner import KNOWN_PARAMS, model_params, params_from_config
 from chord_core.testing import tiny_qwen3 as tq
 
 OFFICIAL_FILES = {

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from chord_core.grounding import (
+from chord_core.analysis.tracking import (
     BoxTimeline,
     default_max_gap,
     interpolate_at,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chord_core import probe as probing
+from chord_core.media import probe as probing
 from chord_core.errors import VideoError
 from chord_core.testing.videos import (
     has_pyav,
@@ -19,8 +19,8 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.probe import _Decoded, _Header, _reconcile
-from chord_core.video import probe
+from chord_core.media.probe import _Decoded, _Header, _reconcile
+from chord_core.media.probe import probe
 
 needs_av = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 

@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chord_core import video
+from chord_core.media import video
 from chord_core.config import SamplingConfig
 from chord_core.errors import JobCancelled, VideoError
 from chord_core.testing.videos import SyntheticVideo, has_pyav, make_undecodable, make_video
-from chord_core.video import iter_frames, plan_sampling, probe, read_frames
+from chord_core.media.video import iter_frames, read_frames
+from chord_core.media.sampling import plan_sampling
+from chord_core.media.probe import probe
 
 # read_frames' default "auto" is PyAV with OpenCV as the fallback
 BACKENDS = [pytest.param("pyav", marks=pytest.mark.skipif(not has_pyav(), reason="needs PyAV")),
@@ -174,7 +176,7 @@ def test_mixed_gaps_seek_then_walk(long_clips: Clips,
 def test_missing_frames_at_end_are_dropped_with_warning(
         clips: Clips, caplog: pytest.LogCaptureFixture) -> None:
     sv = clips["mp4v-c.mp4"]
-    with caplog.at_level(logging.WARNING, logger="chord_core.video"):
+    with caplog.at_level(logging.WARNING, logger="chord_core.media.video"):
         frames, read = read_frames(sv.path, [10, 29, 30, 45])
     assert read == (10, 29) and len(frames) == 2
     assert any("2 of 4" in r.getMessage() for r in caplog.records)

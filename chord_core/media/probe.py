@@ -4,7 +4,7 @@ Headers lie, so every number is cross-checked by decoding a bounded amount whate
 length (strategy in :func:`probe`'s docstring; :func:`_reconcile` turns each correction of the
 header into one warning). The low-level capture helpers (:func:`_check_file`, :func:`_open`,
 :func:`_meta_rotation`, :func:`_no_frames_error`) live here too and are shared with
-:mod:`chord_core.video`, which reads frames and re-exports :func:`probe`.
+:mod:`chord_core.media.video`, which reads frames.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from chord_core.errors import VideoError
 from chord_core.types import VideoInfo
-from chord_core.video_files import check_container, check_video_file
+from chord_core.media.video_files import check_container, check_video_file
 
 __all__ = ["probe"]
 
@@ -38,7 +38,7 @@ FPS_TOLERANCE = 0.01  # header vs measured fps: relative disagreement that is co
 # -- files and captures ------------------------------------------------------------------
 
 def _check_file(path: str | Path) -> Path:
-    """The path if it may be a video (:func:`chord_core.video_files.check_video_file`)."""
+    """The path if it may be a video (:func:`chord_core.media.video_files.check_video_file`)."""
     return check_video_file(path)
 
 
@@ -160,7 +160,7 @@ def probe(path: str | Path) -> VideoInfo:
     4. reconcile (:func:`_reconcile`): every correction of the header becomes one sentence
        in ``warnings``;
     5. every frame's own presentation time from the container (PyAV demux, no decoding;
-       :func:`chord_core.frame_times.container_timeline`), checked against the decoded
+       :func:`chord_core.media.frame_times.container_timeline`), checked against the decoded
        prefix, replaces the measured rate: ``VideoInfo.timeline``, and warnings that say in
        seconds how far jumps, backward times, variable rate or a lying header would
        misplace frames. Without PyAV (or usable timestamps) times stay index / fps.
@@ -201,9 +201,9 @@ def probe(path: str | Path) -> VideoInfo:
 def _with_container_times(p: Path, tl: _Timeline, header_fps: float,
                           decoded: _Decoded) -> _Timeline:
     """Every frame's own presentation time instead of the rate OpenCV measured on the first
-    frames, when the container has them (:func:`chord_core.frame_times.container_timeline`;
+    frames, when the container has them (:func:`chord_core.media.frame_times.container_timeline`;
     without PyAV, the times of every decoded frame when the probe decoded them all)."""
-    from chord_core.frame_times import container_timeline
+    from chord_core.media.frame_times import container_timeline
 
     got = container_timeline(p, tl.frame_count,
                              header_fps if math.isfinite(header_fps) else 0.0,

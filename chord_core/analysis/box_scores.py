@@ -44,8 +44,8 @@ def score_outputs(lm: Any, outputs: Sequence[Any], frames: np.ndarray, target: s
                   ) -> tuple[tuple[Any, ...], float]:
     """``outputs`` (FrameOutput, one per frame of ``frames``) with ``scores`` filled in, and
     the seconds it took."""
-    from chord_core import grounding as g
-    from chord_core.entailment import score_images
+    from chord_core.analysis import grounding as g
+    from chord_core.analysis.entailment import score_images
 
     t0 = time.perf_counter()
     crops, owners = [], []

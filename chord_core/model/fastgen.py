@@ -36,8 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from chord_core import decode_step as step
-
+from chord_core.model import decode_step as step
 log = logging.getLogger(__name__)
 
 CHECK_EVERY = 16      # decode steps between looks at the "all rows finished" flag
@@ -65,8 +64,7 @@ def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
     or the model/placement is one the decoder does not handle (the log says why)."""
     if cfg.decoder != "fast":
         return None
-    from chord_core import fastvision
-
+    from chord_core.model import fastvision
     fastvision.install(model)
     reason = unsupported_reason(model)
     if reason:

@@ -3,7 +3,7 @@
 :func:`plan_sampling` turns a probed :class:`VideoInfo` into a :class:`SamplingPlan`,
 following qwen-vl-utils' rules (:func:`nframes_for`, :func:`smart_resize`) plus a
 visual-token budget; :func:`video_metadata` is what the transformers video processor needs
-next to the sampled frames. No file access, no OpenCV: :mod:`chord_core.video` reads frames.
+next to the sampled frames. No file access, no OpenCV: :mod:`chord_core.media.video` reads frames.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _timeline(info: VideoInfo, notes: list[str]) -> tuple[float, int]:
         raise VideoError(f"{Path(info.path).name or 'video'}: no usable frame rate or frame "
                          f"count (fps={info.fps}, frames={info.frame_count}, "
                          f"duration={info.duration_s})",
-                         hint="probe the file with chord_core.video.probe(); if that fails too, "
+                         hint="probe the file with chord_core.media.video.probe(); if that fails too, "
                               "re-encode the video")
     w, h = info.width, info.height
     if w <= 0 or h <= 0 or max(w, h) / min(w, h) > MAX_ASPECT_RATIO:

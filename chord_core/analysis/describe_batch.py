@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from chord_core.types import ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
 
 if TYPE_CHECKING:
-    from chord_core.engine import AnalysisRequest
+    from chord_core.analysis.engine import AnalysisRequest
     from chord_core.errors import ChordError
-    from chord_core.model import LoadedModel
+    from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +98,8 @@ class DescribeBatching:
 
     def _prepare_describe(self, request: AnalysisRequest, info: VideoInfo | None,
                           plan: SamplingPlan | None, cancel: threading.Event | None) -> dict:
-        from chord_core.sampling import plan_sampling
-        from chord_core.video import probe
+        from chord_core.media.sampling import plan_sampling
+        from chord_core.media.probe import probe
 
         t0 = time.perf_counter()
         probe_s = 0.0
@@ -119,10 +119,10 @@ class DescribeBatching:
         lowers its resolution and says so)."""
         import torch
 
-        from chord_core import model as m
+        from chord_core.model import loading as m
         from chord_core.errors import ChordError
-        from chord_core.prompts import DEFAULT_DESCRIBE_PROMPT
-        from chord_core.sampling import video_metadata
+        from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
+        from chord_core.media.sampling import video_metadata
 
         for i, _ in ready:
             if on_progress is not None:
@@ -151,7 +151,7 @@ class DescribeBatching:
                 halves()
             return
         except torch.cuda.OutOfMemoryError:
-            from chord_core.model import release_memory
+            from chord_core.model.loading import release_memory
 
             release_memory()
             if len(ready) == 1:  # the single-clip path degrades resolution on OOM
@@ -185,6 +185,6 @@ def _at(seq: Any, i: int) -> Any:
 
 
 def _clock(cancel: threading.Event | None) -> Any:
-    from chord_core.engine import _Clock
+    from chord_core.analysis.engine import _Clock
 
     return _Clock(None, cancel)

@@ -1,5 +1,5 @@
 """Read sampled frames with PyAV (FFmpeg's libraries, threaded decoding): the fast route of
-:func:`chord_core.video.read_frames`.
+:func:`chord_core.media.video.read_frames`.
 
 Frame index k means exactly what it means for the OpenCV route: the k-th frame the decoder
 outputs (presentation order), counted from the start of the first video stream. Only wanted
@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from chord_core.errors import JobCancelled
-from chord_core.probe import rotated_wh, upright
+from chord_core.media.probe import rotated_wh, upright
 
 __all__ = ["AvFailed", "AvMissing", "AvStats", "read_frames_av"]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, MutableMapping, Sequence
 from chord_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from chord_core.planner import GpuInfo
+    from chord_core.model.planner import GpuInfo
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def cuda_inventory() -> list[GpuInfo]:
     device counts as empty (free = total)."""
     import torch
 
-    from chord_core.planner import GpuInfo
+    from chord_core.model.planner import GpuInfo
 
     if not torch.cuda.is_available():
         return []
@@ -129,7 +129,7 @@ def _torch_uuid(props: Any) -> str:
 
 
 def _nvml_free_by_uuid() -> dict[str, int]:
-    from chord_core.nvml import MIB, Nvml
+    from chord_core.gpus.nvml import MIB, Nvml
 
     nvml = Nvml(visible_devices=None)
     try:

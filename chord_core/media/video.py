@@ -1,12 +1,10 @@
 """Video input: read a file's frames with PyAV (fast route) or OpenCV (FFmpeg backend).
 
-* :func:`probe` — what the file really is (:class:`VideoInfo`); it lives in
-  :mod:`chord_core.probe` and is re-exported here.
-* :func:`read_frames` — decode sampled frames: PyAV (threaded, see :mod:`chord_core.av_reader`)
+* what the file really is (:class:`VideoInfo`) is :func:`chord_core.media.probe.probe`.
+* :func:`read_frames` — decode sampled frames: PyAV (threaded, see :mod:`chord_core.media.av_reader`)
   with OpenCV as the fallback; :func:`iter_frames` — every frame, OpenCV.
 
-Which frames to read is planned in :mod:`chord_core.sampling` (pure); its public names are
-re-exported here so ``from chord_core.video import plan_sampling`` keeps working.
+Which frames to read is planned in :mod:`chord_core.media.sampling` (pure).
 
 Conventions: every frame returned is RGB uint8 H×W×3 in DISPLAYED orientation; BGR exists only
 inside this module. Rotation: OpenCV's FFmpeg backend reports the display-matrix rotation as
@@ -29,29 +27,17 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 import numpy as np
 
 from chord_core.errors import JobCancelled, VideoError
-from chord_core.probe import (  # probe re-exported; the rest: capture helpers shared with it
+from chord_core.media.probe import (  # capture helpers shared with the probe
     FALLBACK_FPS,
     _check_file,
     _meta_rotation,
     _no_frames_error,
     _open,
-    probe,
     rotated_wh,
     upright,
 )
-from chord_core.sampling import (
-    MAX_ASPECT_RATIO,
-    auto_fps,
-    nframes_for,
-    plan_sampling,
-    smart_resize,
-    spread_indices,
-    video_metadata,
-)
 
-__all__ = ["MAX_ASPECT_RATIO", "ProgressFn", "auto_fps", "iter_frames", "nframes_for",
-           "plan_sampling", "probe", "read_frames", "read_frames_timed", "smart_resize",
-           "spread_indices", "video_metadata"]
+__all__ = ["ProgressFn", "iter_frames", "read_frames", "read_frames_timed"]
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +179,7 @@ def read_frames_timed(path: str | Path, frame_indices: Iterable[int],
 
     Index k is the k-th frame the decoder outputs. ``backend`` "auto" decodes with PyAV
     (threaded; only wanted frames are converted, straight to the target size; see
-    :mod:`chord_core.av_reader`) and falls back to OpenCV (sequential grab()/retrieve(), see
+    :mod:`chord_core.media.av_reader`) and falls back to OpenCV (sequential grab()/retrieve(), see
     :class:`_Cursor`) when PyAV is missing or cannot read the file, and re-reads with OpenCV
     when PyAV ends before a wanted frame that OpenCV can decode; "pyav" / "opencv" force one.
     Work is skipped only where frame indices are provable from timestamps (PyAV: timestamp
@@ -252,7 +238,7 @@ def _read_pyav(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None
                cancel: threading.Event | None, allow_seek: bool, times: list[float], *,
                strict: bool) -> tuple[list[np.ndarray], int] | None:
     """Frames via PyAV; None when OpenCV must read them instead (logged at INFO)."""
-    from chord_core.av_reader import AvFailed, AvMissing, read_frames_av
+    from chord_core.media.av_reader import AvFailed, AvMissing, read_frames_av
 
     global _AV_MISSING_SAID
     try:

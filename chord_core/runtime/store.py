@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from chord_core.config import default_data_dir
-from chord_core.content_keys import content_key, file_hash
+from chord_core.media.content_keys import content_key, file_hash
 from chord_core.errors import ChordError, StoreError
-from chord_core.store_repair import create_atomically, is_damage, move_aside, rollback
+from chord_core.runtime.store_repair import create_atomically, is_damage, move_aside, rollback
 from chord_core.types import SCHEMA
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from chord_core.config import TEST_MODELS, ModelConfig
-from chord_core.devices import describe_visible
+from chord_core.gpus.devices import describe_visible
 from chord_core.errors import ConfigError
-from chord_core.parallel_config import ParallelConfig
-from chord_core.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
-from chord_core.manager import cpu_specs, gpu_specs
-from chord_core.workers import WorkerSpec
+from chord_core.runtime.parallel_config import ParallelConfig
+from chord_core.model.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
+from chord_core.runtime.workers import cpu_specs, gpu_specs
+from chord_core.runtime.workers import WorkerSpec
 
 log = logging.getLogger(__name__)
 MIB = 1024**2
@@ -43,8 +43,8 @@ class WorkerPlan:
 def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
     """GPUs visible to this process (CUDA ordinals, free memory) and, if none, why.
     ``CUDA_VISIBLE_DEVICES`` listing MIG instances gives one entry per instance, in order."""
-    from chord_core.devices import is_mig, visible_entries
-    from chord_core.nvml import Nvml
+    from chord_core.gpus.devices import is_mig, visible_entries
+    from chord_core.gpus.nvml import Nvml
 
     nvml = nvml or Nvml()
     if not nvml.available:
@@ -90,7 +90,7 @@ def model_bytes(model_cfg: ModelConfig) -> int:
     elif Path(model_cfg.model).expanduser().is_dir():
         config_path = Path(model_cfg.model).expanduser() / "config.json"
     else:
-        from chord_core.hub import local_snapshot
+        from chord_core.model.hub import local_snapshot
 
         snap = local_snapshot(model_cfg.model)
         config_path = snap / "config.json" if snap else None
@@ -150,8 +150,8 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
 def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
                   worker_plan: WorkerPlan | None = None) -> tuple[Any, WorkerPlan]:
     """Plan, then start a JobManager with one process per planned worker."""
-    from chord_core.devices import apply_device_order
-    from chord_core.manager import JobManager
+    from chord_core.gpus.devices import apply_device_order
+    from chord_core.runtime.manager import JobManager
 
     # Workers inherit the device order: GPU numbers in CUDA_VISIBLE_DEVICES then mean in them
     # what they mean to NVML here (PCI bus order), unless the user chose another order.

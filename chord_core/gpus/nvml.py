@@ -6,7 +6,7 @@ make) into ``None`` for that field instead of an error. When NVML cannot be used
 ``available`` is False and ``reason`` says why, so pages can show it instead of failing.
 
 Records: ``GpuSample`` (one GPU at one moment, with its ``ProcessInfo`` list) and
-``SystemSample`` (host CPU/RAM, filled by :mod:`chord_core.gpu`); frozen dataclasses that also
+``SystemSample`` (host CPU/RAM, filled by :mod:`chord_core.gpus.sampler`); frozen dataclasses that also
 answer ``sample["utilization"]``.
 
 NVML index vs CUDA ordinal: NVML numbers GPUs in PCI bus order and ignores

@@ -4,7 +4,7 @@
     BoxTimeline / interpolate_at (a box for any video frame, for rendering)
 
 Works on :class:`Detection` (normalised [x1, y1, x2, y2] boxes with times); the model-text
-parser that makes them is :mod:`chord_core.grounding`.
+parser that makes them is :mod:`chord_core.analysis.grounding`.
 
 Linking — why not ByteTrack. ``sv.ByteTrack`` was removed in supervision 0.31 (the version
 installed) in favour of ``ByteTrackTracker`` in Roboflow's separate ``trackers`` package (not a
@@ -37,7 +37,7 @@ MAX_CENTER_DISTANCE = 0.3
 
 
 def _round(value: float) -> int:
-    """Half-up rounding to pixels, the same rule as :func:`chord_core.grounding.denormalise`."""
+    """Half-up rounding to pixels, the same rule as :func:`chord_core.analysis.grounding.denormalise`."""
     return math.floor(value + 0.5)
 
 

@@ -1,14 +1,13 @@
 """GPU and host telemetry: one background sampler for the whole process.
 
 ``GpuSampler`` runs ONE daemon thread that takes a GPU snapshot (one NVML pass through
-:class:`~chord_core.nvml.Nvml`) and a CPU/RAM snapshot (psutil, always, so machines without
+:class:`~chord_core.gpus.nvml.Nvml`) and a CPU/RAM snapshot (psutil, always, so machines without
 NVIDIA still get charts) every ``interval_s``, keeps ``history_s`` seconds of both, and hands
 each GPU snapshot to subscribers. Every reader gets copies; samples are frozen dataclasses.
 ``shared_sampler()`` is the process-wide one that all Streamlit sessions share.
 
 The NVML owner, the sample records and the NVML-index → CUDA-ordinal mapping live in
-:mod:`chord_core.nvml`; their names are re-exported here (``from chord_core.gpu import Nvml``
-keeps working).
+:mod:`chord_core.gpus.nvml`.
 """
 
 from __future__ import annotations
@@ -21,19 +20,14 @@ from dataclasses import replace
 from typing import Callable, Literal
 
 from chord_core.errors import ConfigError
-from chord_core.nvml import (
+from chord_core.gpus.nvml import (
     MIB,
-    REASON_NO_GPU,
-    REASON_NO_PYNVML,
     GpuSample,
     Nvml,
-    ProcessInfo,
     SystemSample,
-    cuda_ordinals,
 )
 
-__all__ = ["MIB", "REASON_NO_GPU", "REASON_NO_PYNVML", "GpuSample", "GpuSampler", "Nvml",
-           "ProcessInfo", "Subscriber", "SystemSample", "cuda_ordinals", "shared_sampler"]
+__all__ = ["GpuSampler", "Subscriber", "shared_sampler"]
 
 logger = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ def write_annotated_video(result: Any, target: str | Path, on_progress: Any = No
     full) becomes an OutputError that says the result is safe (``saved_as``)."""
     import time
 
-    from chord_core.render import export_annotated_video
+    from chord_core.analysis.render import export_annotated_video
     from chord_core.types import ProgressEvent
 
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def keep_result(doc: dict[str, Any], target: str | Path, exc: OSError, *,
     """After ``target`` could not be written: keep ``doc`` (a chord.result/v1) in the job
     store and return the error that says where it is. If the store cannot take it either
     (same full disk), the JSON goes to stdout as the last place left."""
-    from chord_core.store import Store
+    from chord_core.runtime.store import Store
 
     what = f"could not write {target}: {exc.strerror or exc}"
     job_id = f"cli-{uuid.uuid4().hex[:12]}"

@@ -15,7 +15,7 @@ from chord_core.errors import ChordError
 from chord_core.types import Result, Timing
 
 if TYPE_CHECKING:
-    from chord_core.engine import AnalysisRequest, Engine
+    from chord_core.analysis.engine import AnalysisRequest, Engine
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
                 infos: Sequence[Any] | None = None, plans: Sequence[Any] | None = None,
                 cancel: threading.Event | None = None) -> list[Result | Exception]:
     """One Result (or the ChordError that request raised) per request, in order."""
-    from chord_core.entailment import clean_statement
+    from chord_core.analysis.entailment import clean_statement
 
     lm = engine.load()
     results: list[Result | Exception | None] = [None] * len(requests)
@@ -67,8 +67,8 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
 
 def _planned(req: AnalysisRequest, infos: Sequence[Any] | None, plans: Sequence[Any] | None,
              i: int) -> tuple[Any, Any, float]:
-    from chord_core.engine import probe_input
-    from chord_core.sampling import plan_sampling
+    from chord_core.analysis.engine import probe_input
+    from chord_core.media.sampling import plan_sampling
 
     info = infos[i] if infos is not None and i < len(infos) else None
     plan = plans[i] if plans is not None and i < len(plans) else None
@@ -83,7 +83,7 @@ def _score(lm: Any, ready: list, frames: list, statements: list, batch_size: int
            cancel: threading.Event | None) -> list[dict]:
     """Score all (frame, statement) pairs together, then give each request its frames'
     scores and its share of the time (by frame count)."""
-    from chord_core.entailment import body_from_scores, score_images
+    from chord_core.analysis.entailment import body_from_scores, score_images
 
     scores, pre_s, run_s = score_images(lm, frames, statements, batch_size=max(batch_size, 16),
                                         cancel=cancel)

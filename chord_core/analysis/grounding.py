@@ -2,7 +2,7 @@
 
     parse_boxes (text of one frame) ─▶ ParsedBox (normalised in the model INPUT image)
         ─▶ to_detection (+ time, frame index, original pixels)
-        ─▶ chord_core.tracking (link_tracks, segments_from_tracks, BoxTimeline, …)
+        ─▶ chord_core.analysis.tracking (link_tracks, segments_from_tracks, BoxTimeline, …)
 
 Parsing. Qwen2.5-VL answers ``[{"bbox_2d": [x1, y1, x2, y2], "label": "..."}]`` in absolute
 pixels of the resized input image (``coords="absolute"``, divided by ``input_wh``); Qwen3-VL
@@ -18,8 +18,7 @@ Points. A ``point_2d`` answer becomes a small box ``POINT_BOX_SIZE`` (2 % of eac
 on the point, ``kind="point"``. A degenerate box would be invisible when drawn and have zero IoU
 when linking; the small box keeps the exact centre and ``kind`` records where it came from.
 
-Linking, segments, summaries and interpolation live in :mod:`chord_core.tracking`; their
-names are re-exported here so ``from chord_core.grounding import link_tracks`` keeps working.
+Linking, segments, summaries and interpolation live in :mod:`chord_core.analysis.tracking`.
 """
 
 from __future__ import annotations
@@ -33,24 +32,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
-from chord_core.tracking import (
-    MAX_CENTER_DISTANCE,
-    UNAMBIGUOUS_MAX_DISTANCE,
+from chord_core.analysis.tracking import (
     Box,
-    BoxTimeline,
-    default_max_gap,
-    interpolate_at,
-    iou,
-    link_tracks,
-    segments_from_tracks,
-    summary_line,
 )
 from chord_core.types import Detection
 
-__all__ = ["COORD_MODES", "MAX_CENTER_DISTANCE", "POINT_BOX_SIZE", "UNAMBIGUOUS_MAX_DISTANCE",
-           "Box", "BoxTimeline", "ParseResult", "ParsedBox", "default_max_gap", "denormalise",
-           "interpolate_at", "iou", "link_tracks", "normalise_px", "parse_boxes",
-           "segments_from_tracks", "summary_line", "to_detection"]
+__all__ = ["COORD_MODES", "POINT_BOX_SIZE", "ParseResult", "ParsedBox", "denormalise",
+           "normalise_px", "parse_boxes", "to_detection"]
 
 log = logging.getLogger(__name__)
 

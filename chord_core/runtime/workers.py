@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chord_core import lifeline
+from chord_core.runtime import lifeline
 from chord_core.config import ModelConfig, deterministic_mode
-from chord_core.engine import AnalysisRequest
+from chord_core.analysis.engine import AnalysisRequest
 from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.types import SamplingPlan, VideoInfo
 
@@ -78,7 +78,7 @@ def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
     """One worker per planned GPU group (see ``planner.plan_gpus``). ``parent_visible`` is
     this process's ``CUDA_VISIBLE_DEVICES`` (read from the environment unless given) and
     ``uuids`` the GPUs' UUIDs by ordinal: together they name each group's physical GPUs."""
-    from chord_core.devices import worker_visible
+    from chord_core.gpus.devices import worker_visible
 
     if parent_visible is ...:
         parent_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -150,7 +150,7 @@ def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
     """Load the start-up model and warm it up, then tell the manager — with where the
     start-up time went (seconds per step, ``total_s`` since the process began its work).
     Returns the engine, or None when the model could not be loaded."""
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     startup = {"imports_s": time.perf_counter() - t0}
     engine = Engine(_engine_config(spec, None))
@@ -220,7 +220,7 @@ def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -
     """The engine for the tasks' model (they share one): the current engine, or a freshly
     loaded one. A model that cannot be loaded fails these tasks (with the loader's message)
     and nothing else."""
-    from chord_core.engine import Engine
+    from chord_core.analysis.engine import Engine
 
     model = tasks[0].model
     want = model or spec.model_cfg.model

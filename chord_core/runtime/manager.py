@@ -27,14 +27,13 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from chord_core import crashes
-from chord_core.balancer import Balancer, plan_cost
-from chord_core.engine import GroundChunk, assemble_ground
+from chord_core.runtime import crashes
+from chord_core.runtime.balancer import Balancer, plan_cost
+from chord_core.analysis.engine import GroundChunk, assemble_ground
 from chord_core.errors import ChordError, internal_error
-from chord_core.jobs import JobSpec, JobState, JobStatus, JobTable
+from chord_core.runtime.jobs import JobSpec, JobState, JobStatus, JobTable
 from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
-from chord_core.workers import Task, WorkerSpec, worker_main
-from chord_core.workers import cpu_specs, gpu_specs, gpu_worker_threads  # noqa: F401 (re-export)
+from chord_core.runtime.workers import Task, WorkerSpec, worker_main
 
 log = logging.getLogger(__name__)
 
@@ -432,14 +431,14 @@ class JobManager(JobTable):
                 self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
-        from chord_core.engine import probe_input
-        from chord_core.sampling import plan_sampling
+        from chord_core.analysis.engine import probe_input
+        from chord_core.media.sampling import plan_sampling
 
-        req = job.status.spec.request
+        req, spec = job.status.spec.request, job.status.spec
         t = time.perf_counter()
-        job.info = probe_input(req.video_path)
+        job.info = spec.info or probe_input(req.video_path)
         job.probe_s = time.perf_counter() - t
-        job.plan = plan_sampling(job.info, req.task, req.sampling)
+        job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
         cost = plan_cost(job.plan, req.max_new_tokens)
         ready = [wid for wid, w in self._workers.items() if w.state != "failed"]
         if (req.task == "ground" and self._split and len(ready) > 1

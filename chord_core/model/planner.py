@@ -88,7 +88,7 @@ def params_from_config(config: dict[str, Any]) -> int:
     """Parameter count of a Qwen2.5-VL or Qwen3-VL (dense or MoE) config.json: text decoder
     + vision tower (Qwen3-VL: with its deepstack mergers)."""
     if str(config.get("model_type", "")).startswith("qwen3_vl"):
-        from chord_core.qwen3_params import qwen3_vl_params
+        from chord_core.model.qwen3_params import qwen3_vl_params
 
         return qwen3_vl_params(config)
     text = config.get("text_config") or config

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from chord_core.errors import JobCancelled, VideoError
-from chord_core.grounding import denormalise
-from chord_core.tracking import BoxTimeline, default_max_gap
+from chord_core.analysis.grounding import denormalise
+from chord_core.analysis.tracking import BoxTimeline, default_max_gap
 from chord_core.types import Detection, Result, VideoInfo
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def _read_frames(video_path: str | Path, video: VideoInfo
                  ) -> Iterator[tuple[int, float, np.ndarray]]:
     """Every frame, timed like the sampling plan's timestamps (the probe's container times,
     else index / fps)."""
-    from chord_core.video import iter_frames
+    from chord_core.media.video import iter_frames
 
     return iter_frames(video_path, fps=video.fps or None,
                        time_of=video.time_of if video.timeline else None)

@@ -5,7 +5,7 @@
 
 ``Engine`` owns one loaded model (loaded lazily, once) and runs one analysis at a time — or,
 with ``describe_many`` (``describe_batch.py``), several describe requests in one batched
-generate; the job runner (``chord_core.jobs``) and the worker processes feed it.
+generate; the job runner (``chord_core.runtime.jobs``) and the worker processes feed it.
 Everything it takes and returns is plain data (``AnalysisRequest`` → ``Result``).
 """
 
@@ -28,7 +28,7 @@ from chord_core.config import (
     check_max_new_tokens,
     injected_oom_faults,
 )
-from chord_core.describe_batch import DESCRIBE_BATCH, DescribeBatching
+from chord_core.analysis.describe_batch import DESCRIBE_BATCH, DescribeBatching
 from chord_core.errors import ConfigError, JobCancelled, ResourceError
 from chord_core.types import (
     Detection,
@@ -43,7 +43,7 @@ from chord_core.types import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from chord_core.model import LoadedModel
+    from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ class AnalysisRequest:
 
 def probe_input(path: str | Path) -> VideoInfo:
     """What a file holds: a video (``video.probe``), or a still image as a one-frame clip."""
-    from chord_core.images import image_info, is_image_path
-    from chord_core.video import probe
+    from chord_core.media.images import image_info, is_image_path
+    from chord_core.media.probe import probe
 
     return image_info(path) if is_image_path(path) else probe(path)
 
@@ -129,7 +129,7 @@ def probe_input(path: str | Path) -> VideoInfo:
 def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None
          ) -> tuple[VideoInfo, SamplingPlan]:
     """Probe a clip and decide its sampling plan — cheap, no model. The UI shows this first."""
-    from chord_core.sampling import plan_sampling
+    from chord_core.media.sampling import plan_sampling
     info = probe_input(video_path)
     return info, plan_sampling(info, task, sampling or SamplingConfig())
 
@@ -173,7 +173,7 @@ class Engine(DescribeBatching):
         """Load the model once (thread-safe); later calls return the same object."""
         with self._lock:
             if self._lm is None:
-                from chord_core.model import load_model
+                from chord_core.model.loading import load_model
 
                 t0 = time.perf_counter()
                 self._lm = load_model(self.model_cfg)
@@ -187,8 +187,7 @@ class Engine(DescribeBatching):
         decode graphs. Returns seconds per step (``total_s`` for all)."""
         import numpy as np
 
-        from chord_core import model as m
-
+        from chord_core.model import loading as m
         lm = self.load()
         laps = m.Laps()
         lap, out = laps.lap, laps.steps
@@ -207,7 +206,7 @@ class Engine(DescribeBatching):
             lap("graphs_s")
             out["graphs"] = float(lm.decoder.stats["graphs"])
             if lm.decoder.compiled:
-                from chord_core.decode_step import compile_stats
+                from chord_core.model.decode_step import compile_stats
 
                 out.update(compile_stats())
         out["total_s"] = laps.total()
@@ -220,7 +219,7 @@ class Engine(DescribeBatching):
     def unload(self) -> None:
         with self._lock:
             self._lm = None
-        from chord_core.model import release_memory
+        from chord_core.model.loading import release_memory
 
         release_memory()
 
@@ -231,7 +230,7 @@ class Engine(DescribeBatching):
         """Run one analysis end to end. Raises ChordError subclasses on bad input.
         ``info``/``sampling_plan`` skip the probe when the caller (the job manager) has
         already probed and planned the clip."""
-        from chord_core.sampling import plan_sampling
+        from chord_core.media.sampling import plan_sampling
 
         clock = _Clock(on_progress, cancel)
         if info is None:
@@ -273,7 +272,7 @@ class Engine(DescribeBatching):
                          ) -> tuple[dict, SamplingPlan, list[str], float]:
         """Read + model; when even batch 1 runs out of memory, halve the pixel and token
         budget and try again (twice), recording each reduction in the warnings."""
-        from chord_core.sampling import plan_sampling
+        from chord_core.media.sampling import plan_sampling
 
         sampling, reductions = request.sampling, []
         for attempt in range(3):
@@ -312,15 +311,15 @@ class Engine(DescribeBatching):
                     cancel: threading.Event | None = None) -> list[Result | Exception]:
         """Several statements checked in one scoring pass over all their frames (the
         service's ``/batch_predict`` arrives as many one-image jobs); see entail_batch.py."""
-        from chord_core.entail_batch import entail_many
+        from chord_core.analysis.entail_batch import entail_many
 
         return entail_many(self, requests, infos=infos, plans=plans, cancel=cancel)
 
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: _Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
-        from chord_core.images import read_image
-        from chord_core.sampling import adopt_decoded_times
-        from chord_core.video import read_frames_timed
+        from chord_core.media.images import read_image
+        from chord_core.media.sampling import adopt_decoded_times
+        from chord_core.media.video import read_frames_timed
 
         n = sampling_plan.num_frames
         t = time.perf_counter()
@@ -349,9 +348,9 @@ class Engine(DescribeBatching):
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                   frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
-        from chord_core import model as m
-        from chord_core.prompts import DEFAULT_DESCRIBE_PROMPT
-        from chord_core.sampling import video_metadata
+        from chord_core.model import loading as m
+        from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
+        from chord_core.media.sampling import video_metadata
 
         clock.emit("generating", f"describing {sampling_plan.num_frames} frames", 0, 1)
         reductions: list[str] = []
@@ -367,7 +366,7 @@ class Engine(DescribeBatching):
 
     def _entail(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
                 request: AnalysisRequest, clock: _Clock) -> dict:
-        from chord_core.entailment import entail_frames
+        from chord_core.analysis.entailment import entail_frames
 
         n = sampling_plan.num_frames
         clock.emit("checking", f"frame 0/{n}", 0, n)
@@ -384,7 +383,7 @@ class Engine(DescribeBatching):
     def _ground(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                 frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
         if request.ground_method == "two_pass":
-            from chord_core.two_pass import ground_two_pass
+            from chord_core.analysis.two_pass import ground_two_pass
 
             return ground_two_pass(lm, info, sampling_plan, frames, request, clock,
                                    ground_frames=self._ground_frames, guard=self._oom_guard)
@@ -408,8 +407,7 @@ class Engine(DescribeBatching):
 
     def _ground_frames(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
                        request: AnalysisRequest, clock: _Clock) -> GroundChunk:
-        from chord_core import model as m
-
+        from chord_core.model import loading as m
         n = sampling_plan.num_frames
         clock.emit("grounding_frames", f"frame 0/{n}", 0, n)
         reductions: list[str] = []
@@ -430,7 +428,7 @@ class Engine(DescribeBatching):
                      zip(outputs, sampling_plan.frame_indices, sampling_plan.timestamps_s))
         generate_s, score_s = time.perf_counter() - t, 0.0
         if request.score_boxes:
-            from chord_core.box_scores import score_outputs
+            from chord_core.analysis.box_scores import score_outputs
 
             clock.emit("scoring", "scoring the boxes")
             outs, score_s = self._oom_guard(lambda: score_outputs(
@@ -452,7 +450,7 @@ class Engine(DescribeBatching):
                     raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
                 return call()
             except torch.cuda.OutOfMemoryError:
-                from chord_core.model import release_memory
+                from chord_core.model.loading import release_memory
 
                 release_memory()
                 if batch is None or batch[0] <= 1:
@@ -466,7 +464,7 @@ class Engine(DescribeBatching):
                 batch[0] //= 2
 
     def _export(self, result: Result, out_path: str, clock: _Clock) -> None:
-        from chord_core.render import export_annotated_video
+        from chord_core.analysis.render import export_annotated_video
 
         n = result.video.frame_count
         clock.emit("rendering", "writing annotated video", 0, n)
@@ -514,8 +512,8 @@ class GroundChunk:
 def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
                     chunks: Sequence[GroundChunk], coord_mode: str) -> dict:
     """Merge chunk outputs (in frame order), parse, link tracks, cut segments — pure."""
-    from chord_core import grounding as g
-
+    from chord_core.analysis import grounding as g
+    from chord_core.analysis import tracking as tr
     outputs = sorted((o for c in chunks for o in c.outputs), key=lambda o: o.frame_index)
     detections: list[Detection] = []
     warnings: list[str] = [w for c in chunks for w in c.warnings]
@@ -527,9 +525,9 @@ def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
         detections.extend(g.to_detection(box, info.size_wh, t_s=out.t_s,
                                          frame_index=out.frame_index, score=score)
                           for box, score in zip(parsed.boxes, scores))
-    gap = g.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
-    linked, tracks = g.link_tracks(detections, max_gap_s=gap)
-    segments = g.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
+    gap = tr.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
+    linked, tracks = tr.link_tracks(detections, max_gap_s=gap)
+    segments = tr.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
     return {"detections": tuple(linked), "tracks": tuple(tracks), "segments": tuple(segments),
             "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
             "method": "per_frame",

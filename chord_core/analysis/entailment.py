@@ -26,7 +26,7 @@ from chord_core.types import EntailFrame, Entailment
 if TYPE_CHECKING:
     import numpy as np
 
-    from chord_core.model import LoadedModel
+    from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
     if len(images) != len(statements):
         raise ConfigError(f"{len(images)} images but {len(statements)} statements",
                           hint="pass one statement per image")
-    from chord_core.model import _raise_if_cancelled
+    from chord_core.model.loading import _raise_if_cancelled
 
     scores: list[EntailScore] = []
     pre_s = run_s = 0.0
@@ -132,7 +132,7 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
 
 
 def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str]) -> Any:
-    from chord_core.model import _check_frames, _no_resize_kwargs
+    from chord_core.model.loading import _check_frames, _no_resize_kwargs
 
     sizes = [_check_frames(img, 3, f"image {i}") for i, img in enumerate(images)]
     processor = lm.processor

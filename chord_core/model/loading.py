@@ -27,26 +27,19 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError, InputError, JobCancelled, ModelError, ResourceError
-from chord_core.hub import (  # re-exported: the model API in one place
-    Availability,
+from chord_core.model.hub import (
     ResolvedModel,
-    download_model,
-    model_availability,
     resolve_model,
 )
-from chord_core.placement import check_placement, choose_dtype, parse_max_memory
-from chord_core.prompts import describe_messages, ground_messages
+from chord_core.model.placement import check_placement, choose_dtype, parse_max_memory
+from chord_core.model.prompts import describe_messages, ground_messages
 from chord_core.types import ModelInfo
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = [
-    "Availability", "GenerationOutput", "GroundOutput", "LoadedModel", "ResolvedModel",
-    "build_image_inputs", "build_video_inputs", "check_placement", "choose_dtype",
-    "describe", "download_model", "ground_images", "load_model", "model_availability",
-    "parse_max_memory", "release_memory", "resolve_model",
-]
+__all__ = ["GenerationOutput", "GroundOutput", "LoadedModel", "build_image_inputs",
+           "build_video_inputs", "describe", "ground_images", "load_model", "release_memory"]
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +187,8 @@ def _meta_model(cls: Any, config: Any, dtype: Any) -> Any:
 
 def _place(cfg: ModelConfig, meta_model: Any, caps: dict | None) -> Any:
     """Chord's placement for one engine: the fewest GPUs that hold the model with headroom."""
-    from chord_core.devices import cuda_inventory
-    from chord_core.planner import place_engine
+    from chord_core.gpus.devices import cuda_inventory
+    from chord_core.model.planner import place_engine
 
     weights = sum(p.numel() * p.element_size() for p in meta_model.parameters())
     placement = place_engine(weights, cuda_inventory(), caps, strategy=cfg.strategy)
@@ -271,8 +264,7 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
     import torch
     from transformers import AutoProcessor
 
-    from chord_core import fastgen
-
+    from chord_core.model import fastgen
     lap("imports_s")
     resolved = resolve_model(cfg)
     path = str(resolved.local_path or resolved.path_or_id)

@@ -21,13 +21,13 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
-from chord_core.spans import ParsedSpans, frames_in_spans, parse_spans
+from chord_core.analysis.spans import ParsedSpans, frames_in_spans, parse_spans
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from chord_core.engine import AnalysisRequest, GroundChunk
-    from chord_core.model import LoadedModel
+    from chord_core.analysis.engine import AnalysisRequest, GroundChunk
+    from chord_core.model.loading import LoadedModel
     from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,8 @@ def ask_spans(lm: LoadedModel, frames: np.ndarray, metadata: dict[str, Any], tar
               cancel: Any = None) -> Any:
     """The first pass: one video request asking when ``target`` is visible
     (``model.GenerationOutput``)."""
-    from chord_core import model as m
-    from chord_core.prompts import spans_prompt
+    from chord_core.model import loading as m
+    from chord_core.model.prompts import spans_prompt
 
     return m.describe(lm, frames, metadata, spans_prompt(target), SPANS_MAX_NEW_TOKENS,
                       cancel=cancel)
@@ -85,8 +85,8 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
     with a note saying how many of its frames were grounded (``plan``; every planned frame
     was read and shown to the first pass, so the plan itself stays whole).
     ``ground_frames``/``guard`` are the engine's per-frame grounding and OOM guard."""
-    from chord_core.engine import assemble_ground
-    from chord_core.sampling import video_metadata
+    from chord_core.analysis.engine import assemble_ground
+    from chord_core.media.sampling import video_metadata
 
     if plan.num_frames < MIN_FRAMES:  # a still image or a flash of a clip: nothing to skip
         body = _per_frame(lm, info, plan, frames, request, clock, ground_frames)
@@ -121,7 +121,7 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
 
 def _per_frame(lm: Any, info: Any, plan: Any, frames: Any, request: Any, clock: Any,
                ground_frames: Callable[..., Any]) -> dict:
-    from chord_core.engine import assemble_ground
+    from chord_core.analysis.engine import assemble_ground
 
     chunk = ground_frames(lm, plan, frames, request, clock)
     return assemble_ground(info, plan, request.query, [chunk], lm.coord_mode)

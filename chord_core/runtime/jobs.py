@@ -21,9 +21,9 @@ from enum import Enum
 from typing import Any, Callable
 
 from chord_core.config import ModelConfig
-from chord_core.engine import AnalysisRequest, Engine
+from chord_core.analysis.engine import AnalysisRequest, Engine
 from chord_core.errors import ChordError, JobCancelled, internal_error
-from chord_core.types import ModelInfo, ProgressEvent, Result
+from chord_core.types import ModelInfo, ProgressEvent, Result, SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ class JobSpec:
     label: str = ""
     key: str = ""
     batch_id: str | None = None
+    # frames chosen by the caller (long video: one chunk's frames) instead of the planner's;
+    # ``info`` spares a probe per job. Not stored: such jobs are resumed by their caller.
+    info: VideoInfo | None = None
+    plan: SamplingPlan | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"request": self.request.to_dict(), "model": self.model, "label": self.label,
@@ -194,7 +198,8 @@ class JobRunner(JobTable):
         job_id = job.status.job_id
         try:
             engine = self._engine_for(job.status.spec.model)
-            result = engine.analyze(job.status.spec.request,
+            spec = job.status.spec
+            result = engine.analyze(spec.request, info=spec.info, sampling_plan=spec.plan,
                                     on_progress=lambda ev: self._event(job_id, ev),
                                     cancel=job.cancel)
             self._finish(job_id, JobState.DONE, result=result)
