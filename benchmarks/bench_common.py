@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chord_core.config import SamplingConfig  # noqa: E402
-from chord_core.analysis.engine import AnalysisRequest  # noqa: E402
+from chord_core.analysis.request import AnalysisRequest  # noqa: E402
 
 
 def make_clips(folder: Path, n: int, seconds: float, size_wh: tuple[int, int]) -> list[str]:

@@ -48,7 +48,7 @@ def make_images(folder: Path, n: int, side: int) -> list[str]:
 
 
 def requests_for(paths: list[str]) -> list:
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
 
     return [AnalysisRequest(p, "entail", f"the picture shows object number {i}")
             for i, p in enumerate(paths)]
@@ -97,7 +97,7 @@ def bench_box_scores(engine, lm) -> dict:
     import numpy as np
 
     from chord_core.analysis.box_scores import score_outputs
-    from chord_core.analysis.engine import FrameOutput
+    from chord_core.analysis.ground_chunks import FrameOutput
     from chord_core.model.loading import ground_images
 
     rng = np.random.default_rng(2)

@@ -29,7 +29,7 @@ from bench_common import describe_req, ground_req, make_clips  # noqa: E402
 
 from chord_core.runtime.cluster import gpu_inventory, plan_workers  # noqa: E402
 from chord_core.config import ModelConfig  # noqa: E402
-from chord_core.analysis.engine import AnalysisRequest  # noqa: E402
+from chord_core.analysis.request import AnalysisRequest  # noqa: E402
 from chord_core.gpus.sampler import GpuSampler  # noqa: E402
 from chord_core.runtime.jobs import JobSpec, JobState  # noqa: E402
 from chord_core.runtime.manager import JobManager
@@ -127,7 +127,7 @@ def main() -> int:
     res: dict = {"shape": args.shape, "build_s": time.time() - t}
     inv, reason = gpu_inventory()
     if CPU_MODE["on"]:
-        from chord_core.model.planner import GpuInfo
+        from chord_core.gpus.devices import GpuInfo
 
         inv = [GpuInfo(i, "cpu-stand-in", 8 << 30, 8 << 30) for i in range(args.cpu_gpus)]
     n = len(inv)

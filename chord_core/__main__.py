@@ -21,6 +21,7 @@ from chord_core.config import (
     SamplingConfig,
     model_config_from_env,
 )
+from chord_core.families import FAMILIES
 from chord_core.errors import ChordError, ConfigError
 from chord_core.media.native_logs import quiet_native_logs
 from chord_core.types import ProgressEvent
@@ -164,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("make-tiny-model",
                        help="write a random-weight Qwen2.5-VL or Qwen3-VL checkpoint")
     p.add_argument("dir")
-    p.add_argument("--family", choices=("qwen2.5-vl", "qwen3-vl"), default="qwen2.5-vl")
+    p.add_argument("--family", choices=tuple(FAMILIES), default="qwen2.5-vl")
     p.add_argument("--shape", choices=("tiny", "2b", "3b", "4b", "7b", "8b"), default="tiny",
                    help="tiny (< 2 MB, tests) or a real shape for GPU benchmarks: 3b/7b "
                         "(qwen2.5-vl), 2b/4b/8b (qwen3-vl)")
@@ -189,7 +190,7 @@ def _sampling_from(args: argparse.Namespace) -> SamplingConfig:
 
 
 def _emit(doc: dict[str, Any], json_out: str | None) -> None:
-    from chord_core.analysis import outputs
+    from chord_core.runtime import outputs
     if json_out:  # checked before the work began; an OSError now is the caller's to handle
         Path(json_out).expanduser().parent.mkdir(parents=True, exist_ok=True)
         outputs.write_json(Path(json_out).expanduser(), doc)  # whole or not at all
@@ -233,7 +234,7 @@ class _ProgressLine:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from chord_core.media.sampling import plan_sampling
-    from chord_core.analysis.outputs import check_file
+    from chord_core.runtime.outputs import check_file
     from chord_core.media.probe import probe
 
     check_file(args.json_out, "the JSON output")
@@ -245,8 +246,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from chord_core.analysis import outputs
-    from chord_core.analysis.engine import AnalysisRequest, Engine
+    from chord_core.runtime import outputs
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.analysis.engine import Engine
 
     outputs.check_file(args.json_out, "the JSON output")  # before any work, not after it
     outputs.check_file(args.annotated_video, "the annotated video")
@@ -292,7 +294,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_make_tiny_model(args: argparse.Namespace) -> int:
-    from chord_core.testing.tiny_model import family_builder
+    from chord_core.testing.checkpoints import family_builder
 
     build = family_builder(args.family)[1]  # shape checked there (ConfigError, exit 2)
     path = build(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device)
@@ -304,9 +306,9 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
 def cmd_batch(args: argparse.Namespace) -> int:
     from chord_core.runtime import batch as batch_mod
     from chord_core.runtime.batch import collect_videos, run_batch
-    from chord_core.analysis.outputs import check_folder
+    from chord_core.runtime.outputs import check_folder
     from chord_core.runtime.cluster import start_manager
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.parallel_config import load_parallel_config
     from chord_core.runtime.store import Store
 

@@ -40,7 +40,8 @@ from chord_core.config import (
     SamplingConfig,
     model_config_from_env,
 )
-from chord_core.analysis.engine import AnalysisRequest, Engine
+from chord_core.analysis.request import AnalysisRequest
+from chord_core.analysis.engine import Engine
 from chord_core.errors import ConfigError, ResourceError
 from chord_core.types import Result, VideoInfo
 

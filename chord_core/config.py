@@ -57,6 +57,16 @@ MAX_NEW_TOKENS_DEFAULT = 512
 MAX_QUERY_CHARS = 2_000  # a target or prompt longer than this is refused before loading
 # "fast": static KV cache + CUDA-graph decode (fastgen.py); "generate": transformers' own loop.
 DECODERS = ("fast", "generate")
+# Random-weight checkpoints carry this tag in their README (hub.is_random_weights).
+RANDOM_WEIGHTS_TAG = "chord-random-weights"
+
+# How workers use the GPUs (model/planner.py): one replica per GPU group, or one model
+# sharded over all of them.
+STRATEGIES = ("auto", "replicate", "shard")
+# Names users of the original design documents write, mapped to ours.
+STRATEGY_ALIASES = {"data_parallel": "replicate", "dp": "replicate", "model_parallel": "shard",
+                    "pipeline": "shard", "tensor_parallel": "shard"}
+
 
 
 def default_cache_dir() -> Path:
@@ -117,8 +127,6 @@ class ModelConfig:
     device_map: dict | str | None = None  # the user's own device_map, used as given
 
     def __post_init__(self) -> None:
-        from chord_core.model.planner import engine_strategy
-
         if self.decoder not in DECODERS:
             raise ConfigError(f"unknown decoder {self.decoder!r}",
                               hint=f"use one of: {', '.join(DECODERS)}")
@@ -184,3 +192,21 @@ def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
     replicas and re-runs give bit-identical greedy outputs (slightly slower)."""
     env = os.environ if env is None else env
     return _truthy(env.get("CHORD_DETERMINISTIC"))
+
+
+def normalise_strategy(name: str) -> str:
+    key = (name or "auto").strip().lower()
+    key = STRATEGY_ALIASES.get(key, key)
+    if key not in STRATEGIES:
+        raise ConfigError(f"unknown parallel strategy {name!r}",
+                          hint="use auto, replicate (data_parallel) or shard")
+    return key
+
+
+def engine_strategy(name: str | None) -> str:
+    """A single engine's strategy: ``auto``, ``single`` (one GPU) or ``shard``. The workers'
+    names are accepted: ``replicate`` (and its aliases) means one GPU here."""
+    key = (name or "auto").strip().lower()
+    if key in ("single", "one", "single_gpu"):
+        return "single"
+    return {"replicate": "single"}.get(normalise_strategy(key), normalise_strategy(key))

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from chord_core.families import DEFAULT_FAMILY, FAMILIES
+
 SCHEMA = "chord.result/v1"
 Task = Literal["describe", "ground", "entail"]
 
@@ -197,7 +199,7 @@ class ModelInfo:
     dtype: str
     device_map: dict[str, str] = field(default_factory=dict)
     test_model: bool = False
-    family: str = "qwen2.5-vl"
+    family: str = DEFAULT_FAMILY
     # how its boxes are written: "absolute" pixels of the input (Qwen2.5-VL) or
     # "relative1000" (Qwen3-VL: 0–1000 of the image); results store boxes normalised either way
     coords: str = "absolute"
@@ -208,8 +210,8 @@ class ModelInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelInfo:
         data = dict(data)  # results stored before ``coords`` existed: the family's convention
-        data.setdefault("coords", "relative1000" if data.get("family") == "qwen3-vl"
-                        else "absolute")
+        fam = FAMILIES.get(data.get("family") or DEFAULT_FAMILY)
+        data.setdefault("coords", fam.coords if fam else "absolute")
         return _from(cls, data)
 
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.config import SamplingConfig
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.jobs import JobSpec

@@ -21,7 +21,7 @@ PREVIEW_MAX_BYTES = 1 << 30
 
 @st.cache_data(show_spinner=False, max_entries=128)
 def _plan(path: str, clip_key: str, task: str, sampling: tuple) -> tuple[VideoInfo, SamplingPlan]:
-    from chord_core.analysis.engine import plan
+    from chord_core.analysis.request import plan
 
     return plan(path, task, SamplingConfig(*sampling))
 

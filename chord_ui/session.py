@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.runtime.jobs import JobSpec
 from chord_core.types import Result
 from chord_ui import resources

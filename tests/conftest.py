@@ -28,7 +28,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """The tiny random-weight Qwen2.5-VL checkpoint (what ``--model test`` loads)."""
-    from chord_core.testing.tiny_model import ensure_test_model
+    from chord_core.testing.checkpoints import ensure_test_model
 
     return ensure_test_model()
 

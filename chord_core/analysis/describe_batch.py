@@ -1,4 +1,5 @@
-"""Several describe requests through one generate call: ``Engine.describe_many``.
+"""Several describe requests through one generate call: ``describe_many(engine, …)``, which
+``Engine.describe_many`` calls.
 
 A worker hands the engine the describe jobs queued on it; their frames are read on a small
 thread pool (the next clips' while the GPU works on this batch), requests with the same output
@@ -13,13 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.types import ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
 
+from chord_core.analysis.request import AnalysisRequest, build_result
+
 if TYPE_CHECKING:
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.engine import Engine
     from chord_core.errors import ChordError
     from chord_core.model.loading import LoadedModel
 
@@ -28,151 +30,142 @@ log = logging.getLogger(__name__)
 DESCRIBE_BATCH = 8  # clips per generate call when the caller does not say
 
 
-class DescribeBatching:
-    """Mixed into ``Engine`` (which provides ``load``, ``analyze``, ``_read`` and the
-    injected-fault counter)."""
+def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
+                  infos: Sequence[VideoInfo | None] | None = None,
+                  plans: Sequence[SamplingPlan | None] | None = None,
+                  batch_size: int = DESCRIBE_BATCH,
+                  on_progress: Callable[[int, ProgressEvent], None] | None = None,
+                  cancel: threading.Event | None = None) -> list[Result | ChordError]:
+    """Describe several clips, generating up to ``batch_size`` of them in one batch while
+    a thread pool reads the next clips' frames. Returns one Result — or the ChordError
+    that clip raised — per request, in order: a bad file fails only its own entry.
+    Requests that are not plain describes (grounding, annotated video) run one by one."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    def describe_many(self, requests: Sequence[AnalysisRequest], *,
-                      infos: Sequence[VideoInfo | None] | None = None,
-                      plans: Sequence[SamplingPlan | None] | None = None,
-                      batch_size: int = DESCRIBE_BATCH,
-                      on_progress: Callable[[int, ProgressEvent], None] | None = None,
-                      cancel: threading.Event | None = None) -> list[Result | ChordError]:
-        """Describe several clips, generating up to ``batch_size`` of them in one batch while
-        a thread pool reads the next clips' frames. Returns one Result — or the ChordError
-        that clip raised — per request, in order: a bad file fails only its own entry.
-        Requests that are not plain describes (grounding, annotated video) run one by one."""
-        from concurrent.futures import ThreadPoolExecutor
+    from chord_core.errors import ChordError
 
-        from chord_core.errors import ChordError
+    n, lm = len(requests), engine.load()
+    results: list[Result | ChordError | None] = [None] * n
+    batched = [i for i, r in enumerate(requests)
+               if r.task == "describe" and not r.annotated_video]
+    for i in sorted(set(range(n)) - set(batched)):
+        results[i] = _analyze_one(engine, requests[i], i, on_progress, cancel, infos, plans)
 
-        n, lm = len(requests), self.load()
-        results: list[Result | ChordError | None] = [None] * n
-        batched = [i for i, r in enumerate(requests)
-                   if r.task == "describe" and not r.annotated_video]
-        for i in sorted(set(range(n)) - set(batched)):
-            results[i] = self._analyze_one(requests[i], i, on_progress, cancel, infos, plans)
-
-        def prep(i: int) -> Any:
-            try:
-                return self._prepare_describe(requests[i], _at(infos, i), _at(plans, i),
-                                              cancel)
-            except ChordError as exc:
-                return exc
-
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="chord-read") as pool:
-            futures = [pool.submit(prep, i) for i in batched[:2 * batch_size]]
-            submitted = len(futures)
-            pos = 0
-            while pos < len(batched):
-                ready = []
-                while pos < len(batched) and len(ready) < batch_size:
-                    i, item = batched[pos], futures[pos].result()
-                    futures[pos] = None  # frames go once used
-                    if submitted < len(batched):
-                        futures.append(pool.submit(prep, batched[submitted]))
-                        submitted += 1
-                    pos += 1
-                    if isinstance(item, ChordError):
-                        results[i] = item
-                    else:
-                        ready.append((i, item))
-                groups: dict[tuple, list] = {}
-                for i, item in ready:  # one batch per output-length setting
-                    req = requests[i]
-                    groups.setdefault((req.max_new_tokens, req.min_new_tokens), []).append(
-                        (i, item))
-                for group in groups.values():
-                    self._describe_ready(lm, requests, group, results, on_progress, cancel)
-        return results  # type: ignore[return-value]
-
-    def _analyze_one(self, request, i, on_progress, cancel, infos, plans) -> Result | Exception:
-        from chord_core.errors import ChordError
-
+    def prep(i: int) -> Any:
         try:
-            return self.analyze(request, cancel=cancel, info=_at(infos, i),
-                                sampling_plan=_at(plans, i), on_progress=None if on_progress
-                                is None else (lambda ev: on_progress(i, ev)))
+            return _prepare_describe(engine, requests[i], _at(infos, i), _at(plans, i),
+                                          cancel)
         except ChordError as exc:
             return exc
 
-    def _prepare_describe(self, request: AnalysisRequest, info: VideoInfo | None,
-                          plan: SamplingPlan | None, cancel: threading.Event | None) -> dict:
-        from chord_core.media.sampling import plan_sampling
-        from chord_core.media.probe import probe
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="chord-read") as pool:
+        futures = [pool.submit(prep, i) for i in batched[:2 * batch_size]]
+        submitted = len(futures)
+        pos = 0
+        while pos < len(batched):
+            ready = []
+            while pos < len(batched) and len(ready) < batch_size:
+                i, item = batched[pos], futures[pos].result()
+                futures[pos] = None  # frames go once used
+                if submitted < len(batched):
+                    futures.append(pool.submit(prep, batched[submitted]))
+                    submitted += 1
+                pos += 1
+                if isinstance(item, ChordError):
+                    results[i] = item
+                else:
+                    ready.append((i, item))
+            groups: dict[tuple, list] = {}
+            for i, item in ready:  # one batch per output-length setting
+                req = requests[i]
+                groups.setdefault((req.max_new_tokens, req.min_new_tokens), []).append(
+                    (i, item))
+            for group in groups.values():
+                _describe_ready(engine, lm, requests, group, results, on_progress, cancel)
+    return results  # type: ignore[return-value]
 
-        t0 = time.perf_counter()
-        probe_s = 0.0
-        if info is None:
-            info = probe(request.video_path)
-            probe_s = time.perf_counter() - t0
-        plan = plan or plan_sampling(info, request.task, request.sampling)
-        frames, plan, warnings, decode_s = self._read(info, plan, _clock(cancel))
-        return {"info": info, "plan": plan, "frames": frames, "warnings": warnings,
-                "probe_s": probe_s, "decode_s": decode_s, "t0": t0}
+def _analyze_one(engine: Engine, request, i, on_progress, cancel, infos, plans) -> Result | Exception:
+    from chord_core.errors import ChordError
 
-    def _describe_ready(self, lm: LoadedModel, requests: Sequence[AnalysisRequest],
-                        ready: list, results: list, on_progress: Any,
-                        cancel: threading.Event | None) -> None:
-        """Generate for prepared clips in one batch; on out-of-memory split the batch in
-        halves, and a single clip that still does not fit takes ``analyze``'s path (which
-        lowers its resolution and says so)."""
-        import torch
+    try:
+        return engine.analyze(request, cancel=cancel, info=_at(infos, i),
+                            sampling_plan=_at(plans, i), on_progress=None if on_progress
+                            is None else (lambda ev: on_progress(i, ev)))
+    except ChordError as exc:
+        return exc
 
-        from chord_core.model import loading as m
-        from chord_core.errors import ChordError
-        from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
-        from chord_core.media.sampling import video_metadata
+def _prepare_describe(engine: Engine, request: AnalysisRequest, info: VideoInfo | None,
+                      plan: SamplingPlan | None, cancel: threading.Event | None) -> dict:
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.media.probe import probe
 
-        for i, _ in ready:
-            if on_progress is not None:
-                on_progress(i, ProgressEvent("generating", f"describing in a batch of "
-                                             f"{len(ready)}", 0, 1, 0.0))
-        clips = [(it["frames"], {**video_metadata(it["info"], it["plan"].frame_indices),
-                                 "timestamps_s": list(it["plan"].timestamps_s)},
-                  requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in ready]
-        first = requests[ready[0][0]]
+    t0 = time.perf_counter()
+    probe_s = 0.0
+    if info is None:
+        info = probe(request.video_path)
+        probe_s = time.perf_counter() - t0
+    plan = plan or plan_sampling(info, request.task, request.sampling)
+    frames, plan, warnings, decode_s = engine.read_frames(info, plan, cancel=cancel)
+    return {"info": info, "plan": plan, "frames": frames, "warnings": warnings,
+            "probe_s": probe_s, "decode_s": decode_s, "t0": t0}
 
-        def halves() -> None:
-            half = len(ready) // 2
-            for part in (ready[:half], ready[half:]):
-                self._describe_ready(lm, requests, part, results, on_progress, cancel)
+def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[AnalysisRequest],
+                    ready: list, results: list, on_progress: Any,
+                    cancel: threading.Event | None) -> None:
+    """Generate for prepared clips in one batch; on out-of-memory split the batch in
+    halves, and a single clip that still does not fit takes ``analyze``'s path (which
+    lowers its resolution and says so)."""
+    import torch
 
-        try:
-            if self._faults_left > 0:
-                self._faults_left -= 1
-                raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
-            outs = m.describe_batch(lm, clips, first.max_new_tokens,
-                                    min_new_tokens=first.min_new_tokens, cancel=cancel)
-        except ChordError as exc:  # one clip's fault: halve until it is found
-            if len(ready) == 1:
-                results[ready[0][0]] = exc
-            else:
-                halves()
-            return
-        except torch.cuda.OutOfMemoryError:
-            from chord_core.model.loading import release_memory
+    from chord_core.model import loading as m
+    from chord_core.errors import ChordError
+    from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
+    from chord_core.media.sampling import video_metadata
 
-            release_memory()
-            if len(ready) == 1:  # the single-clip path degrades resolution on OOM
-                i, it = ready[0]
-                results[i] = self._analyze_one(requests[i], i, on_progress, cancel,
-                                               {i: it["info"]}, {i: it["plan"]})
-            else:
-                log.warning("out of GPU memory describing %d clips at once; splitting the "
-                            "batch", len(ready))
-                halves()
-            return
-        for (i, it), out in zip(ready, outs):
-            req = requests[i]
-            timing = Timing(probe_s=it["probe_s"], load_s=0.0, decode_s=it["decode_s"],
-                            preprocess_s=out.preprocess_s, generate_s=out.generate_s,
-                            total_s=time.perf_counter() - it["t0"])
-            results[i] = Result(
-                task="describe", query=req.query, video=it["info"], sampling=it["plan"],
-                model=lm.info, timing=timing, warnings=tuple(it["warnings"]),
-                created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                text=out.text, raw_outputs=(out.text,))
+    for i, _ in ready:
+        if on_progress is not None:
+            on_progress(i, ProgressEvent("generating", f"describing in a batch of "
+                                         f"{len(ready)}", 0, 1, 0.0))
+    clips = [(it["frames"], {**video_metadata(it["info"], it["plan"].frame_indices),
+                             "timestamps_s": list(it["plan"].timestamps_s)},
+              requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in ready]
+    first = requests[ready[0][0]]
+
+    def halves() -> None:
+        half = len(ready) // 2
+        for part in (ready[:half], ready[half:]):
+            _describe_ready(engine, lm, requests, part, results, on_progress, cancel)
+
+    try:
+        engine.raise_injected_oom()
+        outs = m.describe_batch(lm, clips, first.max_new_tokens,
+                                min_new_tokens=first.min_new_tokens, cancel=cancel)
+    except ChordError as exc:  # one clip's fault: halve until it is found
+        if len(ready) == 1:
+            results[ready[0][0]] = exc
+        else:
+            halves()
+        return
+    except torch.cuda.OutOfMemoryError:
+        from chord_core.model.loading import release_memory
+
+        release_memory()
+        if len(ready) == 1:  # the single-clip path degrades resolution on OOM
+            i, it = ready[0]
+            results[i] = _analyze_one(engine, requests[i], i, on_progress, cancel,
+                                           {i: it["info"]}, {i: it["plan"]})
+        else:
+            log.warning("out of GPU memory describing %d clips at once; splitting the "
+                        "batch", len(ready))
+            halves()
+        return
+    for (i, it), out in zip(ready, outs):
+        req = requests[i]
+        timing = Timing(probe_s=it["probe_s"], load_s=0.0, decode_s=it["decode_s"],
+                        preprocess_s=out.preprocess_s, generate_s=out.generate_s,
+                        total_s=time.perf_counter() - it["t0"])
+        results[i] = build_result(req, it["info"], it["plan"], lm.info, timing,
+                                  it["warnings"], text=out.text, raw_outputs=(out.text,))
 
 
 def _at(seq: Any, i: int) -> Any:
@@ -182,9 +175,3 @@ def _at(seq: Any, i: int) -> Any:
     if isinstance(seq, dict):
         return seq.get(i)
     return seq[i] if i < len(seq) else None
-
-
-def _clock(cancel: threading.Event | None) -> Any:
-    from chord_core.analysis.engine import _Clock
-
-    return _Clock(None, cancel)

@@ -14,26 +14,29 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
-    MAX_NEW_TOKENS_RANGE,
-    MAX_QUERY_CHARS,
     ModelConfig,
     SamplingConfig,
-    check_max_new_tokens,
     injected_oom_faults,
 )
-from chord_core.analysis.describe_batch import DESCRIBE_BATCH, DescribeBatching
-from chord_core.errors import ConfigError, JobCancelled, ResourceError
+from chord_core.analysis.describe_batch import DESCRIBE_BATCH
+from chord_core.analysis.ground_chunks import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis.request import (
+    GROUND_MAX_NEW_TOKENS,
+    AnalysisRequest,
+    Clock,
+    ProgressFn,
+    build_result,
+    probe_input,
+)
+from chord_core.errors import ResourceError
 from chord_core.types import (
-    Detection,
     ModelInfo,
-    ProgressEvent,
     Result,
     SamplingPlan,
     Timing,
@@ -47,13 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[ProgressEvent], None]
-TASKS = ("describe", "ground", "entail")
-# ground: every sampled frame (exact), or time spans of the whole clip first (two_pass.py)
-GROUND_METHODS = ("per_frame", "two_pass")
-# Per-frame cap for grounding answers (a few boxes of JSON); the request's max_new_tokens
-# lowers it further when smaller.
-GROUND_MAX_NEW_TOKENS = 256
 # Cache lengths the decode graphs are captured for at warm-up: one clip up to this many
 # prompt + answer tokens, batches of clips or grounding frames up to WARM_BATCH_LEN. Longer
 # requests capture their graph when they first run (a fraction of a second, logged).
@@ -61,98 +57,7 @@ WARM_SINGLE_LEN = 16_384
 WARM_BATCH_LEN = 4_096
 
 
-@dataclass(frozen=True)
-class AnalysisRequest:
-    """One analysis to run. Plain data: it crosses thread and process boundaries."""
-
-    video_path: str
-    task: str
-    query: str = ""
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT
-    annotated_video: str | None = None
-    batch_size: int | None = None
-    min_new_tokens: int | None = None  # force output length (benchmarks); None = stop at EOS
-    # ground: score each box by entailment on its crop. Off by default: on 2 × H200 (7B) it
-    # cost 58 % of the grounding time (docs/benchmarks.md), above the issue's 20 % line.
-    score_boxes: bool = False
-    ground_method: str = "per_frame"  # ground: "per_frame" or "two_pass" (GROUND_METHODS)
-
-    def __post_init__(self) -> None:
-        if self.ground_method not in GROUND_METHODS:
-            raise ConfigError(f"unknown grounding method {self.ground_method!r}",
-                              hint=f"use one of: {', '.join(GROUND_METHODS)}")
-        if self.task not in TASKS:
-            raise ConfigError(f"unknown task {self.task!r}", hint=f"use one of: {', '.join(TASKS)}")
-        if len(self.query) > MAX_QUERY_CHARS:
-            what = "target" if self.task == "ground" else "prompt"
-            raise ConfigError(f"the {what} is {len(self.query):,} characters long; the limit "
-                              f"is {MAX_QUERY_CHARS:,}",
-                              hint=f"shorten the {what} to a sentence or two")
-        if self.task == "ground" and not self.query.strip():
-            raise ConfigError("grounding needs a target to look for",
-                              hint='say what to find, e.g. "the cyclist in a red helmet"')
-        if self.task == "entail" and not self.query.strip():
-            raise ConfigError("checking a statement needs the statement",
-                              hint='say what should be true, e.g. "a person opens the car '
-                                   'door"')
-        if self.task == "describe":
-            check_max_new_tokens(self.max_new_tokens)
-        elif not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_RANGE[1]:
-            raise ConfigError(f"max new tokens per grounded frame must be 1–"
-                              f"{MAX_NEW_TOKENS_RANGE[1]}, got {self.max_new_tokens}",
-                              hint=f"grounding answers are short; {GROUND_MAX_NEW_TOKENS} is "
-                                   "plenty")
-
-    def to_dict(self) -> dict:
-        return {"video_path": self.video_path, "task": self.task, "query": self.query,
-                "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
-                "annotated_video": self.annotated_video, "batch_size": self.batch_size,
-                "min_new_tokens": self.min_new_tokens, "score_boxes": self.score_boxes,
-                "ground_method": self.ground_method}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> AnalysisRequest:
-        data = dict(data)
-        data["sampling"] = SamplingConfig(**data.get("sampling", {}))
-        return cls(**data)
-
-
-def probe_input(path: str | Path) -> VideoInfo:
-    """What a file holds: a video (``video.probe``), or a still image as a one-frame clip."""
-    from chord_core.media.images import image_info, is_image_path
-    from chord_core.media.probe import probe
-
-    return image_info(path) if is_image_path(path) else probe(path)
-
-
-def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None
-         ) -> tuple[VideoInfo, SamplingPlan]:
-    """Probe a clip and decide its sampling plan — cheap, no model. The UI shows this first."""
-    from chord_core.media.sampling import plan_sampling
-    info = probe_input(video_path)
-    return info, plan_sampling(info, task, sampling or SamplingConfig())
-
-
-class _Clock:
-    """Stage timer that also turns stage changes into progress events."""
-
-    def __init__(self, on_progress: ProgressFn | None, cancel: threading.Event | None) -> None:
-        self.t0 = time.perf_counter()
-        self.on_progress = on_progress
-        self.cancel = cancel
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
-
-    def emit(self, stage: str, message: str, done: int = 0, total: int = 0) -> None:
-        if self.cancel is not None and self.cancel.is_set():
-            raise JobCancelled("the analysis was cancelled", hint="run it again when needed")
-        if self.on_progress is not None:
-            self.on_progress(ProgressEvent(stage, message, done, total, self.elapsed()))
-
-
-class Engine(DescribeBatching):
+class Engine:
     """A loaded model plus the analysis pipeline around it."""
 
     def __init__(self, model_cfg: ModelConfig | None = None, *,
@@ -232,7 +137,7 @@ class Engine(DescribeBatching):
         already probed and planned the clip."""
         from chord_core.media.sampling import plan_sampling
 
-        clock = _Clock(on_progress, cancel)
+        clock = Clock(on_progress, cancel)
         if info is None:
             clock.emit("probe", f"probing {Path(request.video_path).name}")
             t = time.perf_counter()
@@ -257,18 +162,15 @@ class Engine(DescribeBatching):
                         preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
                         postprocess_s=body.pop("postprocess_s", 0.0),
                         score_s=body.pop("score_s", 0.0), total_s=clock.elapsed())
-        result = Result(
-            task=request.task, query=request.query, video=info, sampling=sampling_plan,
-            model=lm.info, timing=timing,
-            warnings=tuple(warnings) + tuple(body.pop("warnings", ())),
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **body)
+        result = build_result(request, info, sampling_plan, lm.info, timing,
+                              tuple(warnings) + tuple(body.pop("warnings", ())), **body)
         if request.annotated_video:
             self._export(result, request.annotated_video, clock)
         clock.emit("done", "analysis finished", 1, 1)
         return result
 
     def _run_with_budget(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
-                         request: AnalysisRequest, clock: _Clock
+                         request: AnalysisRequest, clock: Clock
                          ) -> tuple[dict, SamplingPlan, list[str], float]:
         """Read + model; when even batch 1 runs out of memory, halve the pixel and token
         budget and try again (twice), recording each reduction in the warnings."""
@@ -303,7 +205,7 @@ class Engine(DescribeBatching):
                     ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
         """The plan's frames (or the image) at the plan's size: (frames, the plan of the
         frames actually read, warnings, seconds). No model needed."""
-        return self._read(info, sampling_plan, _Clock(None, cancel))
+        return self._read(info, sampling_plan, Clock(None, cancel))
 
     def entail_many(self, requests: Sequence[AnalysisRequest], *,
                     infos: Sequence[VideoInfo | None] | None = None,
@@ -315,7 +217,7 @@ class Engine(DescribeBatching):
 
         return entail_many(self, requests, infos=infos, plans=plans, cancel=cancel)
 
-    def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: _Clock
+    def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
         from chord_core.media.images import read_image
         from chord_core.media.sampling import adopt_decoded_times
@@ -347,7 +249,7 @@ class Engine(DescribeBatching):
         return frames, sampling_plan, warnings, decode_s
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
-                  frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
+                  frames: np.ndarray, request: AnalysisRequest, clock: Clock) -> dict:
         from chord_core.model import loading as m
         from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
         from chord_core.media.sampling import video_metadata
@@ -365,7 +267,7 @@ class Engine(DescribeBatching):
                 "generate_s": out.generate_s, "warnings": reductions}
 
     def _entail(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
-                request: AnalysisRequest, clock: _Clock) -> dict:
+                request: AnalysisRequest, clock: Clock) -> dict:
         from chord_core.analysis.entailment import entail_frames
 
         n = sampling_plan.num_frames
@@ -381,7 +283,7 @@ class Engine(DescribeBatching):
         return body
 
     def _ground(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
-                frames: np.ndarray, request: AnalysisRequest, clock: _Clock) -> dict:
+                frames: np.ndarray, request: AnalysisRequest, clock: Clock) -> dict:
         if request.ground_method == "two_pass":
             from chord_core.analysis.two_pass import ground_two_pass
 
@@ -399,14 +301,14 @@ class Engine(DescribeBatching):
                      cancel: threading.Event | None = None) -> GroundChunk:
         """Ground one slice of a plan (a worker's share of a split job): read its frames,
         run the model, return the raw per-frame outputs. Tracking happens after merging."""
-        clock = _Clock(on_progress, cancel)
+        clock = Clock(on_progress, cancel)
         lm = self.load()
         frames, sampling_plan, warnings, decode_s = self._read(info, sampling_plan, clock)
         chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
         return replace(chunk, decode_s=decode_s, warnings=tuple(warnings) + chunk.warnings)
 
     def _ground_frames(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
-                       request: AnalysisRequest, clock: _Clock) -> GroundChunk:
+                       request: AnalysisRequest, clock: Clock) -> GroundChunk:
         from chord_core.model import loading as m
         n = sampling_plan.num_frames
         clock.emit("grounding_frames", f"frame 0/{n}", 0, n)
@@ -445,9 +347,7 @@ class Engine(DescribeBatching):
 
         while True:
             try:
-                if self._faults_left > 0:
-                    self._faults_left -= 1
-                    raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
+                self.raise_injected_oom()
                 return call()
             except torch.cuda.OutOfMemoryError:
                 from chord_core.model.loading import release_memory
@@ -463,7 +363,23 @@ class Engine(DescribeBatching):
                 log.warning(reductions[-1])
                 batch[0] //= 2
 
-    def _export(self, result: Result, out_path: str, clock: _Clock) -> None:
+    def raise_injected_oom(self) -> None:
+        """Fault injection (``CHORD_FAULT_OOM=N``): the next N model calls raise CUDA out of
+        memory, so the recovery paths can be tested without filling a GPU."""
+        if self._faults_left > 0:
+            import torch
+
+            self._faults_left -= 1
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (injected fault)")
+
+    def describe_many(self, requests: Sequence[AnalysisRequest], **kwargs: Any
+                      ) -> list[Result | Exception]:
+        """Several describe requests in one batched generate (``describe_batch.py``)."""
+        from chord_core.analysis.describe_batch import describe_many
+
+        return describe_many(self, requests, **kwargs)
+
+    def _export(self, result: Result, out_path: str, clock: Clock) -> None:
         from chord_core.analysis.render import export_annotated_video
 
         n = result.video.frame_count
@@ -484,56 +400,6 @@ def _halved(sampling: SamplingConfig) -> SamplingConfig:
     return replace(sampling, max_pixels=max_px,
                    ground_max_pixels=max(sampling.min_pixels, sampling.ground_max_pixels // 2),
                    token_budget=max(64, sampling.token_budget // 2))
-
-
-@dataclass(frozen=True)
-class FrameOutput:
-    """The model's raw answer for one grounded frame."""
-
-    frame_index: int
-    t_s: float
-    text: str
-    input_wh: tuple[int, int]
-    scores: tuple[float, ...] = ()  # P(the box shows the target), per parsed box in order
-
-
-@dataclass(frozen=True)
-class GroundChunk:
-    """Raw grounding outputs of a slice of frames; plain data (crosses processes)."""
-
-    outputs: tuple[FrameOutput, ...]
-    preprocess_s: float = 0.0
-    generate_s: float = 0.0
-    decode_s: float = 0.0
-    score_s: float = 0.0  # of which scoring the boxes
-    warnings: tuple[str, ...] = ()
-
-
-def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
-                    chunks: Sequence[GroundChunk], coord_mode: str) -> dict:
-    """Merge chunk outputs (in frame order), parse, link tracks, cut segments — pure."""
-    from chord_core.analysis import grounding as g
-    from chord_core.analysis import tracking as tr
-    outputs = sorted((o for c in chunks for o in c.outputs), key=lambda o: o.frame_index)
-    detections: list[Detection] = []
-    warnings: list[str] = [w for c in chunks for w in c.warnings]
-    for out in outputs:
-        parsed = g.parse_boxes(out.text, out.input_wh, coords=coord_mode, default_label=target)
-        warnings.extend(f"frame {out.frame_index} (t={out.t_s:.2f} s): {w}"
-                        for w in parsed.warnings)
-        scores = list(out.scores) + [None] * (len(parsed.boxes) - len(out.scores))
-        detections.extend(g.to_detection(box, info.size_wh, t_s=out.t_s,
-                                         frame_index=out.frame_index, score=score)
-                          for box, score in zip(parsed.boxes, scores))
-    gap = tr.default_max_gap(1.0 / sampling_plan.fps if sampling_plan.fps > 0 else 1.0)
-    linked, tracks = tr.link_tracks(detections, max_gap_s=gap)
-    segments = tr.segments_from_tracks(linked, tracks, max_gap_s=gap, duration_s=info.duration_s)
-    return {"detections": tuple(linked), "tracks": tuple(tracks), "segments": tuple(segments),
-            "raw_outputs": tuple(o.text for o in outputs), "warnings": warnings,
-            "method": "per_frame",
-            "preprocess_s": sum(c.preprocess_s for c in chunks),
-            "generate_s": sum(c.generate_s + c.score_s for c in chunks),
-            "score_s": sum(c.score_s for c in chunks)}
 
 
 def analyze(video_path: str | Path, task: str, query: str = "", *,

@@ -8,14 +8,15 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
+from chord_core.analysis.request import build_result
 from chord_core.errors import ChordError
 from chord_core.types import Result, Timing
 
 if TYPE_CHECKING:
-    from chord_core.analysis.engine import AnalysisRequest, Engine
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.analysis.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +58,15 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
                         preprocess_s=body.pop("preprocess_s"),
                         generate_s=body.pop("generate_s"),
                         total_s=time.perf_counter() - it["t0"])
-        results[i] = Result(
-            task="entail", query=requests[i].query, video=it["info"], sampling=it["plan"],
-            model=lm.info, timing=timing,
-            warnings=tuple(it["warnings"]) + tuple(body.pop("warnings", ())),
-            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **body)
+        results[i] = build_result(requests[i], it["info"], it["plan"], lm.info, timing,
+                                  tuple(it["warnings"]) + tuple(body.pop("warnings", ())),
+                                  **body)
     return results  # type: ignore[return-value]
 
 
 def _planned(req: AnalysisRequest, infos: Sequence[Any] | None, plans: Sequence[Any] | None,
              i: int) -> tuple[Any, Any, float]:
-    from chord_core.analysis.engine import probe_input
+    from chord_core.analysis.request import probe_input
     from chord_core.media.sampling import plan_sampling
 
     info = infos[i] if infos is not None and i < len(infos) else None

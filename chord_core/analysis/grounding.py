@@ -35,15 +35,15 @@ from typing import Any, Literal, Sequence
 from chord_core.analysis.tracking import (
     Box,
 )
+from chord_core.families import COORD_MODES
 from chord_core.types import Detection
 
-__all__ = ["COORD_MODES", "POINT_BOX_SIZE", "ParseResult", "ParsedBox", "denormalise",
+__all__ = ["POINT_BOX_SIZE", "ParseResult", "ParsedBox", "denormalise",
            "normalise_px", "parse_boxes", "to_detection"]
 
 log = logging.getLogger(__name__)
 
 POINT_BOX_SIZE = 0.02
-COORD_MODES = ("absolute", "relative1000")
 _BOX_KEYS = ("bbox_2d", "bbox", "box")
 _POINT_KEYS = ("point_2d", "point")
 _LABEL_KEYS = ("label", "name", "object", "category")

@@ -26,7 +26,8 @@ from chord_core.analysis.spans import ParsedSpans, frames_in_spans, parse_spans
 if TYPE_CHECKING:
     import numpy as np
 
-    from chord_core.analysis.engine import AnalysisRequest, GroundChunk
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.analysis.ground_chunks import GroundChunk
     from chord_core.model.loading import LoadedModel
     from chord_core.types import SamplingPlan, VideoInfo
 
@@ -85,7 +86,7 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
     with a note saying how many of its frames were grounded (``plan``; every planned frame
     was read and shown to the first pass, so the plan itself stays whole).
     ``ground_frames``/``guard`` are the engine's per-frame grounding and OOM guard."""
-    from chord_core.analysis.engine import assemble_ground
+    from chord_core.analysis.ground_chunks import assemble_ground
     from chord_core.media.sampling import video_metadata
 
     if plan.num_frames < MIN_FRAMES:  # a still image or a flash of a clip: nothing to skip
@@ -121,7 +122,7 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
 
 def _per_frame(lm: Any, info: Any, plan: Any, frames: Any, request: Any, clock: Any,
                ground_frames: Callable[..., Any]) -> dict:
-    from chord_core.analysis.engine import assemble_ground
+    from chord_core.analysis.ground_chunks import assemble_ground
 
     chunk = ground_frames(lm, plan, frames, request, clock)
     return assemble_ground(info, plan, request.query, [chunk], lm.coord_mode)

@@ -20,14 +20,24 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import TYPE_CHECKING, Any, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, MutableMapping, Sequence
 
 from chord_core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from chord_core.model.planner import GpuInfo
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as the planner sees it: CUDA ordinal, name, total and free memory in bytes,
+    and (when NVML knows it) the UUID that names it to CUDA whatever the device order."""
+
+    index: int
+    name: str
+    total_bytes: int
+    free_bytes: int
+    uuid: str = ""
 
 _MIG = re.compile(r"^MIG-", re.IGNORECASE)
 
@@ -106,7 +116,6 @@ def cuda_inventory() -> list[GpuInfo]:
     device counts as empty (free = total)."""
     import torch
 
-    from chord_core.model.planner import GpuInfo
 
     if not torch.cuda.is_available():
         return []

@@ -76,7 +76,13 @@ def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
 
 
 def unsupported_reason(model: Any) -> str | None:
-    """Why this model cannot use the fast decoder (None = it can)."""
+    """Why this model cannot use the fast decoder (None = it can): the family table first
+    (``families.MODEL_TYPES``), then the layers themselves."""
+    from chord_core.families import MODEL_TYPES
+
+    row = MODEL_TYPES.get(str(getattr(getattr(model, "config", None), "model_type", "")))
+    if row is not None and not row.fast_decoder:
+        return f"the fast decoder does not run {row.class_name} (mixture of experts)"
     inner = getattr(getattr(model, "model", None), "language_model", None)
     if inner is None or not hasattr(inner, "layers") or not hasattr(model, "lm_head"):
         return f"{type(model).__name__} has no model.language_model.layers / lm_head"

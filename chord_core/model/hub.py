@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from chord_core.config import TEST_MODELS, ModelConfig, default_cache_dir
+from chord_core.config import RANDOM_WEIGHTS_TAG, TEST_MODELS, ModelConfig, default_cache_dir
 from chord_core.errors import ModelNotFoundError
 
 log = logging.getLogger(__name__)
 
 HUB_TIMEOUT_S = 5.0
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.jinja", "tokenizer*"]
-RANDOM_WEIGHTS_TAG = "chord-random-weights"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 ProgressCallback = Callable[[int, int], None]
@@ -196,7 +195,7 @@ def resolve_model(cfg: ModelConfig) -> ResolvedModel:
     """Find the weights for ``cfg.model``: test model, local folder, cached or downloaded hub
     repo. Raises ModelNotFoundError with a concrete fix when they cannot be had."""
     if cfg.model in TEST_MODELS:
-        from chord_core.testing.tiny_model import ensure_test_model
+        from chord_core.testing.checkpoints import ensure_test_model
 
         path = ensure_test_model(cfg.cache_dir, TEST_MODELS[cfg.model])
         return ResolvedModel(str(path), True, path)
@@ -218,7 +217,8 @@ def resolve_model(cfg: ModelConfig) -> ResolvedModel:
 def model_availability(model: str, cache_dir: str | Path | None = None) -> Availability:
     """Can ``model`` be loaded right now without the network? Local checks only."""
     if model in TEST_MODELS:
-        from chord_core.testing.tiny_model import TEST_MODEL_LABEL, family_builder
+        from chord_core.testing.checkpoints import family_builder
+        from chord_core.testing.tiny_model import TEST_MODEL_LABEL
 
         path = default_cache_dir() / "models" / family_builder(TEST_MODELS[model])[0]
         return Availability(True, str(path), weights_size(path) if path.is_dir() else None,

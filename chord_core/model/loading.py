@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from chord_core.config import ModelConfig
+from chord_core import families
 from chord_core.errors import ConfigError, InputError, JobCancelled, ModelError, ResourceError
 from chord_core.model.hub import (
     ResolvedModel,
@@ -43,13 +44,6 @@ __all__ = ["GenerationOutput", "GroundOutput", "LoadedModel", "build_image_input
 
 log = logging.getLogger(__name__)
 
-# config.model_type → (family, coordinate mode of its boxes, transformers class name)
-FAMILIES = {
-    "qwen2_5_vl": ("qwen2.5-vl", "absolute", "Qwen2_5_VLForConditionalGeneration"),
-    "qwen3_vl": ("qwen3-vl", "relative1000", "Qwen3VLForConditionalGeneration"),
-    # MoE text decoder, same vision tower, processor and prompts (every expert is loaded)
-    "qwen3_vl_moe": ("qwen3-vl", "relative1000", "Qwen3VLMoeForConditionalGeneration"),
-}
 MIN_SIDE_PX = 28
 
 
@@ -111,19 +105,17 @@ class GroundOutput:
 
 
 # -- loading --------------------------------------------------------------------------------
-def _model_class(model_type: str) -> tuple[str, str, Any]:
+def _model_class(name: str) -> tuple[str, str, Any]:
+    """(family, box convention, transformers class) of a config.json ``model_type``."""
     import transformers
 
-    if model_type not in FAMILIES:
-        raise ModelError(f"unsupported model type {model_type!r}",
-                         hint="use a Qwen2.5-VL or Qwen3-VL checkpoint, e.g. "
-                              "Qwen/Qwen2.5-VL-3B-Instruct or Qwen/Qwen3-VL-8B-Instruct")
-    family, coord_mode, class_name = FAMILIES[model_type]
+    row = families.model_type(name)
+    class_name = row.class_name
     cls = getattr(transformers, class_name, None)
     if cls is None:
         raise ModelError(f"transformers {transformers.__version__} has no {class_name}",
                          hint="upgrade transformers (pip install -U 'transformers>=5.17')")
-    return family, coord_mode, cls
+    return row.family, families.family(row.family).coords, cls
 
 
 def _gpu_totals() -> dict[int, int]:
@@ -434,7 +426,7 @@ def build_video_batch(lm: LoadedModel, clips: Sequence[tuple[np.ndarray, Mapping
             raise InputError("no video frames to describe", hint="check that the clip decodes")
         sizes.append((h, w))
         meta = _video_metadata(metadata, len(frames))
-        if lm.family == "qwen3-vl":
+        if families.family(lm.family).text_timestamps:
             meta = _timed_metadata(meta, metadata.get("timestamps_s"))
         metas.append(meta)
         texts.append(processor.apply_chat_template(describe_messages(prompt), tokenize=False,

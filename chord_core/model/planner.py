@@ -17,16 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from chord_core.config import engine_strategy, normalise_strategy
 from chord_core.errors import ConfigError, ResourceError
+from chord_core.gpus.devices import GpuInfo
 
 GIB = 1024**3
 OVERHEAD = 1.2
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-STRATEGIES = ("auto", "replicate", "shard")
-# Names users of the original design documents write, mapped to ours.
-STRATEGY_ALIASES = {"data_parallel": "replicate", "dp": "replicate", "model_parallel": "shard",
-                    "pipeline": "shard", "tensor_parallel": "shard"}
-
 # Known official checkpoints (parameters, vision tower included) for a plan before download.
 KNOWN_PARAMS = {
     "qwen2.5-vl-3b": 3.75e9, "qwen2.5-vl-7b": 8.29e9,
@@ -36,18 +33,6 @@ KNOWN_PARAMS = {
     "qwen3-vl-2b": 2.13e9, "qwen3-vl-4b": 4.44e9, "qwen3-vl-8b": 8.77e9,
     "qwen3-vl-32b": 33.36e9, "qwen3-vl-30b-a3b": 31.07e9, "qwen3-vl-235b-a22b": 235.67e9,
 }
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One GPU as the planner sees it: CUDA ordinal, name, total and free memory in bytes,
-    and (when NVML knows it) the UUID that names it to CUDA whatever the device order."""
-
-    index: int
-    name: str
-    total_bytes: int
-    free_bytes: int
-    uuid: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,15 +58,6 @@ class GpuPlan:
                 "per_gpu_budget_gib": {str(k): round(v / GIB, 2)
                                        for k, v in self.per_gpu_budget_bytes.items()},
                 "unused": list(self.unused), "explanation": self.explanation}
-
-
-def normalise_strategy(name: str) -> str:
-    key = (name or "auto").strip().lower()
-    key = STRATEGY_ALIASES.get(key, key)
-    if key not in STRATEGIES:
-        raise ConfigError(f"unknown parallel strategy {name!r}",
-                          hint="use auto, replicate (data_parallel) or shard")
-    return key
 
 
 def params_from_config(config: dict[str, Any]) -> int:
@@ -228,15 +204,6 @@ class EnginePlacement:
     @property
     def device_map(self) -> Any:
         return "auto" if self.sharded else {"": f"cuda:{self.devices[0]}"}
-
-
-def engine_strategy(name: str | None) -> str:
-    """A single engine's strategy: ``auto``, ``single`` (one GPU) or ``shard``. The workers'
-    names are accepted: ``replicate`` (and its aliases) means one GPU here."""
-    key = (name or "auto").strip().lower()
-    if key in ("single", "one", "single_gpu"):
-        return "single"
-    return {"replicate": "single"}.get(normalise_strategy(key), normalise_strategy(key))
 
 
 def place_engine(model_bytes: int, gpus: Sequence[GpuInfo], caps: dict[int | str, int] | None,

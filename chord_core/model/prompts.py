@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from chord_core import families
 from chord_core.errors import ConfigError
 
 PROMPT_VERSION = "chord-prompts/1"
@@ -32,22 +33,6 @@ DEFAULT_DESCRIBE_PROMPT = (
     "(for example \"at about 3.5 s, the man opens the door\"). Mention any text visible on "
     "screen. Do not invent details that are not visible."
 )
-
-GROUND_PROMPT = (
-    'Locate every "{target}" in the image. Output the bounding boxes in JSON format as a '
-    'list: [{{"bbox_2d": [x1, y1, x2, y2], "label": "{target}"}}], one entry per instance. '
-    'If there is no "{target}" in the image, output [].'
-)
-
-# Qwen3-VL reports boxes in 0–1000 coordinates relative to the image, not in pixels.
-GROUND_PROMPT_QWEN3 = (
-    'Locate every "{target}" in the image. Output the bounding boxes in JSON format as a '
-    'list: [{{"bbox_2d": [x1, y1, x2, y2], "label": "{target}"}}], one entry per instance, '
-    "with coordinates relative to the image on a 0-1000 scale. "
-    'If there is no "{target}" in the image, output [].'
-)
-
-FAMILY_PROMPTS = {"qwen2.5-vl": GROUND_PROMPT, "qwen3-vl": GROUND_PROMPT_QWEN3}
 
 # Two-pass grounding, first pass: the whole clip as one video, asked WHEN the target is
 # visible. Qwen3-VL sees a "<t seconds>" text timestamp before every frame pair, so it can
@@ -72,12 +57,10 @@ def clean_target(target: str) -> str:
     return text
 
 
-def ground_prompt(target: str, family: str = "qwen2.5-vl") -> str:
-    """The grounding instruction for one image, in the coordinate convention of ``family``."""
-    if family not in FAMILY_PROMPTS:
-        raise ConfigError(f"unknown model family {family!r}",
-                          hint=f"use one of: {', '.join(FAMILY_PROMPTS)}")
-    return FAMILY_PROMPTS[family].format(target=clean_target(target))
+def ground_prompt(target: str, family: str = families.DEFAULT_FAMILY) -> str:
+    """The grounding instruction for one image, in the coordinate convention of ``family``
+    (``families.FAMILIES``)."""
+    return families.family(family).ground_prompt.format(target=clean_target(target))
 
 
 def describe_messages(prompt: str = DEFAULT_DESCRIBE_PROMPT) -> list[dict[str, Any]]:
@@ -86,7 +69,7 @@ def describe_messages(prompt: str = DEFAULT_DESCRIBE_PROMPT) -> list[dict[str, A
     return [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]}]
 
 
-def ground_messages(target: str, family: str = "qwen2.5-vl") -> list[dict[str, Any]]:
+def ground_messages(target: str, family: str = families.DEFAULT_FAMILY) -> list[dict[str, Any]]:
     """Chat messages for grounding ``target`` in ONE image."""
     return [{"role": "user", "content": [
         {"type": "image"}, {"type": "text", "text": ground_prompt(target, family)}]}]

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, InputError, OutputError
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.media.video_files import check_regular_file
@@ -128,7 +128,7 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``."""
-    from chord_core.analysis.outputs import check_folder
+    from chord_core.runtime.outputs import check_folder
 
     check_folder(out_dir, "batch results")
     keys = {v: request_key(v, request.task, request.query, model, request.sampling,
@@ -193,7 +193,7 @@ def _wait(manager: Any, summary: BatchSummary,
 
 
 def _write_json(path: Path, doc: dict | None) -> None:
-    from chord_core.analysis.outputs import write_json
+    from chord_core.runtime.outputs import write_json
 
     if doc is not None:
         write_json(path, doc)

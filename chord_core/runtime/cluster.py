@@ -16,7 +16,8 @@ from chord_core.config import TEST_MODELS, ModelConfig
 from chord_core.gpus.devices import describe_visible
 from chord_core.errors import ConfigError
 from chord_core.runtime.parallel_config import ParallelConfig
-from chord_core.model.planner import DTYPE_BYTES, GIB, GpuInfo, GpuPlan, model_params, plan_gpus
+from chord_core.model.planner import DTYPE_BYTES, GIB, GpuPlan, model_params, plan_gpus
+from chord_core.gpus.devices import GpuInfo
 from chord_core.runtime.workers import cpu_specs, gpu_specs
 from chord_core.runtime.workers import WorkerSpec
 
@@ -83,7 +84,7 @@ def model_bytes(model_cfg: ModelConfig) -> int:
     """Weight bytes of the model in the dtype it will load in (bf16 on GPUs)."""
     config_path: Path | None = None
     if model_cfg.model in TEST_MODELS:
-        from chord_core.testing.tiny_model import ensure_test_model
+        from chord_core.testing.checkpoints import ensure_test_model
 
         config_path = ensure_test_model(model_cfg.cache_dir,
                                         TEST_MODELS[model_cfg.model]) / "config.json"

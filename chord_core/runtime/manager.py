@@ -1,10 +1,11 @@
 """Job manager: worker processes per GPU group, a balancer, split jobs, restarts, a store.
 
-``JobManager`` offers the same interface as ``jobs.JobRunner`` (submit / status / jobs / cancel
-/ wait / model_state / shutdown), so the app and the CLI use either. One dispatcher thread owns
-all bookkeeping: it reads the workers' outbox, notices dead workers (restart + re-queue of the
-task they held: nothing lost, nothing done twice; see ``crashes.py`` for retries and back-off),
-plans new jobs (probe + sampling plan, in this
+``JobManager`` is what the app, the CLI and the service submit jobs to (submit / status / jobs
+/ cancel / wait / model_state / shutdown). Its workers run where its ``Executor`` puts them
+(``executors.py``: local processes by default, threads for tests, Ray actors). One dispatcher
+thread owns all bookkeeping: it reads the executor's events (the workers' typed messages and
+their deaths: restart + re-queue of the task they held — nothing lost, nothing done twice; see
+``crashes.py`` for retries and back-off), plans new jobs (probe + sampling plan, in this
 process: no model needed), splits long grounding jobs over all replicas, and hands each idle
 worker its next task (its own queue first, else stolen from the longest queue).
 
@@ -17,8 +18,6 @@ their parent-death signal (``lifeline.py``) fires when the thread that started t
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
-import queue
 import sqlite3
 import threading
 import time
@@ -29,11 +28,22 @@ from typing import Any
 
 from chord_core.runtime import crashes
 from chord_core.runtime.balancer import Balancer, plan_cost
-from chord_core.analysis.engine import GroundChunk, assemble_ground
+from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
 from chord_core.errors import ChordError, internal_error
-from chord_core.runtime.jobs import JobSpec, JobState, JobStatus, JobTable
-from chord_core.types import ModelInfo, ProgressEvent, Result, Timing
-from chord_core.runtime.workers import Task, WorkerSpec, worker_main
+from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatus, JobTable
+from chord_core.types import ModelInfo, ProgressEvent, Result
+from chord_core.runtime.executors import Executor, ProcessExecutor, WorkerHandle
+from chord_core.runtime.messages import (
+    Done,
+    Event,
+    Failed,
+    Progress,
+    Ready,
+    Started,
+    Stopped,
+    WorkerDied,
+)
+from chord_core.runtime.workers import Task, WorkerSpec
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +55,7 @@ BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a mod
 @dataclass
 class _Worker:
     spec: WorkerSpec
-    proc: Any = None
-    inbox: Any = None
-    control: Any = None
+    handle: WorkerHandle | None = None
     state: str = "starting"          # starting | ready | restarting | failed | stopped
     batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
     queue: deque = field(default_factory=deque)
@@ -90,14 +98,15 @@ class _Job:
 
 
 class JobManager(JobTable):
-    """Process workers + balancer. ``workers`` is a list of WorkerSpec (see ``build_specs``)."""
+    """Workers (one per WorkerSpec, see ``cluster.build_specs``) + balancer + store.
+    ``executor`` runs the workers: local processes unless given."""
 
     def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
-                 split_ground: bool = True, store: Any = None) -> None:
+                 split_ground: bool = True, store: Any = None,
+                 executor: Executor | None = None) -> None:
         if not specs:
             raise ValueError("JobManager needs at least one worker spec")
-        self._ctx = mp.get_context("spawn")
-        self._outbox = self._ctx.Queue()
+        self._executor = executor or ProcessExecutor()
         self._workers = {s.worker_id: _Worker(s) for s in specs}
         self._balancer = Balancer({s.worker_id: (weights or {}).get(s.worker_id, 1.0)
                                    for s in specs})
@@ -117,7 +126,7 @@ class JobManager(JobTable):
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
-    # -- public API (same as JobRunner) ----------------------------------------------------
+    # -- public API ------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
         """Queue a job; returns its id. ``job_id`` is given only when resuming a stored job.
         A job whose ``key`` an unfinished or done job already has is that job (its id is
@@ -200,8 +209,9 @@ class JobManager(JobTable):
         """Stop the job's tasks: running ones are cancelled, queued ones taken off."""
         for tid in job.tasks:
             ts = self._tasks[tid]
-            if ts.state == "running" and ts.worker and self._workers[ts.worker].control:
-                self._workers[ts.worker].control.put(tid)
+            handle = self._workers[ts.worker].handle if ts.worker else None
+            if ts.state == "running" and handle is not None:
+                handle.cancel(tid)
             elif ts.state == "pending" and ts.worker:
                 self._dequeue(ts)
             ts.state = "failed"
@@ -236,7 +246,8 @@ class JobManager(JobTable):
                             "job": cur.task.job_id if cur else None, "queued": len(w.queue),
                             "busy_s": w.busy_s, "tasks_done": w.tasks_done,
                             "restarts": w.restarts, "speed": speeds.get(wid, 1.0),
-                            "pid": w.proc.pid if w.proc else None, "startup": w.startup})
+                            "pid": w.handle.pid if w.handle else None,
+                            "startup": w.startup})
             return out
 
     def summary(self) -> dict[str, Any]:
@@ -263,9 +274,11 @@ class JobManager(JobTable):
         self._balancer.set_weights(weights)
 
     def kill_worker(self, worker_id: str) -> None:
-        """Terminate a worker process abruptly (fault testing); the dispatcher restarts it."""
+        """Stop a worker abruptly (fault testing); the dispatcher restarts it."""
         with self._lock:
-            self._workers[worker_id].proc.kill()
+            handle = self._workers[worker_id].handle
+            if handle is not None:
+                handle.kill()
 
     def shutdown(self, timeout: float = 10.0, *, abort: bool = False) -> None:
         """Stop the dispatcher and the workers. Normally workers finish the task in hand
@@ -279,48 +292,41 @@ class JobManager(JobTable):
 
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, w: _Worker) -> None:
-        w.inbox, w.control = self._ctx.Queue(), self._ctx.Queue()
-        w.proc = self._ctx.Process(target=worker_main, name=f"chord-{w.spec.worker_id}",
-                                   args=(w.spec, w.inbox, self._outbox, w.control), daemon=True)
-        w.proc.start()
+        w.handle = self._executor.start(w.spec)
         w.state, w.batch = "starting", []
 
     def _stop_workers(self) -> None:
         """Tell every worker to stop (or terminate them when aborting), wait, kill what is
         left, and put the jobs that did not finish back to queued in the store."""
-        procs = [w for w in self._workers.values() if w.proc is not None and w.proc.is_alive()]
-        for w in procs:
+        handles = [w.handle for w in self._workers.values()
+                   if w.handle is not None and w.state not in ("stopped", "failed")]
+        for h in handles:
             if self._abort:
-                w.proc.terminate()
+                h.terminate()
             else:
-                w.inbox.put(None)
-                w.control.put(None)
+                h.stop()
         deadline = time.monotonic() + (2.0 if self._abort else self._stop_timeout)
-        for w in procs:
-            w.proc.join(max(0.1, deadline - time.monotonic()))
-            if w.proc.is_alive():
-                w.proc.kill()
-                w.proc.join(2.0)
+        for h in handles:
+            if not h.join(max(0.1, deadline - time.monotonic())):
+                h.kill()
+                h.join(2.0)
+        self._executor.close()
         with self._lock:
             for job in self._jobs.values():
                 if job.status.state is JobState.RUNNING:
                     self._persist("update_state", job.status.job_id, "queued")
 
-    def _check_alive(self) -> None:
+    def _respawn_due(self) -> None:
         now = time.monotonic()
         for w in self._workers.values():
-            if w.state == "restarting":
-                if now >= w.respawn_at:
-                    self._spawn(w)
-            elif (w.proc is not None and not w.proc.is_alive()
-                  and w.state not in ("failed", "stopped")):
-                self._on_worker_died(w)
+            if w.state == "restarting" and now >= w.respawn_at:
+                self._spawn(w)
 
-    def _on_worker_died(self, w: _Worker) -> None:
+    def _on_worker_died(self, w: _Worker, exitcode: int | None) -> None:
         """Re-queue (or give up) the tasks the worker held; restart it after a back-off, or
-        give it up when it keeps dying before it is ready (see ``crashes.py``)."""
+        give it up when it keeps dying before it is ready (see ``crashes.py``). The
+        executor told its last messages first: a result sent just before dying counts."""
         wid = w.spec.worker_id
-        self._drain()  # a "done" sent just before dying still counts
         starting = w.state == "starting"
         self._requeue_after_death(w)
         w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
@@ -333,7 +339,7 @@ class JobManager(JobTable):
         delay = crashes.restart_delay_s(w.deaths_in_row)
         w.state, w.respawn_at = "restarting", time.monotonic() + delay
         log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid,
-                    w.proc.exitcode, delay)
+                    exitcode, delay)
 
     def _requeue_after_death(self, w: _Worker) -> None:
         """Tasks that died together are re-queued to run alone (none is blamed yet); a task
@@ -367,47 +373,36 @@ class JobManager(JobTable):
                 self._spawn(w)
         while not self._stop.is_set():
             try:
-                self._drain(block=0.05)
+                events = self._executor.events(timeout=0.05)  # wakes on a message or a death
                 with self._lock:
-                    self._check_alive()
+                    for event in events:
+                        self._handle(event)
+                    self._respawn_due()
                     self._plan_new_jobs()
                     self._feed_idle_workers()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
         self._stop_workers()
 
-    def _drain(self, block: float = 0.0) -> None:
-        try:
-            msg = self._outbox.get(timeout=block) if block else self._outbox.get_nowait()
-        except queue.Empty:
-            return
-        while True:
-            with self._lock:
-                self._handle(msg)
-            try:
-                msg = self._outbox.get_nowait()
-            except queue.Empty:
-                return
-
-    def _handle(self, msg: tuple) -> None:
-        kind, wid = msg[0], msg[1]
-        w = self._workers[wid]
-        if kind == "ready":
+    def _handle(self, msg: Event) -> None:
+        w = self._workers[msg.worker_id]
+        if isinstance(msg, Ready):
             # A worker whose start-up model failed to load still serves jobs that name
             # another model; jobs for the missing model fail with the loader's message.
-            w.model_info, w.error, w.state = msg[2], msg[3], "ready"
-            w.start_failures = 0
-            w.startup = msg[4] if len(msg) > 4 else None
-        elif kind == "started":
+            w.model_info, w.error, w.state = msg.model_info, msg.error, "ready"
+            w.start_failures, w.startup = 0, msg.startup
+        elif isinstance(msg, Started):
             pass  # the task was marked running when it was sent
-        elif kind == "progress":
-            self._on_progress(msg[2], msg[3])
-        elif kind == "done":
-            self._on_done(w, msg[2], msg[3], msg[4])
-        elif kind == "failed":
-            self._on_failed(w, msg[2], msg[3])
-        elif kind == "stopped":
+        elif isinstance(msg, Progress):
+            self._on_progress(msg.task_id, msg.event)
+        elif isinstance(msg, Done):
+            self._on_done(w, msg.task_id, msg.payload, msg.busy_s)
+        elif isinstance(msg, Failed):
+            self._on_failed(w, msg.task_id, msg.error)
+        elif isinstance(msg, Stopped):
             w.state = "stopped"
+        elif isinstance(msg, WorkerDied) and w.state not in ("failed", "stopped"):
+            self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
         """Probe + plan queued jobs one at a time, handing work to idle workers as it goes,
@@ -431,7 +426,7 @@ class JobManager(JobTable):
                 self._feed_idle_workers()
 
     def _make_tasks(self, job: _Job) -> None:
-        from chord_core.analysis.engine import probe_input
+        from chord_core.analysis.request import probe_input
         from chord_core.media.sampling import plan_sampling
 
         req, spec = job.status.spec.request, job.status.spec
@@ -477,8 +472,7 @@ class JobManager(JobTable):
                 ts.worker, ts.state = wid, "running"
                 self._start_job(ts.task.job_id, wid)
             w.batch = batch
-            tasks = [self._tasks[t].task for t in batch]
-            w.inbox.put(tasks[0] if len(tasks) == 1 else tasks)
+            w.handle.run([self._tasks[t].task for t in batch])
 
     def _batch_mates(self, wid: str, first: Task) -> list[str]:
         """Queued describe tasks that can share ``first``'s generate call: same model, plain
@@ -567,7 +561,8 @@ class JobManager(JobTable):
                                   f"frame {done}/{n} on {len(job.tasks)} workers", done, n,
                                   time.time() - job.t0)
         st = job.status
-        job.status = replace(st, last_event=event, events=(st.events + (event,))[-200:])
+        events = (st.events + (event,))[-MAX_EVENTS_KEPT:]
+        job.status = replace(st, last_event=event, events=events)
 
     def _on_done(self, w: _Worker, tid: str, payload: Any, busy_s: float) -> None:
         self._task_ended(w, tid)
@@ -601,18 +596,8 @@ class JobManager(JobTable):
     def _merge(self, job: _Job, w: _Worker) -> Result:
         chunks: list[GroundChunk] = [self._tasks[t].payload for t in job.tasks]
         info = ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""})
-        body = assemble_ground(job.info, job.plan, job.status.spec.request.query, chunks,
-                               "relative1000" if info.family == "qwen3-vl" else "absolute")
-        timing = Timing(probe_s=job.probe_s, decode_s=sum(c.decode_s for c in chunks),
-                        preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
-                        score_s=body.pop("score_s", 0.0), total_s=time.time() - job.t0)
-        warnings = tuple(job.info.warnings) + tuple(job.plan.notes) + tuple(body.pop("warnings"))
-        from datetime import datetime, timezone
-
-        return Result(task="ground", query=job.status.spec.request.query, video=job.info,
-                      sampling=job.plan, model=info, timing=timing, warnings=warnings,
-                      created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      **body)
+        return merge_chunks(job.status.spec.request, job.info, job.plan, chunks, info,
+                            probe_s=job.probe_s, t0=job.t0)
 
     def _finish(self, job: _Job, state: JobState, *, result: Result | None = None,
                 error: dict | None = None) -> None:

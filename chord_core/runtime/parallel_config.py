@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from chord_core.errors import ConfigError
-from chord_core.model.planner import STRATEGIES, STRATEGY_ALIASES, normalise_strategy
+from chord_core.config import STRATEGIES, STRATEGY_ALIASES, normalise_strategy
 
 log = logging.getLogger(__name__)
 

@@ -1,18 +1,19 @@
 """Worker processes: one per GPU group (or per CPU slot), each owning one loaded model.
 
-A worker is started with the ``spawn`` method; ``CUDA_VISIBLE_DEVICES`` is set to its group
-before torch is imported — the parent's own entries for those GPUs (see ``devices.py``), so
-``CUDA_VISIBLE_DEVICES=1`` in the parent lands the worker on physical GPU 1 — and inside the
-worker its GPUs are ``cuda:0..k-1``; a group of several GPUs shards the model over exactly
-that group. The model is loaded once,
-then tasks arrive on the worker's inbox and messages go back on one shared outbox:
+A worker is started with the ``spawn`` method (``executors.ProcessExecutor``);
+``CUDA_VISIBLE_DEVICES`` is set to its group before torch is imported — the parent's own
+entries for those GPUs (see ``gpus/devices.py``), so ``CUDA_VISIBLE_DEVICES=1`` in the parent
+lands the worker on physical GPU 1 — and inside the worker its GPUs are ``cuda:0..k-1``; a
+group of several GPUs shards the model over exactly that group. The model is loaded once,
+then tasks arrive on the worker's inbox and messages go back on its outbox (``messages.py``):
 
-    manager ──Task──▶ inbox ─▶ worker_main ─▶ Engine.analyze / Engine.ground_chunk
-    manager ◀── ("ready" | "started" | "progress" | "done" | "failed", worker_id, …) ── outbox
+    manager ──RunTasks──▶ inbox ─▶ serve ─▶ Engine.analyze / ground_chunk / describe_many
+    manager ◀── Ready | Started | Progress | Done | Failed | Stopped ── outbox
 
-Only plain data crosses (dataclasses, dicts, strings): never a tensor or a model. A failing
-task is reported as ``failed`` and the worker carries on; a crash of the whole process is seen
-by the manager, which restarts the worker and re-queues the task it held.
+``worker_main`` is the process's entry point (process set-up, then ``serve``); ``serve`` is
+the loop every executor runs, threads and Ray actors included. A failing task is reported as
+``Failed`` and the worker carries on; a crash of the whole process is seen by the executor,
+and the manager restarts the worker and re-queues the task it held.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from chord_core.runtime import lifeline
 from chord_core.config import ModelConfig, deterministic_mode
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, JobCancelled, internal_error
+from chord_core.runtime.messages import (
+    CancelTask,
+    Done,
+    Failed,
+    Progress,
+    Ready,
+    RunTasks,
+    Started,
+    Stopped,
+)
 from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -146,20 +157,19 @@ def _bytecode_valid(source: str) -> bool:
             and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
 
 
-def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
+def _start_engine(spec: WorkerSpec, outbox: Any, t0: float,
+                  factory: Callable[[ModelConfig], Any]) -> Any:
     """Load the start-up model and warm it up, then tell the manager — with where the
     start-up time went (seconds per step, ``total_s`` since the process began its work).
     Returns the engine, or None when the model could not be loaded."""
-    from chord_core.analysis.engine import Engine
-
     startup = {"imports_s": time.perf_counter() - t0}
-    engine = Engine(_engine_config(spec, None))
+    engine = factory(_engine_config(spec, None))
     try:
         lm = engine.load()
     except ChordError as exc:
         # The worker stays up: jobs that name another model (e.g. the test model, or one
         # downloaded later) can still run here; jobs for this model fail with this error.
-        outbox.put(("ready", spec.worker_id, None, exc.to_dict(), startup))
+        outbox.put(Ready(spec.worker_id, None, exc.to_dict(), startup))
         return None
     startup["load_s"] = lm.load_s
     startup.update({f"load_{k}": v for k, v in lm.phases.items()})
@@ -171,12 +181,13 @@ def _start_engine(spec: WorkerSpec, outbox: Any, t0: float) -> Any:
     startup["total_s"] = time.perf_counter() - t0
     log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f)", startup["total_s"],
              startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0))
-    outbox.put(("ready", spec.worker_id, engine.model_info.to_dict(), None, startup))
+    outbox.put(Ready(spec.worker_id, engine.model_info.to_dict(), None, startup))
     return engine
 
 
 def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
-    """Entry point of a worker process (spawned). Never returns until told to stop."""
+    """Entry point of a worker process (spawned): set the process up for its GPUs, then
+    ``serve`` until told to stop."""
     t0 = time.perf_counter()
     lifeline.bind_to_parent()  # dies with the manager's process, even on SIGKILL
     # The parent's own names for this group's GPUs, read in the parent's device order (the
@@ -195,46 +206,59 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
         torch.set_num_threads(spec.cpu_threads)
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
-    engine = _start_engine(spec, outbox, t0)
+    serve(spec, inbox, outbox, control, t0=t0)
+
+
+def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
+          engine_factory: Callable[[ModelConfig], Any] | None = None,
+          t0: float | None = None) -> None:
+    """The worker loop of every executor: load the start-up model, report ``Ready``, then
+    run each ``RunTasks`` from ``inbox`` until a ``StopWorker``. Cancels arrive on
+    ``control`` while a task runs. ``engine_factory`` builds an engine from a ModelConfig
+    (default ``Engine``)."""
+    if engine_factory is None:
+        from chord_core.analysis.engine import Engine as engine_factory
+    t0 = time.perf_counter() if t0 is None else t0
+    engine = _start_engine(spec, outbox, t0, engine_factory)
     current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
-    threading.Thread(target=_control_loop, args=(control, current), daemon=True).start()
+    threading.Thread(target=_control_loop, args=(control, current), daemon=True,
+                     name=f"chord-{spec.worker_id}-control").start()
     while True:
-        task = inbox.get()
-        if task is None:
-            outbox.put(("stopped", spec.worker_id))
+        msg = inbox.get()
+        if not isinstance(msg, RunTasks):  # StopWorker
+            outbox.put(Stopped(spec.worker_id))
             return
-        tasks = task if isinstance(task, list) else [task]
-        engine = _engine_for(engine, spec, tasks, outbox)
+        tasks = list(msg.tasks)
+        engine = _engine_for(engine, spec, tasks, outbox, engine_factory)
         if engine is None:
             continue
         current["cancel"] = threading.Event()
         if len(tasks) == 1:
-            current["task"] = task.task_id
-            _run_task(engine, task, spec.worker_id, outbox, current["cancel"])
+            current["task"] = tasks[0].task_id
+            _run_task(engine, tasks[0], spec.worker_id, outbox, current["cancel"])
         else:  # a describe batch: a cancelled job's answer is dropped by the manager
             _run_batch(engine, tasks, spec.worker_id, outbox)
         current["task"] = None
 
 
-def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any) -> Any:
+def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any,
+                factory: Callable[[ModelConfig], Any]) -> Any:
     """The engine for the tasks' model (they share one): the current engine, or a freshly
     loaded one. A model that cannot be loaded fails these tasks (with the loader's message)
     and nothing else."""
-    from chord_core.analysis.engine import Engine
-
     model = tasks[0].model
     want = model or spec.model_cfg.model
     if engine is not None and engine.model_cfg.model == want:
         return engine
     if engine is not None:
         engine.unload()
-    fresh = Engine(_engine_config(spec, model))
+    fresh = factory(_engine_config(spec, model))
     try:
         fresh.load()
     except ChordError as exc:
         for task in tasks:
-            outbox.put(("started", spec.worker_id, task.task_id))
-            outbox.put(("failed", spec.worker_id, task.task_id, exc.to_dict()))
+            outbox.put(Started(spec.worker_id, task.task_id))
+            outbox.put(Failed(spec.worker_id, task.task_id, exc.to_dict()))
         return None
     return fresh
 
@@ -244,7 +268,7 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
     several entail tasks through one scoring pass (``Engine.entail_many``); each
     task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
     for task in tasks:
-        outbox.put(("started", worker_id, task.task_id))
+        outbox.put(Started(worker_id, task.task_id))
     lifeline.crash_if_injected(t.request.video_path for t in tasks)
     t0 = time.perf_counter()
     try:
@@ -256,40 +280,39 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
             results = engine.describe_many(
                 [t.request for t in tasks], infos=[t.info for t in tasks],
                 plans=[t.plan for t in tasks], batch_size=len(tasks),
-                on_progress=lambda i, ev: outbox.put(("progress", worker_id, tasks[i].task_id,
-                                                      ev)))
+                on_progress=lambda i, ev: outbox.put(Progress(worker_id, tasks[i].task_id, ev)))
     except Exception as exc:  # noqa: BLE001 — a crash fails this batch, not the worker
         log.exception("describe batch of %d crashed", len(tasks))
         results = [internal_error(exc, "the worker log")] * len(tasks)
     share = (time.perf_counter() - t0) / len(tasks)
     for task, res in zip(tasks, results):
         if isinstance(res, dict):
-            outbox.put(("failed", worker_id, task.task_id, res))
+            outbox.put(Failed(worker_id, task.task_id, res))
         elif isinstance(res, ChordError):
-            outbox.put(("failed", worker_id, task.task_id, res.to_dict()))
+            outbox.put(Failed(worker_id, task.task_id, res.to_dict()))
         else:
             res = replace(res, timing=replace(res.timing, probe_s=task.probe_s))
-            outbox.put(("done", worker_id, task.task_id, res, share))
+            outbox.put(Done(worker_id, task.task_id, res, share))
 
 
 def _control_loop(control: Any, current: dict[str, Any]) -> None:
     """Cancel requests arrive here while the main thread is busy in the model."""
     while True:
-        task_id = control.get()
-        if task_id is None:
+        msg = control.get()
+        if not isinstance(msg, CancelTask):  # StopWorker
             return
-        if task_id == current["task"]:
+        if msg.task_id == current["task"]:
             current["cancel"].set()
 
 
 def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
               cancel: threading.Event) -> None:
-    outbox.put(("started", worker_id, task.task_id))
+    outbox.put(Started(worker_id, task.task_id))
     lifeline.crash_if_injected([task.request.video_path])
     t0 = time.perf_counter()
 
     def progress(event: Any) -> None:
-        outbox.put(("progress", worker_id, task.task_id, event))
+        outbox.put(Progress(worker_id, task.task_id, event))
 
     try:
         if task.kind == "ground_chunk":
@@ -299,12 +322,12 @@ def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
             payload = engine.analyze(task.request, on_progress=progress, cancel=cancel,
                                      info=task.info, sampling_plan=task.plan,
                                      probe_s=task.probe_s)
-        outbox.put(("done", worker_id, task.task_id, payload, time.perf_counter() - t0))
+        outbox.put(Done(worker_id, task.task_id, payload, time.perf_counter() - t0))
     except JobCancelled:
-        outbox.put(("failed", worker_id, task.task_id,
-                    {"type": "JobCancelled", "message": "cancelled", "hint": ""}))
+        outbox.put(Failed(worker_id, task.task_id,
+                          {"type": "JobCancelled", "message": "cancelled", "hint": ""}))
     except ChordError as exc:
-        outbox.put(("failed", worker_id, task.task_id, exc.to_dict()))
+        outbox.put(Failed(worker_id, task.task_id, exc.to_dict()))
     except Exception as exc:  # noqa: BLE001 — one bad task must not take the worker down
         log.exception("task %s crashed", task.task_id)
-        outbox.put(("failed", worker_id, task.task_id, internal_error(exc, "the worker log")))
+        outbox.put(Failed(worker_id, task.task_id, internal_error(exc, "the worker log")))

@@ -112,7 +112,7 @@ async def _media(media: list[tuple[str, Any]]) -> str:
 @router.post("/v1/chat/completions", response_model=None)
 async def chat_completions(request: Request, body: ChatBody) -> Any:
     """Answer a question about one image or clip, OpenAI style (optionally streamed)."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     rt, settings = request.app.state.runtime, request.app.state.settings

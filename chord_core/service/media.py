@@ -177,7 +177,7 @@ def save_stream(chunks: Any, name: str) -> Path:
 
 def _checked(path: Path, created: bool) -> Path:
     """Probe the stored file (image decode or video probe); remove it when refused."""
-    from chord_core.analysis.engine import probe_input
+    from chord_core.analysis.request import probe_input
 
     os.chmod(path, 0o600)
     try:

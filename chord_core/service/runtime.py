@@ -146,7 +146,7 @@ def _find_tokenizer(model: str) -> Any:
 
     try:
         if model in TEST_MODELS:
-            from chord_core.testing.tiny_model import ensure_test_model
+            from chord_core.testing.checkpoints import ensure_test_model
 
             folder: Path | None = ensure_test_model(family=TEST_MODELS[model])
         elif Path(model).expanduser().is_dir():

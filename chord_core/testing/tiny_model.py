@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +258,7 @@ def _processor_configs() -> dict[str, dict[str, Any]]:
 
 
 def _readme(shape: str) -> str:
-    from chord_core.model.hub import RANDOM_WEIGHTS_TAG
+    from chord_core.config import RANDOM_WEIGHTS_TAG
 
     return (f"---\nlicense: apache-2.0\ntags:\n- {RANDOM_WEIGHTS_TAG}\n---\n"
             f"# Qwen2.5-VL-shaped checkpoint ({shape}) — {TEST_MODEL_LABEL}\n\n"
@@ -378,54 +375,3 @@ def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
     _save_weights(out, tensors)
     log.info("wrote random-weight %s checkpoint (%d tensors) to %s", shape, len(tensors), out)
     return out
-
-
-_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
-                   "preprocessor_config.json", "chat_template.json")
-
-
-def ensure_test_model(cache_dir: str | Path | None = None, family: str = "qwen2.5-vl"
-                      ) -> Path:
-    """The tiny checkpoint of ``family`` under ``<cache>/models/<dirname>``, built once
-    (``tiny-qwen2.5-vl-v1``; ``tiny-qwen3-vl-v1`` for ``family="qwen3-vl"``).
-
-    Built in a temporary sibling folder and renamed into place, so concurrent callers
-    never see a half-written model.
-    """
-    from chord_core.config import default_cache_dir
-
-    dirname, build = family_builder(family)
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    final = root / "models" / dirname
-    if all((final / name).is_file() for name in _REQUIRED_FILES):
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        log.warning("test model at %s is incomplete; rebuilding it", final)
-        shutil.rmtree(final)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dirname}-", dir=final.parent))
-    try:
-        build(tmp, shape="tiny", seed=0, device="cpu")
-        os.rename(tmp, final)
-    except OSError:
-        if not (final / "model.safetensors").is_file():
-            raise
-        log.debug("another process built %s first", final)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
-
-
-def family_builder(family: str) -> tuple[str, Any]:
-    """(cache folder name, build_checkpoint function) of a family's tiny checkpoint."""
-    if family == "qwen2.5-vl":
-        return TEST_MODEL_DIRNAME, build_checkpoint
-    if family == "qwen3-vl":
-        from chord_core.testing import tiny_qwen3
-
-        return tiny_qwen3.TEST_MODEL_DIRNAME, tiny_qwen3.build_checkpoint
-    from chord_core.errors import ConfigError
-
-    raise ConfigError(f"no test checkpoint for model family {family!r}",
-                      hint="use qwen2.5-vl or qwen3-vl")

@@ -141,7 +141,7 @@ def _processor_configs() -> dict[str, dict[str, Any]]:
 
 
 def _readme(shape: str) -> str:
-    from chord_core.model.hub import RANDOM_WEIGHTS_TAG
+    from chord_core.config import RANDOM_WEIGHTS_TAG
 
     return (f"---\nlicense: apache-2.0\ntags:\n- {RANDOM_WEIGHTS_TAG}\n---\n"
             f"# Qwen3-VL-shaped checkpoint ({shape}) — {TEST_MODEL_LABEL}\n\n"

@@ -3,7 +3,7 @@
 
 The app's job manager runs analyses in spawned worker processes, where a test's
 ``monkeypatch`` cannot reach. The tests start the (one, per session) manager with this
-function as the workers' target (``chord_core.runtime.manager.worker_main`` patched before the
+function as the workers' target (``chord_core.runtime.executors.worker_main`` patched before the
 manager is created); every analysis then reads the file named by ``CHORD_TEST_ENGINE_MODE``:
 
     real   the tiny random-weight model (default)
@@ -44,7 +44,7 @@ def truth_result(request: Any, *, hide: tuple[float, float] = (1.0, 2.0)) -> Any
     without trained weights (the test model's random output finds nothing)."""
     from chord_core.analysis import grounding as g
     from chord_core.analysis import tracking as tr
-    from chord_core.analysis.engine import plan
+    from chord_core.analysis.request import plan
     from chord_core.testing.videos import _square_px
     from chord_core.types import ModelInfo, Result, Timing
 

@@ -31,7 +31,7 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, o
     session data dir; shut it down at the end and check that no worker process leaked."""
     import psutil
 
-    import chord_core.runtime.manager as manager_module
+    import chord_core.runtime.executors as executors_module
     from chord_ui import resources
 
     base = tmp_path_factory.mktemp("app-server")
@@ -42,7 +42,7 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, o
                         "CHORD_CACHE_DIR": str(cache), "CHORD_DATA_DIR": str(base / "data"),
                         fake.MODE_ENV: str(base / "engine-mode")}.items():
         mp.setenv(name, value)
-    mp.setattr(manager_module, "worker_main", fake.worker_main)
+    mp.setattr(executors_module, "worker_main", fake.worker_main)
     fake.set_mode("real")
     pids: set[int] = set()
     manager = None

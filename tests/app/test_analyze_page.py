@@ -177,7 +177,7 @@ def test_grounding_views_with_detections(new_app, poll, app_clip: Path, truth, t
                                          ) -> None:
     """Timeline, scrubber, gallery and table when the target IS found (ground-truth engine:
     the square is reported on every sampled frame except those in 1.0–2.0 s)."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
 
     truth = truth(AnalysisRequest(str(app_clip), "ground", "green square"))
     assert 2 <= len(truth.detections) < truth.sampling.num_frames

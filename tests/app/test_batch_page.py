@@ -201,7 +201,7 @@ class _FakeManager:
                  "pid": 12}]
 
     def status(self, job_id: str):
-        from chord_core.analysis.engine import AnalysisRequest
+        from chord_core.analysis.request import AnalysisRequest
         from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
 
         if job_id != "job-x":

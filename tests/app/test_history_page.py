@@ -23,7 +23,7 @@ def _clip(tmp_path: Path, app_clip: Path) -> Path:
 
 def _run(manager, path: Path, task: str = "describe", query: str = "") -> str:
     """Run one job on the shared worker processes, as the pages submit it."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     request = AnalysisRequest(str(path), task, query, max_new_tokens=128)

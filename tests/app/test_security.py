@@ -247,7 +247,7 @@ def test_refused_upload_is_deleted(new_app, app_env: dict[str, Path], tmp_path: 
 
 def test_history_shows_prompts_and_names_as_text(new_app, app_server, app_clip: Path,
                                                  tmp_path: Path) -> None:
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     name = f"**{uuid.uuid4().hex[:6]}**[x](http:evil)_.mp4"

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from chord_core import AnalysisRequest, Engine, ModelConfig, SamplingConfig
-from chord_core.analysis.engine import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis.ground_chunks import FrameOutput, GroundChunk, assemble_ground
 from chord_core.testing.videos import (
     make_text_as_mp4,
     make_truncated,

@@ -12,7 +12,9 @@ import pytest
 from PIL import Image
 
 from chord_core.config import ModelConfig
-from chord_core.analysis.engine import AnalysisRequest, Engine, FrameOutput, assemble_ground
+from chord_core.analysis.request import AnalysisRequest
+from chord_core.analysis.engine import Engine
+from chord_core.analysis.ground_chunks import FrameOutput, assemble_ground
 from chord_core.analysis.entailment import LABELS, normalise_label, summarise
 from chord_core.errors import ConfigError, InputError
 from chord_core.testing.videos import make_video
@@ -148,7 +150,7 @@ def test_grounding_boxes_get_scores_from_their_crops(engine) -> None:
     assert crop(frames[0], (0.67, 0.4, 0.69, 0.43)).shape == (56, 56, 3)  # tiny box scaled up
     info = VideoInfo("x.mp4", 1.0, 10.0, 10, 448, 252)
     plan = plan_sampling(info, "ground")
-    from chord_core.analysis.engine import GroundChunk
+    from chord_core.analysis.ground_chunks import GroundChunk
 
     body = assemble_ground(info, plan, "a car", [GroundChunk(scored)], "absolute")
     assert [d.score for d in body["detections"]] == list(scored[0].scores)

@@ -24,7 +24,7 @@ import pytest
 
 from chord_core.config import ModelConfig
 from chord_core.runtime.crashes import MAX_ATTEMPTS
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
 from chord_core.runtime.workers import cpu_specs

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from chord_core.config import ModelConfig, SamplingConfig
-from chord_core.analysis.engine import AnalysisRequest
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
 from chord_core.runtime.workers import cpu_specs

@@ -16,7 +16,7 @@ import pytest
 
 from chord_core import AnalysisRequest, Engine, ModelConfig
 from chord_core.analysis import two_pass
-from chord_core.analysis.engine import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis.ground_chunks import FrameOutput, GroundChunk, assemble_ground
 from chord_core.testing.videos import make_video
 
 ROOT = Path(__file__).resolve().parents[2]

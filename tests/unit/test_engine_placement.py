@@ -10,7 +10,9 @@ from chord_core.config import ModelConfig
 from chord_core.gpus.devices import describe_visible, visible_entries, worker_visible
 from chord_core.errors import ConfigError, ResourceError
 from chord_core.runtime.parallel_config import ParallelConfig
-from chord_core.model.planner import GIB, GpuInfo, engine_strategy, place_engine
+from chord_core.model.planner import GIB, place_engine
+from chord_core.gpus.devices import GpuInfo
+from chord_core.config import engine_strategy
 
 H200 = 141 * GIB
 W7B = int(15.4 * GIB)  # random-weight 7B in bf16; needs ≈ 18.5 GiB with the 1.2 headroom

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from chord_core.errors import ConfigError, ResourceError
-from chord_core.model.planner import (
-    GIB,
-    GpuInfo,
-    model_params,
-    normalise_strategy,
-    params_from_config,
-    plan_gpus,
-)
+from chord_core.model.planner import GIB, model_params, params_from_config, plan_gpus
+from chord_core.gpus.devices import GpuInfo
+from chord_core.config import normalise_strategy
 
 SHAPES = {
     "3b": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,

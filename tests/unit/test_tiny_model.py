@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from chord_core.errors import ConfigError
+from chord_core.testing import checkpoints
 from chord_core.testing import tiny_model as tm
 
 OFFICIAL_FILES = {
@@ -178,9 +179,9 @@ def test_unknown_shape_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_ensure_test_model_builds_once(tmp_path: Path) -> None:
-    first = tm.ensure_test_model(tmp_path)
+    first = checkpoints.ensure_test_model(tmp_path)
     stamp = (first / "model.safetensors").stat().st_mtime_ns
-    again = tm.ensure_test_model(tmp_path)
+    again = checkpoints.ensure_test_model(tmp_path)
     assert again == first == tmp_path / "models" / tm.TEST_MODEL_DIRNAME
     assert (again / "model.safetensors").stat().st_mtime_ns == stamp
     assert not [p for p in first.parent.iterdir() if p.name.startswith(".")]
@@ -190,7 +191,7 @@ def test_ensure_test_model_rebuilds_an_incomplete_folder(tmp_path: Path) -> None
     broken = tmp_path / "models" / tm.TEST_MODEL_DIRNAME
     broken.mkdir(parents=True)
     (broken / "config.json").write_text("{}")
-    path = tm.ensure_test_model(tmp_path)
+    path = checkpoints.ensure_test_model(tmp_path)
     assert (path / "model.safetensors").is_file()
     assert json.loads((path / "config.json").read_text())["model_type"] == "qwen2_5_vl"
 

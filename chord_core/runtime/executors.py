@@ -1,0 +1,287 @@
+"""Executors: where workers run. The job manager asks one to start a worker for a
+``WorkerSpec`` and gets a handle back; it then reads every worker's messages, and every
+worker's death, from the executor's ``events``.
+
+* ``ProcessExecutor`` — one spawned process per worker on this machine (the app, the CLI's
+  ``batch``, the service). Each worker writes to its own pipe; ``events`` waits on those
+  pipes and on the processes' sentinels together, so a message or a death wakes the
+  manager at once, and a worker's last messages are always read before its death is told.
+* ``ThreadExecutor`` — workers as threads of this process (tests, tools, a CPU-only CLI):
+  the same worker loop, no process set-up, no model isolation.
+* ``RayExecutor`` (``ray_executor.py``) — workers as Ray actors across machines.
+
+The worker side of every executor is ``workers.serve``; what crosses is ``messages.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import queue
+import threading
+from abc import ABC, abstractmethod
+from multiprocessing.connection import wait as wait_ready
+from typing import Any, Callable
+
+from chord_core.runtime.messages import (
+    CancelTask,
+    Event,
+    RunTasks,
+    Stopped,
+    StopWorker,
+    WorkerDied,
+)
+from chord_core.runtime.workers import WorkerSpec, serve, worker_main
+
+log = logging.getLogger(__name__)
+
+
+class WorkerHandle(ABC):
+    """One started worker, as the manager sees it."""
+
+    worker_id: str
+
+    @abstractmethod
+    def run(self, tasks: list[Any]) -> None:
+        """Hand the worker its next tasks (one, or a batch sharing a model call)."""
+
+    @abstractmethod
+    def cancel(self, task_id: str) -> None:
+        """Ask the worker to stop the task it is running (if it is that one)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Ask the worker to finish the task in hand and exit."""
+
+    @abstractmethod
+    def terminate(self) -> None:
+        """Stop the worker now (SIGTERM for a process)."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Stop the worker at once, whatever it is doing (SIGKILL for a process)."""
+
+    @abstractmethod
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the worker to end; True when it has."""
+
+    @property
+    @abstractmethod
+    def pid(self) -> int | None:
+        """The worker's process id (None where it has none of its own)."""
+
+    @property
+    @abstractmethod
+    def exitcode(self) -> int | None:
+        """How it ended (None while it runs, or where there is no exit code)."""
+
+
+class Executor(ABC):
+    """Starts workers and reports what they say and when they die."""
+
+    @abstractmethod
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        """Start a worker for ``spec``; it reports ``Ready`` when its model is loaded."""
+
+    @abstractmethod
+    def events(self, timeout: float) -> list[Event]:
+        """Every message and death since the last call, in order per worker; waits up to
+        ``timeout`` s for the first. A death comes after the worker's last message."""
+
+    def close(self) -> None:
+        """Release what the executor itself holds (workers are stopped by the manager)."""
+
+
+# -- local processes ------------------------------------------------------------------------
+
+class _PipeOutbox:
+    """The worker's end of its pipe, with the ``put`` of a queue (thread-safe)."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def put(self, msg: Any) -> None:
+        with self._lock:
+            self._conn.send(msg)
+
+    def __getstate__(self) -> dict[str, Any]:  # crosses to the spawned worker
+        return {"conn": self._conn}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["conn"])
+
+
+class _ProcessHandle(WorkerHandle):
+    def __init__(self, worker_id: str, proc: Any, inbox: Any, control: Any, reader: Any) -> None:
+        self.worker_id, self.proc, self.inbox, self.control = worker_id, proc, inbox, control
+        self.reader: Any = reader
+        self.reported = False  # its end (Stopped or WorkerDied) was told
+
+    def run(self, tasks: list[Any]) -> None:
+        self.inbox.put(RunTasks(tuple(tasks)))
+
+    def cancel(self, task_id: str) -> None:
+        self.control.put(CancelTask(task_id))
+
+    def stop(self) -> None:
+        self.inbox.put(StopWorker())
+        self.control.put(StopWorker())
+
+    def terminate(self) -> None:
+        self.proc.terminate()
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def join(self, timeout: float) -> bool:
+        self.proc.join(timeout)
+        return not self.proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.proc.exitcode
+
+    def read_all(self, out: list[Event]) -> None:
+        """Everything in the pipe now; at EOF (the worker is gone) the reader is closed."""
+        try:
+            while self.reader is not None and self.reader.poll():
+                msg = self.reader.recv()
+                out.append(msg)
+                if isinstance(msg, Stopped):
+                    self.reported = True
+        except (EOFError, OSError):
+            self.reader.close()
+            self.reader = None
+
+
+class ProcessExecutor(Executor):
+    """Workers as spawned processes (``worker_main``: CUDA_VISIBLE_DEVICES, parent-death
+    signal, threads, then ``serve``). ``target`` replaces ``worker_main`` (tests)."""
+
+    def __init__(self, target: Callable[..., None] | None = None) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._target = target
+        self._handles: list[_ProcessHandle] = []
+        self._lock = threading.Lock()
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        reader, writer = self._ctx.Pipe(duplex=False)
+        inbox, control = self._ctx.Queue(), self._ctx.Queue()
+        target = self._target or worker_main
+        proc = self._ctx.Process(target=target, name=f"chord-{spec.worker_id}", daemon=True,
+                                 args=(spec, inbox, _PipeOutbox(writer), control))
+        proc.start()
+        writer.close()  # the worker holds the only write end: EOF when it is gone
+        handle = _ProcessHandle(spec.worker_id, proc, inbox, control, reader)
+        with self._lock:
+            self._handles.append(handle)
+        return handle
+
+    def events(self, timeout: float) -> list[Event]:
+        with self._lock:
+            handles = list(self._handles)
+        waitables = [h.reader for h in handles if h.reader is not None]
+        waitables += [h.proc.sentinel for h in handles]
+        out: list[Event] = []
+        if not waitables:
+            return out
+        ready = set(wait_ready(waitables, timeout))
+        for h in handles:
+            h.read_all(out)
+            if h.proc.sentinel in ready:
+                h.proc.join(0.1)  # reap it, so exitcode is set
+                h.read_all(out)   # its last words come before its death
+                if not h.reported:
+                    h.reported = True
+                    out.append(WorkerDied(h.worker_id, h.proc.exitcode))
+                with self._lock:
+                    self._handles.remove(h)
+                if h.reader is not None:
+                    h.reader.close()
+                    h.reader = None
+        return out
+
+
+# -- threads of this process ----------------------------------------------------------------
+
+class _ThreadHandle(WorkerHandle):
+    def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue,
+                 control: queue.Queue) -> None:
+        self.worker_id, self.thread, self.inbox, self.control = worker_id, thread, inbox, control
+        self.reported = False
+
+    def run(self, tasks: list[Any]) -> None:
+        self.inbox.put(RunTasks(tuple(tasks)))
+
+    def cancel(self, task_id: str) -> None:
+        self.control.put(CancelTask(task_id))
+
+    def stop(self) -> None:
+        self.inbox.put(StopWorker())
+        self.control.put(StopWorker())
+
+    # A thread cannot be killed: stopping asks it to end after the task in hand.
+    terminate = kill = stop
+
+    def join(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def exitcode(self) -> int | None:
+        return None
+
+
+class ThreadExecutor(Executor):
+    """Workers as threads running ``serve`` in this process. ``engine_factory`` builds each
+    worker's engine from a ModelConfig (default ``Engine``; tests pass a scripted one)."""
+
+    def __init__(self, engine_factory: Callable[[Any], Any] | None = None) -> None:
+        self._factory = engine_factory
+        self._outbox: queue.Queue = queue.Queue()
+        self._handles: list[_ThreadHandle] = []
+        self._lock = threading.Lock()
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        inbox: queue.Queue = queue.Queue()
+        control: queue.Queue = queue.Queue()
+        thread = threading.Thread(target=serve, name=f"chord-{spec.worker_id}", daemon=True,
+                                  args=(spec, inbox, self._outbox, control),
+                                  kwargs={"engine_factory": self._factory})
+        handle = _ThreadHandle(spec.worker_id, thread, inbox, control)
+        with self._lock:
+            self._handles.append(handle)
+        thread.start()
+        return handle
+
+    def events(self, timeout: float) -> list[Event]:
+        out: list[Event] = []
+        try:
+            out.append(self._outbox.get(timeout=timeout))
+            while True:
+                out.append(self._outbox.get_nowait())
+        except queue.Empty:
+            pass
+        with self._lock:
+            for h in list(self._handles):
+                if any(isinstance(m, Stopped) and m.worker_id == h.worker_id for m in out):
+                    h.reported = True
+                if not h.thread.is_alive():
+                    while True:  # its last words come before its death
+                        try:
+                            out.append(self._outbox.get_nowait())
+                        except queue.Empty:
+                            break
+                    if not h.reported:
+                        out.append(WorkerDied(h.worker_id, None))
+                    self._handles.remove(h)
+        return out

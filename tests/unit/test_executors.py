@@ -1,0 +1,93 @@
+"""Executors: what a worker says arrives typed and in order, and its death is told after its
+last words, through real spawned processes (ProcessExecutor) and threads (ThreadExecutor).
+
+The workers here are small functions with the worker entry point's signature, not models."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from chord_core.config import ModelConfig
+from chord_core.runtime.executors import ProcessExecutor
+from chord_core.runtime.messages import (
+    Done,
+    Ready,
+    RunTasks,
+    Started,
+    Stopped,
+    StopWorker,
+    WorkerDied,
+)
+from chord_core.runtime.workers import WorkerSpec
+
+SPEC = WorkerSpec("w0", (), ModelConfig(model="test"))
+
+
+def say_then_exit(spec, inbox, outbox, control) -> None:
+    """Ready, one Done, then the process ends with code 3 without a Stopped."""
+    outbox.put(Ready(spec.worker_id, {"id": "x"}))
+    outbox.put(Done(spec.worker_id, "t0", {"big": "x" * 200_000}, 0.5))
+    os._exit(3)
+
+
+def obey(spec, inbox, outbox, control) -> None:
+    """Ready, then answers each RunTasks with Started and stops on StopWorker."""
+    outbox.put(Ready(spec.worker_id, {"id": "x"}))
+    while True:
+        msg = inbox.get()
+        if isinstance(msg, StopWorker):
+            outbox.put(Stopped(spec.worker_id))
+            return
+        for task in msg.tasks:
+            outbox.put(Started(spec.worker_id, task))
+
+
+def _collect(executor, until, timeout_s: float = 60.0) -> list:
+    seen: list = []
+    deadline = time.monotonic() + timeout_s
+    while not until(seen):
+        assert time.monotonic() < deadline, f"gave up waiting; seen {seen}"
+        seen.extend(executor.events(timeout=1.0))
+    return seen
+
+
+def test_last_words_come_before_the_death():
+    ex = ProcessExecutor(target=say_then_exit)
+    ex.start(SPEC)
+    seen = _collect(ex, lambda s: any(isinstance(m, WorkerDied) for m in s))
+    assert [type(m) for m in seen] == [Ready, Done, WorkerDied]
+    assert seen[1].payload["big"] == "x" * 200_000  # more than a pipe buffer holds
+    assert seen[2] == WorkerDied("w0", 3)
+    assert ex.events(timeout=0.2) == []  # told once
+
+
+def test_kill_is_seen_and_stop_is_not_a_death():
+    ex = ProcessExecutor(target=obey)
+    handle = ex.start(SPEC)
+    _collect(ex, lambda s: any(isinstance(m, Ready) for m in s))
+    handle.run(["a", "b"])
+    seen = _collect(ex, lambda s: len(s) >= 2)
+    assert seen == [Started("w0", "a"), Started("w0", "b")]
+    handle.kill()
+    seen = _collect(ex, lambda s: any(isinstance(m, WorkerDied) for m in s))
+    assert seen[-1].exitcode == -9 and handle.exitcode == -9
+
+    ex2 = ProcessExecutor(target=obey)
+    h2 = ex2.start(SPEC)
+    h2.stop()
+    seen = _collect(ex2, lambda s: any(isinstance(m, Stopped) for m in s))
+    assert h2.join(30)
+    time.sleep(0.2)
+    assert not any(isinstance(m, WorkerDied) for m in seen + ex2.events(timeout=0.5))
+
+
+def test_messages_are_plain_picklable_records():
+    import pickle
+
+    msg = RunTasks(("t",))
+    assert pickle.loads(pickle.dumps(msg)) == msg
+    with pytest.raises(AttributeError):
+        msg.tasks = ()  # frozen

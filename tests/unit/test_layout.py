@@ -1,0 +1,120 @@
+"""The house plan holds: chord_core's floors import only downwards, nothing imports in a
+circle (lazy imports inside functions count; ``if TYPE_CHECKING:`` blocks do not), and no
+module outgrows the size a reader can hold in mind without saying why.
+
+Floors, lowest first (docs/architecture.md draws them):
+
+    ground    errors, families, types, config
+    tools     testing/            (synthetic clips, tiny random-weight checkpoints)
+    media     media/              gpus/
+    model     model/
+    analysis  analysis/
+    runtime   runtime/
+    above     longvideo/  service/  compat  __main__ / cli
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "chord_core"
+FLOORS = {"errors": 0, "families": 0, "types": 1, "config": 1, "testing": 2, "media": 3,
+          "gpus": 3, "model": 4, "analysis": 5, "runtime": 6, "longvideo": 7, "service": 8,
+          "compat": 8, "cli": 9, "__main__": 9}
+MAX_LINES = 400
+# Longer on purpose; each says why.
+LONG_OK = {
+    "chord_core/model/fastgen.py": "the fast decoder's buffers, graphs and loop read as one "
+                                   "unit; split, each half needs the other's invariants",
+}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _floor(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None  # the package itself: the public API, above everything
+    return FLOORS.get(parts[1])
+
+
+def _imports(path: Path) -> set[str]:
+    """chord_core modules imported anywhere in the file, TYPE_CHECKING blocks excepted."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.startswith("chord_core"):
+            for alias in node.names:  # `from chord_core.x import y` may import module x.y
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if _exists(sub) else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("chord_core"))
+    return found
+
+
+def _exists(module: str) -> bool:
+    rel = Path(*module.split("."))
+    return (ROOT / rel).with_suffix(".py").exists() or (ROOT / rel / "__init__.py").exists()
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for path in sorted(PKG.rglob("*.py")):
+        mod = _module(path)
+        graph[mod] = {m for m in _imports(path) if m != mod and m != "chord_core"}
+    return graph
+
+
+def test_floors_import_only_downwards():
+    wrong = []
+    for mod, deps in _graph().items():
+        here = _floor(mod)
+        if here is None:
+            continue
+        for dep in deps:
+            there = _floor(dep)
+            if there is not None and there > here:
+                wrong.append(f"{mod} (floor {here}) imports {dep} (floor {there})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    state: dict[str, int] = {}
+    cycles: list[str] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" → ".join(stack[stack.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[node] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod, [mod])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in PKG.rglob("*.py")))
+def test_module_size(path):
+    lines = len((ROOT / path).read_text().splitlines())
+    if path in LONG_OK:
+        return
+    assert lines <= MAX_LINES, f"{path} has {lines} lines (> {MAX_LINES}): split it by job"
