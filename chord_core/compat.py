@@ -146,7 +146,7 @@ class MultiGPUPipeline:
     def _apply_weights(self, by_gpu: Mapping[int, float]) -> None:
         weights = {w["worker"]: sum(by_gpu.get(d, 1.0) for d in w["devices"]) /
                    len(w["devices"]) for w in self._manager.workers() if w["devices"]}
-        self._manager.set_balancer_weights(weights)
+        self._manager.balancer.set_weights(weights)
 
     def load_video(self, path: str | Path) -> VideoInfo:
         """Check a clip (probe) and add it to the work list."""
@@ -330,7 +330,7 @@ class VideoParallelProcessor(MultiGPUPipeline):
 
     def _push_balancing(self) -> None:
         if self._manager is not None:
-            self._manager.set_auto_balancing(
+            self._manager.balancer.set_adjustment(
                 self.adjustment_factor if self.auto_balancing else 0.0,
                 check_interval_s=self.check_interval, max_correction=self.max_adjustment)
 

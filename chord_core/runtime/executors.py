@@ -19,6 +19,7 @@ import logging
 import multiprocessing as mp
 import queue
 import threading
+import time
 from abc import ABC, abstractmethod
 from multiprocessing.connection import wait as wait_ready
 from typing import Any, Callable
@@ -90,6 +91,21 @@ class Executor(ABC):
 
     def close(self) -> None:
         """Release what the executor itself holds (workers are stopped by the manager)."""
+
+
+def stop_all(handles: list[WorkerHandle], *, abort: bool, timeout: float) -> None:
+    """Ask every worker to stop after the task in hand (``abort``: terminate now), wait up to
+    ``timeout`` s (2 s when aborting), then kill what is left."""
+    for h in handles:
+        if abort:
+            h.terminate()
+        else:
+            h.stop()
+    deadline = time.monotonic() + (2.0 if abort else timeout)
+    for h in handles:
+        if not h.join(max(0.1, deadline - time.monotonic())):
+            h.kill()
+            h.join(2.0)
 
 
 # -- local processes ------------------------------------------------------------------------

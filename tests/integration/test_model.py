@@ -21,7 +21,9 @@ SOURCE_FPS = 24.0
 
 @pytest.fixture(scope="module")
 def lm(tiny_model_dir: Path) -> m.LoadedModel:
-    return m.load_model(ModelConfig(model="test", device="cpu"))
+    # the checkpoint the fixture built, whatever CHORD_CACHE_DIR other test folders set since
+    return m.load_model(ModelConfig(model="test", device="cpu",
+                                    cache_dir=tiny_model_dir.parent.parent))
 
 
 def _frames(n: int, h: int = 56, w: int = 56, seed: int = 0) -> np.ndarray:

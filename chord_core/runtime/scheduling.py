@@ -1,0 +1,208 @@
+"""The job manager's bookkeeping records, and how queued tasks are shared among workers.
+
+Each worker has its own queue (``WorkerSlot.queue``); the balancer chose it when the task was
+made. An idle worker takes from its own queue first, else steals the last task of the longest
+one; describe (and entail) tasks ride along with a worker's first task to share one model
+call. Everything here runs on the manager's dispatcher thread, under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from chord_core.runtime.balancer import Balancer, plan_cost
+from chord_core.runtime.executors import WorkerHandle
+from chord_core.runtime.jobs import JobStatus
+from chord_core.runtime.workers import Task, WorkerSpec
+from chord_core.types import ProgressEvent, SamplingPlan
+
+log = logging.getLogger(__name__)
+
+MIN_FRAMES_PER_CHUNK = 4
+BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a model call
+
+
+@dataclass
+class WorkerSlot:
+    """A worker as the manager tracks it: its spec, handle, state and queue."""
+
+    spec: WorkerSpec
+    handle: WorkerHandle | None = None
+    state: str = "starting"          # starting | ready | restarting | failed | stopped
+    batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
+    queue: deque = field(default_factory=deque)
+    restarts: int = 0
+    busy_s: float = 0.0
+    tasks_done: int = 0
+    model_info: dict | None = None
+    error: dict | None = None
+    startup: dict | None = None      # where the worker's start-up time went (seconds)
+    respawn_at: float = 0.0          # monotonic time of the next start while "restarting"
+    deaths_in_row: int = 0           # deaths without a finished task in between (back-off)
+    start_failures: int = 0          # deaths before "ready", in a row
+
+    @property
+    def current(self) -> str | None:
+        """The task the worker is on (the first unfinished one of its batch)."""
+        return self.batch[0] if self.batch else None
+
+    def ended(self, task_id: str) -> None:
+        if task_id in self.batch:
+            self.batch.remove(task_id)
+
+    def row(self, tasks: dict[str, TaskState], speed: float) -> dict[str, Any]:
+        """The UI's view: devices, state, current job, queue, busy time, restarts."""
+        cur = tasks.get(self.current) if self.current else None
+        return {"worker": self.spec.worker_id, "devices": list(self.spec.devices),
+                "state": self.state, "job": cur.task.job_id if cur else None,
+                "queued": len(self.queue), "busy_s": self.busy_s, "tasks_done": self.tasks_done,
+                "restarts": self.restarts, "speed": speed,
+                "pid": self.handle.pid if self.handle else None, "startup": self.startup}
+
+
+@dataclass
+class TaskState:
+    """One task (a whole job, or a slice of a grounding job) and where it stands."""
+
+    task: Task
+    worker: str | None = None
+    state: str = "pending"           # pending | running | done | failed
+    attempts: int = 0                # times its worker died while it ran alone
+    solo: bool = False               # run it alone (it was in a batch whose worker died)
+    last_event: ProgressEvent | None = None
+    payload: Any = None
+
+
+@dataclass
+class JobEntry:
+    """A job's record (``status``) and its planning: clip info, plan, task ids."""
+
+    status: JobStatus
+    tasks: list[str] = field(default_factory=list)
+    planned: bool = False
+    info: Any = None
+    plan: Any = None
+    t0: float = 0.0
+    probe_s: float = 0.0
+
+
+def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
+                balancer: Balancer, wid: str, first: Task) -> list[str]:
+    """Queued tasks that can share ``first``'s model call — same task (describe or entail),
+    same model, no annotated video — up to the worker's batch size, from its own queue, then
+    from the longest other queue (the balancer is told)."""
+    limit = workers[wid].spec.model_cfg.batch_size
+
+    def fits(task: Task) -> bool:  # describes with describes, entails with entails
+        r = task.request
+        return (task.kind == "analyze" and r.task in BATCHED_TASKS
+                and r.task == first.request.task and not r.annotated_video
+                and task.model == first.model)
+
+    if not fits(first) or limit <= 1 or tasks[first.task_id].solo:
+        return []
+    mates: list[str] = []
+    donors = [workers[wid]] + sorted(
+        (w for w in workers.values() if w.spec.worker_id != wid), key=lambda w: -len(w.queue))
+    for donor in donors:
+        for tid in list(donor.queue):
+            if len(mates) >= limit - 1:
+                return mates
+            task = tasks[tid].task
+            if fits(task) and not tasks[tid].solo:
+                donor.queue.remove(tid)
+                if donor.spec.worker_id != wid:
+                    balancer.move(task.cost, donor.spec.worker_id, wid)
+                mates.append(tid)
+    return mates
+
+
+def steal(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer: Balancer,
+          thief: str) -> str | None:
+    """The last task of the longest queue, moved to ``thief`` (the balancer is told)."""
+    donor = max((w for w in workers.values() if len(w.queue) > 0), key=lambda w: len(w.queue),
+                default=None)
+    if donor is None:
+        return None
+    tid = donor.queue.pop()
+    balancer.move(tasks[tid].task.cost, donor.spec.worker_id, thief)
+    return tid
+
+
+def dequeue(workers: dict[str, WorkerSlot], ts: TaskState) -> None:
+    """Take a pending task off its worker's queue."""
+    q = workers[ts.worker].queue
+    if ts.task.task_id in q:
+        q.remove(ts.task.task_id)
+
+
+def job_tasks(req: Any, plan: SamplingPlan, workers: dict[str, WorkerSlot], balancer: Balancer,
+              *, split: bool = True) -> list[tuple[str, float, str, SamplingPlan]]:
+    """(kind, cost, worker, plan) of the tasks one planned job becomes. A per-frame grounding
+    job long enough is split over every worker that can run ("ground_chunk" tasks: frames
+    in proportion to speed, aligned to batches); anything else is one "analyze" task on the
+    worker the balancer picks."""
+    cost = plan_cost(plan, req.max_new_tokens)
+    ready = [wid for wid, w in workers.items() if w.state != "failed"]
+    if (req.task == "ground" and split and len(ready) > 1
+            and getattr(req, "ground_method", "per_frame") == "per_frame"
+            and plan.num_frames >= MIN_FRAMES_PER_CHUNK * 2 and not req.annotated_video):
+        align = req.batch_size or workers[ready[0]].spec.model_cfg.batch_size
+        out = []
+        for wid, start, end in balancer.split(plan.num_frames, ready, align=align):
+            sub = replace(plan, frame_indices=plan.frame_indices[start:end],
+                          timestamps_s=plan.timestamps_s[start:end])
+            share = cost * (end - start) / plan.num_frames
+            out.append(("ground_chunk", share, balancer.choose(share, [wid]), sub))
+        return out
+    return [("analyze", cost, balancer.choose(cost, ready), plan)]
+
+
+def requeue_after_death(w: WorkerSlot, tasks: dict[str, TaskState], max_attempts: int
+                        ) -> list[TaskState]:
+    """Put back the tasks a dead worker was running. Tasks that died together are re-queued
+    to run alone (none is blamed yet); a task that died alone counts an attempt. Returns the
+    tasks that have now used up ``max_attempts`` (their jobs fail)."""
+    together = sum(tasks[t].state == "running" for t in w.batch) > 1
+    given_up = []
+    for tid in reversed(w.batch):
+        ts = tasks[tid]
+        if ts.state != "running":
+            continue
+        ts.solo = ts.solo or together
+        ts.attempts += 0 if together else 1
+        if ts.attempts < max_attempts:
+            ts.state = "pending"
+            w.queue.appendleft(tid)
+            log.warning("worker %s died running %s; re-queued%s", w.spec.worker_id, tid,
+                        " to run alone" if together else f" (attempt {ts.attempts + 1})")
+        else:
+            given_up.append(ts)
+    return given_up
+
+
+def workers_model_state(workers: list[WorkerSlot]) -> dict[str, Any]:
+    info = next((w.model_info for w in workers if w.model_info), None)
+    error = next((w.error for w in workers if w.error), None)
+    starting = any(w.state == "starting" for w in workers)
+    state = "ready" if info else "loading" if starting else "failed"
+    return {"state": state, "model": workers[0].spec.model_cfg.model, "info": info,
+            "error": error}
+
+
+def job_event(job: JobEntry, tasks: dict[str, TaskState], event: ProgressEvent
+              ) -> ProgressEvent:
+    """A task's progress as its job's: frames of a split grounding job count over every
+    worker's share (done shares included)."""
+    if len(job.tasks) < 2 or event.stage != "grounding_frames":
+        return event
+    done = sum(tasks[t].last_event.done for t in job.tasks
+               if tasks[t].last_event and tasks[t].last_event.stage == "grounding_frames")
+    done += sum(tasks[t].task.plan.num_frames for t in job.tasks if tasks[t].state == "done")
+    n = job.plan.num_frames
+    return ProgressEvent("grounding_frames", f"frame {done}/{n} on {len(job.tasks)} workers",
+                         done, n, time.time() - job.t0)

@@ -1,0 +1,66 @@
+"""The job manager's side of the job store: writes that never stop a job, and the jobs a
+previous run left unfinished.
+
+A store problem (a full disk, a damaged file) is logged once and kept for the UI and CLI to
+show (``problem``); the jobs keep running and their results stay in memory and with the
+caller. ``resumable`` hands back what a previous run left queued or running, with the same
+job ids, so a restart neither loses nor repeats work.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Any, Iterator
+
+from chord_core.errors import ChordError
+from chord_core.runtime.jobs import JobSpec
+
+log = logging.getLogger(__name__)
+
+
+class StoreLink:
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.problem: dict | None = None  # the last error, None while writes go through
+
+    def write(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call ``store.<method>`` if there is a store; a failure is logged, never raised."""
+        if self.store is None:
+            return None
+        try:
+            return getattr(self.store, method)(*args, **kwargs)
+        except (ChordError, sqlite3.Error) as exc:
+            err = exc.to_dict() if isinstance(exc, ChordError) else {
+                "type": "StoreError", "message": f"the job store failed: {exc}",
+                "hint": "check the disk that holds CHORD_DATA_DIR"}
+            if err != self.problem:
+                log.error("store: %s failed: %s", method, err["message"])
+            self.problem = err
+        except (ValueError, KeyError) as exc:
+            log.warning("store: %s failed: %s", method, exc)
+        return None
+
+    def resumable(self, by_key: dict[str, str]) -> Iterator[tuple[str, JobSpec]]:
+        """(job id, spec) of each job a previous run left queued or running, oldest first.
+        ``by_key`` is the caller's live content-key → job table: a stored job whose key is
+        already there is a duplicate left by an older Chord and is cancelled; one whose spec
+        cannot be read is marked failed."""
+        self.write("requeue_running")
+        for row in reversed(self.store.list_jobs(limit=100_000, state="queued")):
+            try:
+                spec = JobSpec.from_dict(row["spec"])
+            except (KeyError, TypeError, ChordError) as exc:
+                log.warning("stored job %s cannot be resumed (%s); marking it failed",
+                            row["job_id"], exc)
+                self.write("update_state", row["job_id"], "failed", error={
+                    "type": "ResumeError", "message": f"could not resume: {exc}",
+                    "hint": "submit the clip again"})
+                continue
+            if spec.key and spec.key in by_key:
+                self.write("update_state", row["job_id"], "cancelled", error={
+                    "type": "Duplicate", "hint": "",
+                    "message": f"same clip and settings as job {by_key[spec.key]}"})
+                continue
+            yield row["job_id"], spec
+            log.info("resumed stored job %s", row["job_id"])
