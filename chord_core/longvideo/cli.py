@@ -34,6 +34,11 @@ def _long_args(p: argparse.ArgumentParser) -> None:
                         "only (keyframes), fixed windows (fixed), or the cheapest (auto)")
     g.add_argument("--chapter-s", type=float, default=None,
                    help="about one chapter per this many seconds (default 300)")
+    g.add_argument("--frames-per-chunk", type=int, default=None,
+                   help="at most this many frames describe a chunk (default 16)")
+    g.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens per chunk description and per chapter answer, 128–2048 "
+                        "(default 192)")
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
@@ -87,6 +92,8 @@ def _settings(args: argparse.Namespace) -> Any:
 
     return settings_from_env(threshold_s=args.long_after, chunk_s=args.chunk_s,
                              cuts=args.cuts, chapter_s=args.chapter_s,
+                             describe_max_frames=args.frames_per_chunk,
+                             max_new_tokens=args.max_new_tokens,
                              ground_fps=getattr(args, "fps", None)
                              if args.command == "ground-long" else None)
 

@@ -81,8 +81,8 @@ class LongVideoSettings:
         if not 128 <= self.max_new_tokens <= 2048:
             raise ConfigError(f"max new tokens per chunk must be 128–2048, got "
                               f"{self.max_new_tokens}", hint="leave it at 192")
-        if self.describe_max_frames < 2 or self.ground_chunk_frames < 1:
-            raise ConfigError("a chunk needs at least 2 frames to describe and 1 to ground",
+        if self.describe_max_frames < 4 or self.ground_chunk_frames < 1:
+            raise ConfigError("a chunk needs at least 4 frames to describe and 1 to ground",
                               hint="raise describe_max_frames / ground_chunk_frames")
 
     def with_overrides(self, **kwargs: object) -> LongVideoSettings:
