@@ -43,7 +43,7 @@ class LongVideoSettings:
     cuts: str = "auto"
     cut_threshold: float = 0.4
     scene_fps: float = 4.0
-    scan_budget_px: float = 4e11
+    scan_budget_px: float = 2e10  # ≈ 10 min of 1080p at 30 fps
     describe_fps: float = 0.5
     describe_max_frames: int = 16
     max_new_tokens: int = 192  # per chunk description and per reduce answer (128–2048)

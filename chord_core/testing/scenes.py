@@ -104,16 +104,16 @@ def make_scene_clip(path: str | Path, cuts: Sequence[int], times_s: Sequence[flo
 
 def make_looped_clip(path: str | Path, *, total_s: float, segment_s: float = 60.0,
                      fps: float = 10.0, size_wh: tuple[int, int] = (1920, 1080),
-                     gop_s: float = 5.0) -> tuple[Path, int]:
-    """A long low-motion H.264 clip: a ``segment_s`` segment (two scenes, a moving square)
-    encoded once, its packets repeated with shifted timestamps up to ``total_s``. Returns
-    (path, frame count)."""
+                     gop_s: float = 5.0, cut: bool = False) -> tuple[Path, int]:
+    """A long low-motion H.264 clip: a ``segment_s`` segment (one scene with a moving square,
+    or two with ``cut``) encoded once, its packets repeated with shifted timestamps up to
+    ``total_s``. Returns (path, frame count)."""
     import av
 
     path = Path(path)
     seg = path.with_suffix(".segment.mp4")
     n = int(round(segment_s * fps))
-    make_scene_clip(seg, [n // 2], even_times(n, fps), size_wh=size_wh,
+    make_scene_clip(seg, [n // 2] if cut else [], even_times(n, fps), size_wh=size_wh,
                     gop=max(1, int(round(gop_s * fps))))
     loops = max(1, int(np.ceil(total_s / segment_s)))
     written = 0
