@@ -23,6 +23,7 @@ from chord_core.config import (
 )
 from chord_core.families import FAMILIES
 from chord_core.errors import ChordError, ConfigError
+from chord_core.longvideo.cli import COMMANDS as LONG_VIDEO_COMMANDS
 from chord_core.media.native_logs import quiet_native_logs
 from chord_core.types import ProgressEvent
 
@@ -158,9 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id", help="as named by an error, the History page or summary.json")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
 
+    from chord_core.longvideo.cli import add_parsers as add_long_video_parsers
     from chord_core.service.cli import add_parser as add_serve_parser  # light: argparse only
 
     add_serve_parser(sub, _model_args)
+    add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
 
     p = sub.add_parser("make-tiny-model",
                        help="write a random-weight Qwen2.5-VL or Qwen3-VL checkpoint")
@@ -381,6 +384,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "ground": cmd_analyze,
             "entail": cmd_analyze,
             "export": cmd_export, "serve": cmd_serve, "make-tiny-model": cmd_make_tiny_model}
+COMMANDS.update(LONG_VIDEO_COMMANDS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

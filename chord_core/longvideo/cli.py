@@ -1,0 +1,286 @@
+"""Command line of long-video mode: ``chapters``, ``search`` and ``ground-long``.
+
+    python -m chord_core chapters CLIP [--vtt OUT.vtt --srt OUT.srt --md OUT.md --json OUT]
+    python -m chord_core search CLIP "a person opens the car door" [--method entail|ground]
+    python -m chord_core ground-long CLIP "the red car" [--json OUT]
+
+Work runs as jobs of the job runtime — worker processes like ``batch`` (``--gpus``,
+``--cpu-workers``, ``--config``), or one model in this process (``--in-process``) — and
+every finished chunk is kept in the job store: the same command run again after a crash or
+Ctrl-C resumes at the chunk where it stopped. Errors follow the CLI's rule: one ``error:``
+line, one ``hint:`` line, exit 2 for bad input. Module import is light (argparse only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from chord_core.longvideo.settings import CUT_MODES
+
+
+def _long_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("long video")
+    g.add_argument("--long-after", type=float, default=None, metavar="SECONDS",
+                   help="clips longer than this are long videos (default: "
+                        "$CHORD_LONG_VIDEO_S or 600)")
+    g.add_argument("--chunk-s", type=float, default=None,
+                   help="target chunk length in seconds (default: $CHORD_LONG_CHUNK_S or 60)")
+    g.add_argument("--cuts", choices=CUT_MODES, default=None,
+                   help="where chunks start: scene cuts of every frame (scene), of keyframes "
+                        "only (keyframes), fixed windows (fixed), or the cheapest (auto)")
+    g.add_argument("--chapter-s", type=float, default=None,
+                   help="about one chapter per this many seconds (default 300)")
+    g.add_argument("--frames-per-chunk", type=int, default=None,
+                   help="at most this many frames describe a chunk (default 16)")
+    g.add_argument("--max-new-tokens", type=int, default=None,
+                   help="tokens per chunk description and per chapter answer, 128–2048 "
+                        "(default 192)")
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where it runs")
+    g.add_argument("--in-process", action="store_true",
+                   help="one model in this process instead of worker processes")
+    g.add_argument("--gpus", default=None, help="GPU numbers for the workers, e.g. 0,1")
+    g.add_argument("--cpu-workers", type=int, default=None, help="N CPU worker processes")
+    g.add_argument("--config", default=None, help="multigpu_config.yaml")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+
+
+def add_parsers(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add the long-video subcommands to the CLI's subparsers."""
+    p = sub.add_parser("chapters", help="long video: chapters (start–end, title, summary) "
+                                        "and an overall summary; resumable")
+    p.add_argument("video")
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT",
+                   help="the chord.chapters/v1 document (default: stdout)")
+    p.add_argument("--vtt", default=None, metavar="OUT.vtt", help="chapters as WebVTT")
+    p.add_argument("--srt", default=None, metavar="OUT.srt", help="chapters as SRT")
+    p.add_argument("--md", default=None, metavar="OUT.md", help="a Markdown summary")
+    _long_args(p), model_args(p), _run_args(p)
+
+    p = sub.add_parser("search", help='long video: when does something happen? time ranges '
+                                      'with evidence frames')
+    p.add_argument("video")
+    p.add_argument("query", help='what to find, e.g. "a person opens the car door"')
+    p.add_argument("--method", choices=("entail", "ground"), default="entail",
+                   help="check frames by entailment (default) or by grounding")
+    p.add_argument("--chapters", dest="chapters_json", default=None, metavar="CHAPTERS.json",
+                   help="a chapters document of this clip (default: made or resumed now)")
+    p.add_argument("--max-chapters", type=int, default=3,
+                   help="candidate chapters checked frame by frame (default 3)")
+    p.add_argument("--fps", type=float, default=1.0, help="frames per second checked")
+    p.add_argument("--max-frames", type=int, default=32, help="frames checked per chapter")
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+    _long_args(p), model_args(p), _run_args(p)
+
+    p = sub.add_parser("ground-long", help="long video: ground a target over the whole clip "
+                                           "in chunks on every worker; resumable")
+    p.add_argument("video")
+    p.add_argument("target")
+    p.add_argument("--fps", type=float, default=None, help="frames per second (default 1)")
+    p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+    _long_args(p), model_args(p), _run_args(p)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from chord_core.longvideo.settings import settings_from_env
+
+    return settings_from_env(threshold_s=args.long_after, chunk_s=args.chunk_s,
+                             cuts=args.cuts, chapter_s=args.chapter_s,
+                             describe_max_frames=args.frames_per_chunk,
+                             max_new_tokens=args.max_new_tokens,
+                             ground_fps=getattr(args, "fps", None)
+                             if args.command == "ground-long" else None)
+
+
+class _Session:
+    """The executor (workers or in-process), the store and the clip, closed together."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from chord_core.analysis.engine import probe_input
+        from chord_core.config import model_config_from_env
+        from chord_core.errors import ConfigError
+        from chord_core.media.content_keys import file_hash
+        from chord_core.runtime.store import Store
+
+        if getattr(args, "batch_size", None) is not None and args.batch_size < 1:
+            raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}",
+                              hint="e.g. --batch-size 8")
+        self.settings = _settings(args)
+        self.info = probe_input(args.video)
+        if self.info.container == "image":
+            raise ConfigError(f"{Path(args.video).name} is an image; long-video mode needs "
+                              "a video", hint="use `describe` or `entail` for an image")
+        self.key = file_hash(args.video)
+        self.cfg = model_config_from_env(model=args.model, device=args.device,
+                                         max_memory=args.max_memory,
+                                         allow_offload=args.allow_offload)
+        self.quiet = args.quiet
+        self.store = Store()
+        for notice in self.store.notices:
+            print(f"warning: {notice}", file=sys.stderr)
+        self.executor, self.in_flight = self._start(args)
+
+    def _start(self, args: argparse.Namespace) -> tuple[Any, int]:
+        if args.in_process:
+            from chord_core.runtime.jobs import JobRunner
+
+            cfg = self.cfg.with_overrides(batch_size=args.batch_size)
+            if cfg.compile is None:
+                cfg = cfg.with_overrides(compile=False)
+            return JobRunner(cfg), self.settings.in_flight or 2
+        from chord_core.runtime.cluster import start_manager
+        from chord_core.runtime.parallel_config import load_parallel_config
+
+        parallel = load_parallel_config(args.config, overrides={
+            "gpus": args.gpus, "cpu_workers": args.cpu_workers,
+            "batch_size_per_gpu": args.batch_size})
+        manager, plan = start_manager(self.cfg, parallel, store=None)
+        for line in plan.lines:
+            self.say(f"plan: {line}")
+        manager.wait_ready()
+        width = len(plan.specs) * max(1, parallel.batch_size_per_gpu)
+        return manager, self.settings.in_flight or max(2, width)
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    def progress(self, event: Any) -> None:
+        self.say(f"{event.elapsed_s:7.1f}s  {event.message}")
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.store.close()
+
+
+def _emit(doc: dict[str, Any], out: str | None) -> None:
+    from chord_core.analysis.outputs import write_json
+
+    if out:
+        write_json(Path(out).expanduser(), doc)
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def _check_outputs(*targets: str | None) -> None:
+    from chord_core.analysis.outputs import check_file
+
+    for t in targets:
+        check_file(t, "the output")
+
+
+def _check_request(video: str, task: str, query: str) -> None:
+    """The query refused before any worker starts (empty, too long)."""
+    from chord_core.analysis.engine import AnalysisRequest
+
+    AnalysisRequest(video, task, query)
+
+
+def _note_length(s: _Session) -> None:
+    mode = "long" if s.settings.is_long(s.info.duration_s) else "short"
+    s.say(f"note: {Path(s.info.path).name} is {s.info.duration_s:.0f} s long; long-video mode "
+          f"starts past {s.settings.threshold_s:.0f} s (--long-after)"
+          + ("" if mode == "long" else ": a short clip, made into chapters as asked"))
+
+
+def cmd_chapters(args: argparse.Namespace) -> int:
+    from chord_core.longvideo.chapters import ChaptersRun
+    from chord_core.longvideo.exports import write_exports
+
+    _check_outputs(args.json_out, args.vtt, args.srt, args.md)
+    s = _Session(args)
+    try:
+        _note_length(s)
+        doc = ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+                          in_flight=s.in_flight, on_progress=s.progress)()
+    finally:
+        s.close()
+    _emit(doc.to_dict(), args.json_out)
+    targets = {k: v for k, v in (("vtt", args.vtt), ("srt", args.srt), ("md", args.md)) if v}
+    for path in write_exports(doc, targets):
+        print(f"wrote {path}", file=sys.stderr)
+    _test_note(doc.test_model)
+    return 0
+
+
+def _load_chapters(path: str, info: Any) -> Any:
+    from chord_core.errors import InputError
+    from chord_core.longvideo.doc import ChaptersDoc
+
+    try:
+        data = json.loads(Path(path).expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the chapters file {path}: {exc}",
+                         hint="give a JSON file written by `python -m chord_core chapters "
+                              "--json`") from None
+    doc = ChaptersDoc.from_dict(data)
+    if abs(doc.duration_s - info.duration_s) > 0.5:
+        raise InputError(f"{path} describes a {doc.duration_s:.0f} s clip, but the video is "
+                         f"{info.duration_s:.0f} s long", hint="give the chapters of this clip, "
+                         "or leave --chapters out to make them")
+    return doc
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from chord_core.errors import ConfigError
+    from chord_core.longvideo.chapters import ChaptersRun
+    from chord_core.longvideo.search import search
+
+    if args.max_chapters < 1 or args.max_frames < 4 or not 0 < args.fps <= 60:
+        raise ConfigError("--max-chapters must be ≥ 1, --max-frames ≥ 4, --fps in (0, 60]",
+                          hint="e.g. --max-chapters 3 --max-frames 32 --fps 1")
+    if not args.query.strip():
+        raise ConfigError("search needs something to look for",
+                          hint='say what happens, e.g. "a person opens the car door"')
+    _check_outputs(args.json_out)
+    _check_request(args.video, args.method, args.query)
+    s = _Session(args)
+    try:
+        doc = _load_chapters(args.chapters_json, s.info) if args.chapters_json else \
+            ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+                        in_flight=s.in_flight, on_progress=s.progress)()
+        found = search(s.executor, s.store, s.info, s.key, doc, args.query, s.cfg.model,
+                       method=args.method, max_chapters=args.max_chapters, fps=args.fps,
+                       max_frames=args.max_frames, in_flight=s.in_flight,
+                       on_progress=s.progress)
+    finally:
+        s.close()
+    _emit(found.to_dict(), args.json_out)
+    for w in found.warnings[:3]:
+        s.say(f"warning: {w}")
+    _test_note(found.test_model)
+    return 0
+
+
+def cmd_ground_long(args: argparse.Namespace) -> int:
+    from chord_core.config import SamplingConfig
+    from chord_core.longvideo.ground import ground_long
+
+    _check_outputs(args.json_out)
+    _check_request(args.video, "ground", args.target)
+    s = _Session(args)
+    try:
+        _note_length(s)
+        result = ground_long(s.executor, s.store, s.info, s.key, args.target, s.settings,
+                             s.cfg.model, sampling=SamplingConfig(), in_flight=s.in_flight,
+                             on_progress=s.progress, batch_size=args.batch_size)
+    finally:
+        s.close()
+    _emit(result.to_dict(), args.json_out)
+    _test_note(result.model.test_model)
+    return 0
+
+
+def _test_note(test_model: bool) -> None:
+    if test_model:
+        print("note: test model — random weights; its text is meaningless", file=sys.stderr)
+
+
+COMMANDS = {"chapters": cmd_chapters, "search": cmd_search, "ground-long": cmd_ground_long}

@@ -1,0 +1,123 @@
+"""Long-video settings: when the mode starts, how a clip is cut, how chapters are sized.
+
+| variable            | meaning                                                         |
+|---------------------|-----------------------------------------------------------------|
+| CHORD_LONG_VIDEO_S  | clips longer than this many seconds get long-video mode (600)   |
+| CHORD_LONG_CHUNK_S  | target chunk length in seconds (60)                             |
+
+The CLI's ``--long-after`` and ``--chunk-s`` override them. They are read by
+:func:`settings_from_env`, called by entry points, never at import time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from chord_core.errors import ConfigError
+
+CUT_MODES = ("auto", "scene", "keyframes", "fixed")
+LONG_VIDEO_S_DEFAULT = 600.0
+
+
+@dataclass(frozen=True)
+class LongVideoSettings:
+    """How long-video mode cuts, describes and merges a clip.
+
+    ``threshold_s``: a clip longer than this is a long video (``is_long``).
+    ``chunk_s`` is the target chunk length; a scene-cut chunk lies in
+    [``min_chunk_s``, ``max_chunk_s``] (longer scenes are split into windows); fixed
+    windows overlap by ``overlap_s`` (frames read twice, once per window; the chunks' own
+    time ranges never overlap). ``cuts``: ``scene`` decodes the low-resolution stream at
+    ``scene_fps``, ``keyframes`` decodes only keyframes, ``fixed`` decodes nothing, and
+    ``auto`` takes the cheapest that stays within ``scan_budget_px`` decoded pixels.
+    """
+
+    threshold_s: float = LONG_VIDEO_S_DEFAULT
+    chunk_s: float = 60.0
+    min_chunk_s: float = 10.0
+    max_chunk_s: float = 180.0
+    overlap_s: float = 1.0
+    cuts: str = "auto"
+    cut_threshold: float = 0.4
+    scene_fps: float = 4.0
+    scan_budget_px: float = 2e10  # ≈ 10 min of 1080p at 30 fps
+    describe_fps: float = 0.5
+    describe_max_frames: int = 16
+    max_new_tokens: int = 192  # per chunk description and per reduce answer (128–2048)
+    chapter_s: float = 300.0
+    max_chapters: int = 24
+    ground_fps: float = 1.0
+    ground_chunk_frames: int = 64
+    in_flight: int = 0  # chunk jobs queued at once; 0 = two per worker
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.threshold_s) or self.threshold_s == math.inf) \
+                or self.threshold_s < 0:
+            raise ConfigError(f"the long-video threshold must be ≥ 0 s, got {self.threshold_s}",
+                              hint="e.g. --long-after 600 (10 minutes); --long-after 0 makes "
+                                   "every clip a long video")
+        if not 1.0 <= self.chunk_s <= 3600.0:
+            raise ConfigError(f"the chunk length must be 1–3600 s, got {self.chunk_s}",
+                              hint="e.g. --chunk-s 60")
+        if not 0 < self.min_chunk_s <= self.chunk_s <= self.max_chunk_s:
+            raise ConfigError(
+                f"chunk bounds must satisfy 0 < min {self.min_chunk_s} ≤ target "
+                f"{self.chunk_s} ≤ max {self.max_chunk_s}",
+                hint="leave the bounds at their defaults, or widen them around --chunk-s")
+        if not 0 <= self.overlap_s < self.min_chunk_s:
+            raise ConfigError(f"the chunk overlap must be ≥ 0 and below the shortest chunk "
+                              f"({self.min_chunk_s} s), got {self.overlap_s}",
+                              hint="use an overlap of a second or two")
+        if self.cuts not in CUT_MODES:
+            raise ConfigError(f"unknown cut mode {self.cuts!r}",
+                              hint=f"use one of: {', '.join(CUT_MODES)}")
+        for name in ("scene_fps", "describe_fps", "ground_fps"):
+            if not 0 < getattr(self, name) <= 60:
+                raise ConfigError(f"{name} must be in (0, 60], got {getattr(self, name)}",
+                                  hint="use a rate such as 1 or 2 frames per second")
+        if not 128 <= self.max_new_tokens <= 2048:
+            raise ConfigError(f"max new tokens per chunk must be 128–2048, got "
+                              f"{self.max_new_tokens}", hint="leave it at 192")
+        if self.describe_max_frames < 4 or self.ground_chunk_frames < 1:
+            raise ConfigError("a chunk needs at least 4 frames to describe and 1 to ground",
+                              hint="raise describe_max_frames / ground_chunk_frames")
+
+    def with_overrides(self, **kwargs: object) -> LongVideoSettings:
+        """A copy with the given (not None) fields. A new ``chunk_s`` alone moves the chunk
+        bounds and the overlap with it, so ``--chunk-s 5`` needs no other option."""
+        given = {k: v for k, v in kwargs.items() if v is not None}
+        chunk = given.get("chunk_s")
+        if isinstance(chunk, (int, float)) and chunk > 0:
+            lo = min(float(given.get("min_chunk_s", self.min_chunk_s)), float(chunk))
+            given.setdefault("min_chunk_s", lo)
+            given.setdefault("max_chunk_s", max(self.max_chunk_s, float(chunk)))
+            given.setdefault("overlap_s", min(self.overlap_s, lo / 4))
+        return replace(self, **given)
+
+    def is_long(self, duration_s: float) -> bool:
+        """Whether a clip of this length gets long-video mode."""
+        return duration_s > self.threshold_s
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float | None:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}",
+                          hint=f"e.g. {name}=600, or unset it for the default") from None
+
+
+def settings_from_env(env: Mapping[str, str] | None = None,
+                      **overrides: object) -> LongVideoSettings:
+    """Settings from ``CHORD_LONG_*`` variables, then explicit ``overrides`` (None = unset)."""
+    env = os.environ if env is None else env
+    base = LongVideoSettings().with_overrides(
+        threshold_s=_seconds(env, "CHORD_LONG_VIDEO_S"),
+        chunk_s=_seconds(env, "CHORD_LONG_CHUNK_S"))
+    return base.with_overrides(**overrides)

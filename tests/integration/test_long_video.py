@@ -1,0 +1,175 @@
+"""Long-video mode end to end on the tiny random-weight model (its words mean nothing: the
+tests check times, frames, schemas and the store, never text), with a real SQLite store, the
+real in-process job runner, and a real subprocess killed with SIGKILL to test resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chord_core.config import ModelConfig
+from chord_core.longvideo.chapters import ChaptersRun
+from chord_core.longvideo.doc import ChaptersDoc
+from chord_core.longvideo.exports import to_srt, to_vtt
+from chord_core.longvideo.ground import ground_long
+from chord_core.longvideo.search import search
+from chord_core.longvideo.settings import LongVideoSettings
+from chord_core.media.content_keys import file_hash
+from chord_core.media.probe import probe
+from chord_core.runtime.jobs import JobRunner
+from chord_core.runtime.store import Store
+from chord_core.testing.scenes import even_times, make_scene_clip, uneven_times
+
+pytest.importorskip("av")
+ROOT = Path(__file__).resolve().parents[2]
+FAST = dict(max_new_tokens=128, describe_max_frames=4, overlap_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_model_dir):
+    r = JobRunner(ModelConfig(model="test", device="cpu", compile=False))
+    yield r
+    r.shutdown()
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    # three scenes, cut at frames 83 and 171, frame times uneven (no time is index / fps)
+    return make_scene_clip(tmp_path_factory.mktemp("lv") / "scenes.mp4", [83, 171],
+                           uneven_times(260, 10.0))
+
+
+@pytest.fixture(scope="module")
+def chapters(runner, clip, tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("lv-store") / "chord.sqlite3")
+    info = probe(clip.path)
+    settings = LongVideoSettings(cuts="scene", chunk_s=4, min_chunk_s=2, max_chunk_s=10,
+                                 chapter_s=13, **FAST)
+    doc = ChaptersRun(runner, store, info, file_hash(clip.path), settings, "test")()
+    return {"doc": doc, "store": store, "info": info, "settings": settings}
+
+
+def test_chapters_start_at_the_cut_frames_container_times(chapters, clip) -> None:
+    doc: ChaptersDoc = chapters["doc"]
+    assert [c["first_frame"] for c in doc.chunks] == [0, 83, 171]
+    assert [t.start_s for t in doc.chunk_texts] == [0.0, clip.times_s[83], clip.times_s[171]]
+    assert len(doc.chapters) == 2
+    starts = [c.start_s for c in doc.chapters]
+    cut = doc.chapters[1].first_frame
+    assert cut in (83, 171) and starts[1] == clip.times_s[cut]  # exact, the container's
+    assert abs(starts[1] - cut / chapters["info"].fps) > 0.01  # not index / average fps
+    assert doc.chapters[0].end_s == doc.chapters[1].start_s
+    assert doc.chapters[-1].end_s == pytest.approx(chapters["info"].duration_s)
+    assert sorted(sum((list(c.chunks) for c in doc.chapters), [])) == [0, 1, 2]
+    assert all(c.title and c.summary for c in doc.chapters) and doc.summary
+    assert doc.test_model and doc.model["id"] == "test"
+    assert any("no title" in w or "JSON" in w for w in doc.warnings)  # random text: said
+    vtt, srt_text = to_vtt(doc), to_srt(doc)
+    import srt
+    import webvtt
+
+    assert len(webvtt.from_string(vtt, strict=True).captions) == 2
+    assert [s.start.total_seconds() for s in srt.parse(srt_text)] == \
+        pytest.approx([round(x, 3) for x in starts])
+
+
+def test_a_finished_run_is_read_back_not_run_again(chapters, runner, clip) -> None:
+    before = len(runner.jobs())
+    again = ChaptersRun(runner, chapters["store"], chapters["info"], file_hash(clip.path),
+                        chapters["settings"], "test")()
+    assert len(runner.jobs()) == before  # no model call
+    assert again.to_dict()["chapters"] == chapters["doc"].to_dict()["chapters"]
+    rows = chapters["store"].list_jobs(batch_id=again.run_id)
+    assert len(rows) == 3 + 2 + 1 and {r["state"] for r in rows} == {"done"}
+
+
+def test_search_checks_candidate_chapters_and_returns_ranges(chapters, runner, clip) -> None:
+    doc = chapters["doc"]
+    found = search(runner, chapters["store"], chapters["info"], file_hash(clip.path), doc,
+                   "a yellow square moves", "test", method="entail", max_chapters=1, fps=1.0,
+                   max_frames=4)
+    checked = {c["chapter"] for c in found.candidates}
+    # the random text rarely shares a word with the query: then every chapter is checked
+    assert len(checked) == 1 or (len(checked) == 2 and found.warnings)
+    assert found.frames_checked == 4 * len(checked)
+    times = set(clip.times_s)
+    for hit in found.hits:
+        ch = doc.chapters[hit.chapter]
+        assert hit.chapter in checked and ch.start_s <= hit.start_s <= hit.end_s < ch.end_s
+        assert hit.evidence and all(e.t_s in times and 0 <= e.score <= 1 for e in hit.evidence)
+        assert hit.score == max(e.score for e in hit.evidence)
+    assert json.loads(json.dumps(found.to_dict()))["schema"] == "chord.search/v1"
+
+
+def test_long_grounding_joins_chunks_into_one_result(runner, tmp_path) -> None:
+    clip = make_scene_clip(tmp_path / "g.mp4", [], even_times(100, 10.0))
+    info = probe(clip.path)
+    store = Store(tmp_path / "chord.sqlite3")
+    from chord_core.config import SamplingConfig
+
+    s = LongVideoSettings(ground_fps=1.0, ground_chunk_frames=4)
+    res = ground_long(runner, store, info, file_hash(clip.path), "the yellow square", s,
+                      "test", sampling=SamplingConfig(), max_new_tokens=24)
+    assert res.sampling.num_frames == 10 and len(res.raw_outputs) == 10
+    assert res.sampling.timestamps_s == tuple(clip.times_s[i]
+                                              for i in res.sampling.frame_indices)
+    assert {d.frame_index for d in res.detections} <= set(res.sampling.frame_indices)
+    assert {d.track_id for d in res.detections} == {t.track_id for t in res.tracks}
+    assert res.to_dict()["schema"] == "chord.result/v1" and res.model.test_model
+    batches = {r["batch_id"] for r in store.list_jobs()}
+    assert len(batches) == 1 and store.count_jobs(state="done") == 3  # 4 + 4 + 2 frames
+
+
+def _done_chunks(db: Path) -> dict[str, float]:
+    """Chunk jobs with a stored result → when it was stored (read while the run writes)."""
+    if not db.exists():
+        return {}
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        rows = conn.execute("SELECT job_id, created_at FROM results WHERE job_id LIKE '%-c%'")
+        return {r[0]: r[1] for r in rows}
+    except sqlite3.OperationalError:  # tables not made yet
+        return {}
+    finally:
+        conn.close()
+
+
+def test_a_killed_run_resumes_at_the_chunk_where_it_stopped(tiny_model_dir, tmp_path) -> None:
+    clip = make_scene_clip(tmp_path / "k.mp4", [], even_times(80, 10.0))  # 8 s: 4 chunks
+    data = tmp_path / "data"
+    env = {**os.environ, "CHORD_DATA_DIR": str(data), "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "chord_core", "chapters", str(clip.path), "--model", "test",
+           "--in-process", "--cuts", "fixed", "--chunk-s", "2", "--chapter-s", "100",
+           "--frames-per-chunk", "4", "--max-new-tokens", "128",
+           "--json", str(tmp_path / "ch.json"), "--vtt", str(tmp_path / "ch.vtt")]
+    db = data / "chord.sqlite3"
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not _done_chunks(db) and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    before = _done_chunks(db)
+    assert 1 <= len(before) < 4, first.stderr.read().decode()[-2000:]
+    assert not (tmp_path / "ch.json").exists()
+
+    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert second.returncode == 0, second.stderr[-2000:]
+    after = _done_chunks(db)
+    assert len(after) == 4
+    assert {k: after[k] for k in before} == before  # chunks done before the kill: untouched
+    assert f"chunks {len(before)}/4 (resumed)" in second.stderr
+    doc = json.loads((tmp_path / "ch.json").read_text())
+    assert [c["start_s"] for c in doc["chunks"]] == [0.0, 2.0, 4.0, 6.0]
+    assert doc["chapters"][0]["start_s"] == 0.0 and len(doc["chunk_texts"]) == 4
+    assert (tmp_path / "ch.vtt").read_text().startswith("WEBVTT")
