@@ -90,9 +90,9 @@ def executor(args):
     from chord_core.config import ModelConfig
 
     if args.device == "cpu":
-        from chord_core.runtime.jobs import JobRunner
+        from chord_core.runtime.cluster import in_process_manager
 
-        return JobRunner(ModelConfig(model=args.model, device="cpu", compile=False)), 2
+        return in_process_manager(ModelConfig(model=args.model, device="cpu", compile=False)), 2
     from chord_core.config import model_config_from_env
     from chord_core.runtime.cluster import start_manager
     from chord_core.runtime.parallel_config import load_parallel_config

@@ -6,7 +6,7 @@ Above the engine and the runtime (it imports them; they never import it):
     stream     frames decoded + resized on the fly through a bounded queue
     scenes     scene cuts from histograms of the low-resolution stream (every frame or keyframes)
     chunks     cuts → chunks with exact container times; a chunk's sampling plan
-    runs       chunk jobs through JobManager / JobRunner, kept in the job store (resume)
+    runs       chunk jobs through JobManager (worker processes, or one thread in-process), kept in the job store (resume)
     chapters   map (describe chunks) → chapters → overall summary (reduce, same model)
     search     "when does X happen?": chapters narrowed by text, frames checked (entail/ground)
     ground     a target over the whole clip in chunks; tracks joined across chunk boundaries

@@ -128,12 +128,12 @@ class _Session:
 
     def _start(self, args: argparse.Namespace) -> tuple[Any, int]:
         if args.in_process:
-            from chord_core.runtime.jobs import JobRunner
+            from chord_core.runtime.cluster import in_process_manager
 
             cfg = self.cfg.with_overrides(batch_size=args.batch_size)
             if cfg.compile is None:
                 cfg = cfg.with_overrides(compile=False)
-            return JobRunner(cfg), self.settings.in_flight or 2
+            return in_process_manager(cfg), self.settings.in_flight or 2
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 
@@ -160,7 +160,7 @@ class _Session:
 
 
 def _emit(doc: dict[str, Any], out: str | None) -> None:
-    from chord_core.analysis.outputs import write_json
+    from chord_core.runtime.outputs import write_json
 
     if out:
         write_json(Path(out).expanduser(), doc)
@@ -170,7 +170,7 @@ def _emit(doc: dict[str, Any], out: str | None) -> None:
 
 
 def _check_outputs(*targets: str | None) -> None:
-    from chord_core.analysis.outputs import check_file
+    from chord_core.runtime.outputs import check_file
 
     for t in targets:
         check_file(t, "the output")

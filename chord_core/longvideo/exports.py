@@ -95,7 +95,7 @@ WRITERS = {"json": to_json, "vtt": to_vtt, "srt": to_srt, "md": to_markdown}
 
 def write_exports(doc: ChaptersDoc, targets: dict[str, str | Path]) -> list[Path]:
     """Write each asked-for format (``{"vtt": "out.vtt", …}``); returns the paths written."""
-    from chord_core.analysis.outputs import write_atomic
+    from chord_core.runtime.outputs import write_atomic
 
     written = []
     for fmt, target in targets.items():

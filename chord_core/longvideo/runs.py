@@ -7,9 +7,9 @@ job has a fixed id under it (``<run>-c0007``); a finished one is a ``done`` job 
 chunks already done and submits only the others: nothing is done twice. The batch row's
 summary says how far the run got (chunks done, elapsed, time left), for whoever watches.
 
-Chunk jobs are handed to an executor — ``JobManager`` (worker processes, every GPU) or the
-in-process ``JobRunner`` — a few at a time (``in_flight``), so a three-hour clip never queues
-hundreds of jobs whose frames would all be read at once. The executor should have no store
+Chunk jobs are handed to a ``JobManager`` — worker processes on every GPU, or one thread
+(``cluster.in_process_manager``) — a few at a time (``in_flight``), so a three-hour clip
+never queues hundreds of jobs whose frames would all be read at once. The executor should have no store
 of its own: this module writes the rows.
 """
 

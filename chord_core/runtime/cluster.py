@@ -162,3 +162,14 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
         log.info("%s", line)
     manager = JobManager(list(wp.specs), weights=wp.weights, store=store)
     return manager, wp
+
+
+def in_process_manager(model_cfg: ModelConfig, *, store: Any = None) -> Any:
+    """A JobManager whose one worker is a thread of this process, running ``model_cfg`` as
+    given (device included): for tools and tests that want no worker processes."""
+    from chord_core.runtime.executors import ThreadExecutor
+    from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.workers import WorkerSpec
+
+    spec = WorkerSpec("thread0", (), model_cfg, warmup=False, in_process=True)
+    return JobManager([spec], store=store, split_ground=False, executor=ThreadExecutor())

@@ -56,6 +56,7 @@ class WorkerSpec:
     cpu_threads: int = 0
     warmup: bool = True
     visible: str = ""
+    in_process: bool = False  # a thread of the caller's process: ``model_cfg`` used as given
 
     @property
     def is_cpu(self) -> bool:
@@ -109,6 +110,8 @@ def gpu_worker_threads(n_workers: int) -> int:
 
 def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
     cfg = spec.model_cfg if not model else replace(spec.model_cfg, model=model)
+    if spec.in_process:
+        return cfg
     if spec.is_cpu:
         return replace(cfg, device="cpu")
     mem = cfg.max_memory if cfg.max_memory is not None else spec.max_memory_fraction

@@ -24,7 +24,7 @@ from chord_core.longvideo.search import search
 from chord_core.longvideo.settings import LongVideoSettings
 from chord_core.media.content_keys import file_hash
 from chord_core.media.probe import probe
-from chord_core.runtime.jobs import JobRunner
+from chord_core.runtime.cluster import in_process_manager
 from chord_core.runtime.store import Store
 from chord_core.testing.scenes import even_times, make_scene_clip, uneven_times
 
@@ -35,7 +35,7 @@ FAST = dict(max_new_tokens=128, describe_max_frames=4, overlap_s=0.5)
 
 @pytest.fixture(scope="module")
 def runner(tiny_model_dir):
-    r = JobRunner(ModelConfig(model="test", device="cpu", compile=False))
+    r = in_process_manager(ModelConfig(model="test", device="cpu", compile=False))
     yield r
     r.shutdown()
 
