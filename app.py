@@ -12,6 +12,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from chord_ui.i18n import language_switch, t
+
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 # A shipped file, not ":material/…:": Streamlit would fetch that tab icon from a font CDN, and
@@ -19,11 +21,15 @@ logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name
 ICON = Path(__file__).resolve().parent / "chord_ui" / "static" / "icon.png"
 st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
 
+# Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
+# from the file names (/batch, /history, /gpus), the same in both.
 PAGES = [
-    st.Page("pages/analyze.py", title="Analyze", icon=":material/movie:", default=True),
-    st.Page("pages/batch.py", title="Batch", icon=":material/video_library:"),
-    st.Page("pages/history.py", title="History", icon=":material/history:"),
-    st.Page("pages/gpus.py", title="GPUs", icon=":material/memory:"),
+    st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
+    st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
+    st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
+    st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
 ]
 
-st.navigation(PAGES).run()
+navigation = st.navigation(PAGES)
+language_switch()
+navigation.run()

@@ -26,6 +26,7 @@ from chord_core.config import (
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
 from chord_ui.formatting import md_escape
+from chord_ui.i18n import t
 from chord_ui.uploads import VIDEO_TYPES, ClipSource, discard_upload, local_source, save_upload
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ K_UPLOAD, K_PATH, K_UPLOAD_GEN = "upload", "local_path", "upload_gen"
 K_TASK, K_PROMPT, K_TARGET = "task", "describe_prompt", "ground_target"
 K_STATEMENT, K_SCORES = "entail_statement", "ground_scores"
 TASKS = {"describe": "Describe", "ground": "Ground a target", "entail": "Check a statement"}
+K_EXAMPLE = "example_clip"
 TOKENS_PER_FRAME = ("auto", 256, 384, 512, 768, 1024, 1280, 1600)
 PERSIST = "session"
 
@@ -80,28 +82,30 @@ def settings_sidebar() -> tuple[Settings, Any]:
     """Generation length and the advanced sampling section (rendered in the sidebar).
     Returns the settings and an empty slot under them where the page writes the plan."""
     lo, hi = MAX_NEW_TOKENS_RANGE
-    max_new = st.slider("Max generation length", lo, hi, MAX_NEW_TOKENS_DEFAULT, step=64,
+    max_new = st.slider(t("Max generation length"), lo, hi, MAX_NEW_TOKENS_DEFAULT, step=64,
                         key="max_new_tokens", persist_state=PERSIST,
-                        help="Upper bound on tokens the model writes for a description.")
-    with st.expander("Advanced sampling", icon=":material/tune:"):
-        auto = st.toggle("Automatic frame rate", value=True, key="fps_auto",
+                        help=t("Upper bound on tokens the model writes for a description "
+                               "(grounding answers have their own fixed per-frame limit)."))
+    with st.expander(t("Advanced sampling"), icon=":material/tune:"):
+        auto = st.toggle(t("Automatic frame rate"), value=True, key="fps_auto",
                          persist_state=PERSIST,
-                         help="Auto: the task's default (2 fps for grounding, adaptive for "
-                              "descriptions), lowered to fit the limits below.")
+                         help=t("Auto: the task's default (2 fps for grounding, adaptive for "
+                                "descriptions), lowered to fit the limits below."))
         fps = None if auto else st.number_input(
-            "Sampling fps", 0.1, 30.0, 2.0, step=0.5, key="fps", persist_state=PERSIST)
-        max_frames = st.number_input("Max frames", MIN_FRAMES, MAX_FRAMES_DEFAULT,
+            t("Sampling fps"), 0.1, 30.0, 2.0, step=0.5, key="fps", persist_state=PERSIST)
+        max_frames = st.number_input(t("Max frames"), MIN_FRAMES, MAX_FRAMES_DEFAULT,
                                      MAX_FRAMES_DEFAULT, step=4, key="max_frames",
                                      persist_state=PERSIST)
         per_frame = st.select_slider(
-            "Max resolution (visual tokens per frame)", TOKENS_PER_FRAME, value="auto",
+            t("Max resolution (visual tokens per frame)"), TOKENS_PER_FRAME, value="auto",
             key="tokens_per_frame", persist_state=PERSIST,
-            help="One visual token covers 28×28 px. 768 ≈ 0.6 MP; auto uses the task's "
-                 "default (768 to describe, 1280 to ground).")
-        budget = st.slider("Visual-token budget per request", 2_000, 64_000,
+            format_func=lambda v: t("auto") if v == "auto" else str(v),
+            help=t("One visual token covers 28×28 px. 768 ≈ 0.6 MP; auto uses the task's "
+                   "default (768 to describe, 1280 to ground)."))
+        budget = st.slider(t("Visual-token budget per request"), 2_000, 64_000,
                            TOKEN_BUDGET_DEFAULT, step=1_000, key="token_budget",
                            persist_state=PERSIST,
-                           help="Qwen advises keeping a clip under ~24k visual tokens.")
+                           help=t("Qwen advises keeping a clip under ~24k visual tokens."))
         slot = st.empty()
     return Settings(max_new_tokens=int(max_new), fps=None if fps is None else float(fps),
                     max_frames=int(max_frames),
@@ -137,6 +141,8 @@ def _on_upload() -> None:
 
 
 def _on_path() -> None:
+    """A typed path replaces the clip; one that cannot be used clears it (so Run is off
+    and no result of the old clip stays under a message about the new one)."""
     text = (st.session_state.get(K_PATH) or "").strip()
     st.session_state[K_CLIP_ERROR] = None
     if not text:
@@ -144,7 +150,30 @@ def _on_path() -> None:
     try:
         st.session_state[K_CLIP] = local_source(text)
     except InputError as exc:
+        st.session_state[K_CLIP] = None
         st.session_state[K_CLIP_ERROR] = exc.to_dict()
+
+
+def _clear_clip() -> None:
+    st.session_state[K_CLIP] = None
+    st.session_state[K_CLIP_ERROR] = None
+    st.session_state[K_PATH] = ""
+
+
+def _on_example() -> None:
+    from chord_ui.example_clip import example_clip
+
+    st.session_state[K_CLIP_ERROR] = None
+    try:
+        clip, target = example_clip()
+    except (OSError, ChordError) as exc:
+        st.session_state[K_CLIP_ERROR] = {"message": f"could not make the example clip: {exc}",
+                                          "hint": "check that CHORD_DATA_DIR is writable"}
+        return
+    st.session_state[K_CLIP] = clip
+    st.session_state.setdefault(K_TARGET, target)
+    if not st.session_state.get(K_TARGET):
+        st.session_state[K_TARGET] = target
 
 
 def release_uploads(uploads: Any) -> None:
@@ -165,8 +194,9 @@ def release_uploads(uploads: Any) -> None:
 
 
 def refuse_clip(clip: ClipSource, err: ChordError) -> None:
-    """The probe refused the current clip: forget it, keep its error for the page, and
-    delete the file when it was an upload (refused uploads are not kept)."""
+    """The probe refused the current clip: forget it (Run turns off), keep its error as the
+    page's one clip message, and delete the file when it was an upload (refused uploads are
+    not kept)."""
     if clip.uploaded:
         discard_upload(clip)
     st.session_state[K_CLIP] = None
@@ -175,50 +205,67 @@ def refuse_clip(clip: ClipSource, err: ChordError) -> None:
 
 def clip_input() -> ClipSource | None:
     """Uploader + local path box; returns the current clip (or None)."""
-    st.file_uploader("Upload a video", type=list(VIDEO_TYPES), key=_upload_key(),
-                     on_change=_on_upload, help="mp4, avi, mov, mkv or webm")
-    st.text_input("…or the path of a video on this machine", key=K_PATH, on_change=_on_path,
-                  placeholder="/data/videos/clip.mp4",
-                  help="Big local files need no upload; the path must exist on the machine "
-                       "running Chord.")
+    st.file_uploader(t("Upload a video"), type=list(VIDEO_TYPES), key=_upload_key(),
+                     on_change=_on_upload, help=t("mp4, avi, mov, mkv or webm"))
+    st.text_input(t("…or the path of a video on this machine"), key=K_PATH,
+                  on_change=_on_path, placeholder="/data/videos/clip.mp4",
+                  help=t("Big local files need no upload; the path must exist on the machine "
+                         "running Chord."))
+    clip = st.session_state.get(K_CLIP)
+    if clip is None:
+        st.button(t("Try an example clip"), key="example", icon=":material/auto_awesome:",
+                  on_click=_on_example,
+                  help=t("A short synthetic clip made on this machine (nothing is "
+                         "downloaded): a red ball and a blue square moving."))
+    else:
+        left, right = st.columns([3, 1], vertical_alignment="center")
+        left.markdown(f":material/movie: {t('Current clip:')} **{md_escape(clip.name)}**")
+        right.button(t("Remove"), key="clear_clip", on_click=_clear_clip,
+                     icon=":material/close:", width="stretch")
     err = st.session_state.get(K_CLIP_ERROR)
     if err:
         show_error(err)
-    return st.session_state.get(K_CLIP)
+    return clip
 
 
 def task_input() -> tuple[str, str]:
     """Mode (describe / ground) and its text; returns (task, query)."""
-    task = st.segmented_control("Mode", list(TASKS), format_func=TASKS.get, key=K_TASK,
-                                default="describe", persist_state=PERSIST,
+    # No default= here: History's "Open in Analyze" and a job link set the mode through
+    # Session State, and a widget given both warns on every use.
+    if st.session_state.get(K_TASK) not in TASKS:
+        st.session_state[K_TASK] = "describe"
+    task = st.segmented_control(t("Mode"), list(TASKS), format_func=lambda k: t(TASKS[k]),
+                                key=K_TASK, persist_state=PERSIST,
                                 required=True) or "describe"
     if task == "ground":
-        query = st.text_input("Target", key=K_TARGET, persist_state=PERSIST,
-                              placeholder="e.g. the cyclist in a red helmet",
-                              help="Chord looks for it on every sampled frame, then links "
-                                   "the boxes into tracks and time segments.")
-        st.checkbox("Score each box", key=K_SCORES, persist_state=PERSIST,
-                    help="The probability that the box shows the target, checked by the "
-                         "model on the box's crop; lets you filter weak boxes. Slower.")
+        query = st.text_input(t("Target"), key=K_TARGET, persist_state=PERSIST,
+                              placeholder=t("e.g. the cyclist in a red helmet"),
+                              help=t("Chord looks for it on every sampled frame, then links "
+                                     "the boxes into tracks and time segments."))
+        st.checkbox(t("Score each box"), key=K_SCORES, persist_state=PERSIST,
+                    help=t("The probability that the box shows the target, checked by the "
+                           "model on the box's crop; lets you filter weak boxes. Slower."))
     elif task == "entail":
-        query = st.text_input("Statement", key=K_STATEMENT, persist_state=PERSIST,
-                              placeholder="e.g. a person opens the car door",
-                              help="Chord checks it on every sampled frame: a probability "
-                                   "curve over time, an overall verdict, and the moments "
-                                   "that support or contradict it.")
+        query = st.text_input(t("Statement"), key=K_STATEMENT, persist_state=PERSIST,
+                              placeholder=t("e.g. a person opens the car door"),
+                              help=t("Chord checks it on every sampled frame: a probability "
+                                     "curve over time, an overall verdict, and the moments "
+                                     "that support or contradict it."))
     else:
-        query = st.text_area("Prompt (optional)", key=K_PROMPT, persist_state=PERSIST,
+        query = st.text_area(t("Prompt (optional)"), key=K_PROMPT, persist_state=PERSIST,
                              height=90,
-                             placeholder="Leave empty for a detailed description, or ask "
-                                         "something specific about the clip.")
+                             placeholder=t("Leave empty for a detailed description, or ask "
+                                           "something specific about the clip."))
     return task, query
 
 
 def show_error(err: dict | ChordError) -> None:
     """A readable error: what failed, then how to fix it. Never a traceback."""
+    from chord_ui.messages import localized
+
     data = err.to_dict() if isinstance(err, ChordError) else err
-    message = str(data.get("message") or "something went wrong")
-    hint = str(data.get("hint") or "")
+    message, hint = localized(str(data.get("message") or "something went wrong"),
+                              str(data.get("hint") or ""))
     text = md_escape(message[:1].upper() + message[1:])  # messages quote paths, names, text
-    st.error(text + (f"\n\n**How to fix:** {md_escape(hint)}" if hint else ""),
+    st.error(text + (f"\n\n**{t('How to fix:')}** {md_escape(hint)}" if hint else ""),
              icon=":material/error:")

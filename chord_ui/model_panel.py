@@ -22,6 +22,7 @@ from chord_core.config import (
 )
 from chord_ui import resources
 from chord_ui.formatting import human_bytes, md_escape, test_model_label
+from chord_ui.i18n import t
 
 
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
@@ -96,30 +97,36 @@ def _use_test_model(model: str = "") -> None:
 def model_selector() -> str | None:
     """Sidebar widgets; returns the model string (None when a local folder is not given)."""
     _init_state()
-    st.radio("Model", SOURCES, key=K_SOURCE, persist_state="session",
-             format_func=lambda s: "Test model (random weights)" if s == SOURCE_TEST else s,
-             help="A Hugging Face hub id, a folder with downloaded weights, or a tiny "
-                  "random-weight model for trying Chord offline.")
+    st.radio(t("Model"), SOURCES, key=K_SOURCE, persist_state="session",
+             format_func=lambda s: t("Test model (random weights)") if s == SOURCE_TEST
+             else t(s),
+             help=t("A Hugging Face hub id, a folder with downloaded weights, or a tiny "
+                    "random-weight model for trying Chord offline."))
     source = st.session_state[K_SOURCE]
     if source == SOURCE_HUB:
         options = list(HUB_MODELS)
         if st.session_state.get(K_HUB) and st.session_state[K_HUB] not in options:
             options.append(st.session_state[K_HUB])
-        choice = st.selectbox("Hub id", options, key=K_HUB, accept_new_options=True,
+        choice = st.selectbox(t("Hub id"), options, key=K_HUB, accept_new_options=True,
                               persist_state="session", format_func=hub_label,
-                              help="Pick one or type another Qwen2.5-VL / Qwen3-VL repo id. "
-                                   "Sizes: parameters and the GPU memory Chord plans for "
-                                   "(bf16 weights × 1.2).")
+                              help=t("Pick one or type another Qwen2.5-VL / Qwen3-VL repo id. "
+                                     "Sizes: parameters and the GPU memory Chord plans for "
+                                     "(bf16 weights × 1.2)."))
         _facts_caption(choice)
         return choice
     if source == SOURCE_LOCAL:
-        folder = st.text_input("Model folder", key=K_LOCAL, persist_state="session",
+        folder = st.text_input(t("Model folder"), key=K_LOCAL, persist_state="session",
                                placeholder="/models/Qwen2.5-VL-3B-Instruct")
         return folder.strip() or None
-    return st.selectbox("Test model", list(TEST_CHOICES), key=K_TEST, persist_state="session",
-                        format_func=lambda m: f"{m} — {TEST_CHOICES[m]}",
-                        help="Tiny random-weight checkpoints with each family's files, "
-                             "prompts and coordinate convention.")
+    return st.selectbox(t("Test model"), list(TEST_CHOICES), key=K_TEST,
+                        persist_state="session", format_func=_test_choice,
+                        help=t("Tiny random-weight checkpoints with each family's files, "
+                               "prompts and coordinate convention."))
+
+
+def _test_choice(model: str) -> str:
+    family = TEST_CHOICES[model].split()[0]
+    return t("{family} family (test model)", family=family)
 
 
 def _facts_caption(repo_id: str | None) -> None:
@@ -147,19 +154,20 @@ def _availability(model: str, nonce: str) -> dict[str, Any]:
 def model_panel(model: str | None) -> bool:
     """Show whether ``model`` can run now; offer download / test model. True when usable."""
     if model is None:
-        st.info("Enter the folder that holds the model weights (config.json, *.safetensors).")
+        st.info(t("Enter the folder that holds the model weights (config.json, "
+                  "*.safetensors)."))
         return False
     if model in TEST_MODELS:
-        st.caption(f"**{test_model_label()}** ({TEST_CHOICES[model]}) — a tiny checkpoint "
-                   "built locally on first use. "
-                   "Its output is meaningless; use it to try Chord without downloading.")
+        st.caption(t("**{label}** ({family}) — a tiny checkpoint built locally on first use. "
+                     "Its output is meaningless; use it to try Chord without downloading.",
+                     label=t(test_model_label()), family=_test_choice(model)))
         _loaded_state(model)
         return True
     dl = resources.downloads().status(model)
     avail = _availability(model, dl.state if dl else "")
     if avail["available"]:
         size = f" · {human_bytes(avail['size_bytes'])}" if avail["size_bytes"] else ""
-        st.success(f"Available locally{size}", icon=":material/check_circle:")
+        st.success(t("Available locally") + size, icon=":material/check_circle:")
         if avail["local_path"]:
             st.caption(md_escape(avail["local_path"]))
         _loaded_state(model)
@@ -168,7 +176,7 @@ def model_panel(model: str | None) -> bool:
     st.warning(md_escape(message[:1].upper() + message[1:] + "."), icon=":material/cloud_off:")
     if "/" in model and not model.startswith(("/", ".", "~")):
         _download_section(model, avail["size_bytes"])
-    st.button("Use the test model instead", on_click=_use_test_model, args=(model,),
+    st.button(t("Use the test model instead"), on_click=_use_test_model, args=(model,),
               key="use_test_model", width="stretch")
     _offline_help(model)
     return False
@@ -227,12 +235,12 @@ def _offline_help(model: str) -> None:
 def _loaded_state(model: str) -> None:
     state = resources.job_runner().model_state()
     if state.get("model") != model:
-        st.caption("Loads on the first run and stays in memory for every session.")
+        st.caption(t("Loads on the first run and stays in memory for every session."))
         return
     if state["state"] == "ready":
-        st.caption(":material/memory: Loaded and ready.")
+        st.caption(":material/memory: " + t("Loaded and ready."))
     elif state["state"] == "loading":
-        st.caption(":material/hourglass_top: Loading…")
+        st.caption(":material/hourglass_top: " + t("Loading…"))
     elif state["state"] == "failed":
         err = state.get("error") or {}
         st.error(f"Could not load: {md_escape(err.get('message', 'unknown error'))}\n\n"

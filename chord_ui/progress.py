@@ -1,8 +1,10 @@
 """Live progress of a running job, polled by a fragment; and the compact GPU/CPU strip.
 
-The analysis runs in the job runner's worker thread; this fragment only reads
-``runner.status(job_id)`` every second, so the page never freezes. When the job finishes the
-fragment asks for one full rerun, which files the outcome and shows the results.
+The analysis runs in a worker process; this fragment only reads the manager's status every
+second, so the page never freezes. It shows the stage, a bar that moves with time once the
+frame loop's rate is measured, the time left, the queue position of a queued job, and
+Cancel. When the job finishes the fragment asks for one full rerun, which files the outcome
+and shows the results.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from chord_ui import resources
-from chord_ui.formatting import human_duration, md_escape, progress_fraction, stage_text
+from chord_ui.formatting import human_duration, md_escape, progress_fraction
+from chord_ui.i18n import lang, t
+from chord_ui.stages import stage_line
+from chord_ui.wording import progress_value, queue_position, time_left_s
 
 if TYPE_CHECKING:
     from chord_core.runtime.jobs import JobStatus
@@ -26,25 +31,42 @@ def _cancel(job_id: str) -> None:
 
 
 def job_progress(job_id: str) -> None:
-    """Stage, progress bar, elapsed time and Cancel, beside a live resource strip."""
+    """Stage, progress bar, elapsed time and time left, Cancel, beside a resource strip."""
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
-        status = resources.job_runner().status(job_id)
+        manager = resources.job_runner()
+        status = manager.status(job_id)
         if status.state.finished:
             st.rerun()
-        with st.container(border=True):
+        left_s = time_left_s(status.events)
+        with st.container(border=True, key="job-progress"):
             left, right = st.columns([3, 2], gap="medium")
             with left:
                 st.markdown(f"**{md_escape(_headline(status))}**")
-                st.progress(progress_fraction(status.events, status.state.value))
-                st.caption(f"Elapsed {human_duration(status.elapsed_s)}")
-                st.button("Cancel", key=f"cancel-{job_id}", on_click=_cancel, args=(job_id,),
-                          icon=":material/stop_circle:")
+                fraction = progress_fraction(status.events, status.state.value)
+                st.progress(progress_value(fraction, status.elapsed_s, left_s))
+                st.caption(_times(status, left_s, manager))
+                st.button(t("Cancel"), key=f"cancel-{job_id}", on_click=_cancel,
+                          args=(job_id,), icon=":material/stop_circle:")
             with right:
                 resource_strip()
 
     poll()
+
+
+def _times(status: JobStatus, left_s: float | None, manager: object) -> str:
+    if status.state.value == "queued":
+        place = queue_position(status.job_id, manager.jobs())
+        if place is None or place == 1:
+            return t("Next in line: waiting for a free worker")
+        return t("In the queue: {n} job(s) ahead of this one", n=place - 1)
+    text = t("Elapsed {elapsed}", elapsed=human_duration(status.elapsed_s))
+    if left_s is not None:
+        text += " · " + t("about {left} left", left=human_duration(left_s))
+    else:
+        text += " · " + t("estimating the time left…")
+    return text
 
 
 def _headline(status: JobStatus) -> str:
@@ -53,8 +75,8 @@ def _headline(status: JobStatus) -> str:
     if event is None and status.state.value == "running":
         model_state = resources.job_runner().model_state()
         if model_state.get("state") == "loading":
-            return f"Loading model {model_state.get('model') or ''}".strip()
-    return stage_text(event, status.state.value)
+            return t("Loading model {model}", model=model_state.get("model") or "").strip()
+    return stage_line(event, status.state.value, lang())
 
 
 def resource_strip() -> None:
@@ -70,14 +92,16 @@ def resource_strip() -> None:
                 used = (g.memory_used_mib or 0) / MIB_PER_GIB
                 total = g.memory_total_mib / MIB_PER_GIB
                 st.progress(min(1.0, used / total),
-                            text=f"memory {used:.1f} / {total:.0f} GiB")
+                            text=t("memory {used} / {total} GiB", used=f"{used:.1f}",
+                                   total=f"{total:.0f}"))
         return
     sys = sampler.system_latest()
     if sys is None:
-        st.caption("Collecting CPU/RAM readings…")
+        st.caption(t("Collecting CPU/RAM readings…"))
         return
     cpu = sys.cpu_pct or 0.0
-    st.progress(min(1.0, cpu / 100), text=f"CPU · {cpu:.0f} % (no NVIDIA GPU)")
+    st.progress(min(1.0, cpu / 100), text=t("CPU · {pct} % (no NVIDIA GPU)", pct=f"{cpu:.0f}"))
     ram_pct = sys.ram_pct or 0.0
-    st.progress(min(1.0, ram_pct / 100), text=f"RAM {sys.ram_used_mib / MIB_PER_GIB:.1f} / "
-                f"{sys.ram_total_mib / MIB_PER_GIB:.1f} GiB")
+    st.progress(min(1.0, ram_pct / 100), text=t("RAM {used} / {total} GiB",
+                used=f"{sys.ram_used_mib / MIB_PER_GIB:.1f}",
+                total=f"{sys.ram_total_mib / MIB_PER_GIB:.1f}"))

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from chord_core.runtime.parallel_config import ParallelConfig
     from chord_core.runtime.store import Store
     from chord_ui.downloads import DownloadManager
+    from chord_ui.renders import RenderManager
 
 log = logging.getLogger(__name__)
 
@@ -145,3 +146,11 @@ def downloads() -> DownloadManager:
     from chord_ui.downloads import DownloadManager
 
     return DownloadManager()
+
+
+@st.cache_resource(show_spinner=False)
+def renders() -> RenderManager:
+    """Annotated-MP4 renders running in background threads (one per output file)."""
+    from chord_ui.renders import RenderManager
+
+    return RenderManager()

@@ -1,14 +1,16 @@
 """Rendering a finished analysis: description text, or the grounding views, plus downloads.
 
-Everything shown comes from the ``chord.result/v1`` Result; frames are re-read from the clip
-on demand (cached) and boxes drawn by ``chord_core.analysis.render``.
+Everything shown comes from the ``chord.result/v1`` Result. Grounding results play in the
+in-page player (``chord_ui.player``: boxes drawn in the browser, a clickable timeline); key
+frames are re-read from the clip on demand (cached) with boxes drawn by
+``chord_core.analysis.render``. The annotated MP4 renders in a background thread
+(``chord_ui.renders``), so a second click or a rerun never restarts it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,18 +19,14 @@ import streamlit as st
 
 from chord_core.errors import ChordError
 from chord_core.types import Result
-from chord_ui import entail_view
+from chord_ui import clip_view, entail_view, resources, scroll
 from chord_ui.figures import timeline_figure
-from chord_ui.formatting import (
-    detections_rows,
-    human_duration,
-    md_escape,
-    plan_summary,
-    summary_line,
-    test_model_label,
-)
+from chord_ui.formatting import detections_rows, human_duration, md_escape, test_model_label
+from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
-from chord_ui.uploads import ClipSource, exports_dir, private_dir, servable
+from chord_ui.player import show_player
+from chord_ui.uploads import ClipSource, exports_dir, servable
+from chord_ui.wording import ground_summary, grouped_notes, plan_numbers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,22 +41,26 @@ GALLERY_SIZE = 8
 
 
 def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
-    """Results, or a plain message for failed/cancelled jobs."""
+    """Results, or a plain message for failed/cancelled jobs. The view is scrolled into
+    sight once when it first appears in this tab (a run that just finished, a reload)."""
+    scroll.scroll_here(outcome.job_id)
     if outcome.state == "failed":
         show_error(outcome.error or {"message": "the analysis failed"})
         return
     if outcome.state == "cancelled":
-        st.info(f"Cancelled after {human_duration(outcome.elapsed_s)}. Press **Run** to "
-                "start again.", icon=":material/stop_circle:")
-        return
+        st.info(t("Cancelled after {elapsed}. Press **Run** to start again.",
+                  elapsed=human_duration(outcome.elapsed_s)), icon=":material/stop_circle:")
+        if outcome.result is None:
+            return
+        st.warning(t("**Partial result** — only the frames finished before Cancel are in it."),
+                   icon=":material/incomplete_circle:")
     result = outcome.result
     if result is None:
         return
     if not servable(clip.path):
-        st.warning(f"The video file at {md_escape(clip.path)} is gone or outside the media "
-                   "roots, so its frames cannot be shown. Everything below comes from the "
-                   "stored result.",
-                   icon=":material/hide_image:")
+        st.warning(t("The video file at {path} is gone or outside the media roots, so its "
+                     "frames cannot be shown. Everything below comes from the stored result.",
+                     path=md_escape(clip.path)), icon=":material/hide_image:")
     if result.task == "ground":
         _grounding(result, clip, outcome.job_id)
     elif result.task == "entail":
@@ -69,41 +71,42 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
 
 
 def _meta_caption(result: Result) -> None:
-    model = md_escape(result.model.id) + (f" · {test_model_label()}"
+    model = md_escape(result.model.id) + (f" · {t(test_model_label())}"
                                           if result.model.test_model else "")
-    st.caption(f"{model} · {plan_summary(result.sampling)} · "
-               f"{human_duration(result.timing.total_s)} total{_method_note(result)}")
+    st.caption(t("{model} · {plan} · {total} total{method}", model=model,
+                 plan=plan_numbers(result.sampling, lang()),
+                 total=human_duration(result.timing.total_s), method=_method_note(result)))
 
 
 def _method_note(result: Result) -> str:
     """Two-pass grounding: how many frames were grounded, inside which spans."""
     if result.method != "two_pass" or result.grounded_frames is None:
         return ""
-    spans = ", ".join(f"{a:.1f}–{b:.1f} s" for a, b in result.spans[:6]) or "none"
-    return (f" · two-pass: {len(result.grounded_frames)} of {result.sampling.num_frames} "
-            f"frames grounded (spans {spans})")
+    spans = ", ".join(f"{a:.1f}–{b:.1f} s" for a, b in result.spans[:6]) or t("none")
+    return t(" · two-pass: {n} of {total} frames grounded (spans {spans})",
+             n=len(result.grounded_frames), total=result.sampling.num_frames, spans=spans)
 
 
 def _test_badge(result: Result) -> None:
     if result.model.test_model:
-        st.warning(f"**{test_model_label()}** — this output is meaningless; it only shows "
-                   "that the pipeline works.", icon=":material/science:")
+        st.warning(t("**{label}** — this output is meaningless; it only shows that the "
+                     "pipeline works.", label=t(test_model_label())), icon=":material/science:")
 
 
 # -- describe ---------------------------------------------------------------------------------
 
 def _description(result: Result, clip: ClipSource, job_id: str) -> None:
-    st.subheader("Description")
+    st.subheader(t("Description"))
     _test_badge(result)
-    text = result.text.strip() or "(the model returned no text)"
+    text = result.text.strip() or t("(the model returned no text)")
     with st.container(border=True):
         st.markdown(md_escape(text))  # model text is shown as written, never rendered
-    with st.expander("Plain text (copy)", icon=":material/content_copy:"):
+    with st.expander(t("Plain text (copy)"), icon=":material/content_copy:"):
         st.code(text, language=None, wrap_lines=True)
     _meta_caption(result)
     cols = st.columns(3)
     _json_button(cols[0], result, clip, job_id)
-    cols[1].download_button("Text (.txt)", text, file_name=f"{Path(clip.name).stem}.txt",
+    cols[1].download_button(t("Text (.txt)"), text, file_name=f"{Path(clip.name).stem}.txt",
                             mime="text/plain", key=f"txt-{job_id}", on_click="ignore",
                             icon=":material/description:", width="stretch")
 
@@ -111,28 +114,28 @@ def _description(result: Result, clip: ClipSource, job_id: str) -> None:
 # -- ground -----------------------------------------------------------------------------------
 
 def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
-    st.subheader(md_escape(summary_line(result)))
+    st.subheader(md_escape(ground_summary(result, lang())))
     _test_badge(result)
     _meta_caption(result)
     result = _score_filter(result, job_id)
-    times = list(result.sampling.timestamps_s)
-    scrub_key = f"scrub-{job_id}"
-    default = _first_hit(result)
-    cursor = times[st.session_state.get(scrub_key, default)] if times else None
-    st.plotly_chart(timeline_figure(result, cursor_s=cursor), key=f"timeline-{job_id}",
-                    config={"displayModeBar": False})
+    playable = clip_view.playable_path(clip, result.video) if servable(clip.path) else None
     has_frames = servable(clip.path)  # frames only from files under the media roots/uploads
-    if has_frames:
+    if playable is not None:
         viewer, gallery = st.columns([3, 2], gap="large")
         with viewer:
-            _scrubber(result, clip, scrub_key, default)
+            show_player(result, playable, job_id, start_s=_first_hit_s(result))
         with gallery:
             _key_frames(result, clip)
-    st.markdown(f"**Detections** ({len(result.detections)})")
+    else:
+        st.plotly_chart(timeline_figure(result), key=f"timeline-{job_id}",
+                        config={"displayModeBar": False})
+        if has_frames:
+            _key_frames(result, clip)
+    st.markdown(t("**Detections** ({n})", n=len(result.detections)))
     if result.detections:
         st.dataframe(detections_rows(result), hide_index=True, height=240, key=f"dets-{job_id}")
     else:
-        st.caption("No boxes on any sampled frame.")
+        st.caption(t("No boxes on any sampled frame."))
     cols = st.columns(3)
     _json_button(cols[0], result, clip, job_id)
     _csv_button(cols[1], result, clip, job_id)
@@ -147,48 +150,26 @@ def _score_filter(result: Result, job_id: str) -> Result:
     scores = [d.score for d in result.detections if d.score is not None]
     if not scores:
         return result
-    least = st.slider("Minimum box score", 0.0, 1.0, 0.0, 0.05, key=f"minscore-{job_id}",
-                      help="Each box's score is the probability that its region shows the "
-                           "target, checked by the model on the box's crop.")
+    least = st.slider(t("Minimum box score"), 0.0, 1.0, 0.0, 0.05, key=f"minscore-{job_id}",
+                      help=t("Each box's score is the probability that its region shows the "
+                             "target, checked by the model on the box's crop."))
     kept = tuple(d for d in result.detections if d.score is None or d.score >= least)
     if len(kept) < len(result.detections):
-        st.caption(f"Showing {len(kept)} of {len(result.detections)} boxes "
-                   f"(score ≥ {least:.2f}).")
+        st.caption(t("Showing {n} of {total} boxes (score ≥ {least}).", n=len(kept),
+                     total=len(result.detections), least=f"{least:.2f}"))
     return replace(result, detections=kept)
 
 
-def _first_hit(result: Result) -> int:
-    """Scrubber start: the first sampled frame with a detection (else the first frame)."""
-    hit = {d.frame_index for d in result.detections}
-    for i, idx in enumerate(result.sampling.frame_indices):
-        if idx in hit:
-            return i
-    return 0
-
-
-def _scrubber(result: Result, clip: ClipSource, key: str, default: int) -> None:
-    times = result.sampling.timestamps_s
-    if not times:
-        st.caption("No frames were sampled.")
-        return
-    if key not in st.session_state:
-        st.session_state[key] = default
-    pos = st.select_slider("Frame", options=list(range(len(times))), key=key,
-                           format_func=lambda i: f"{times[i]:.2f} s",
-                           help="Step through the sampled frames; boxes are drawn as found.")
-    n = sum(1 for d in result.detections if d.frame_index == result.sampling.frame_indices[pos])
-    image = _boxed_frame(result, clip, pos, VIEW_MAX_W)
-    if image is not None:
-        st.image(image, caption=f"t = {times[pos]:.2f} s · frame "
-                 f"{result.sampling.frame_indices[pos]} · {n} box{'es' if n != 1 else ''}",
-                 width="stretch")
+def _first_hit_s(result: Result) -> float:
+    """Where the player starts: the first detection's time (else the clip's start)."""
+    return min((d.t_s for d in result.detections), default=0.0)
 
 
 def _key_frames(result: Result, clip: ClipSource) -> None:
-    st.markdown("**Key frames**")
+    st.markdown(t("**Key frames**"))
     picks = key_frame_positions(result, GALLERY_SIZE)
     if not picks:
-        st.caption("No key frames: the target was not found.")
+        st.caption(t("No key frames: the target was not found."))
         return
     grid = st.columns(2)
     for n, pos in enumerate(picks):
@@ -243,26 +224,47 @@ def _boxed_frame(result: Result, clip: ClipSource, pos: int, max_w: int) -> np.n
         frame = _read_frame(clip.path, clip.key, idx, _view_size(result, max_w))
     except (ChordError, IndexError) as exc:
         log.warning("frame %d of %s could not be read: %s", idx, clip.path, exc)
-        st.caption(f"Frame {idx} could not be read: {md_escape(exc)}")
+        st.caption(t("Frame {idx} could not be read: {why}", idx=idx, why=md_escape(exc)))
         return None
     return frame_with_boxes(frame, result, result.sampling.timestamps_s[pos])
 
 
+# Grounding answers are capped per frame (chord_core's GROUND_MAX_NEW_TOKENS) whatever the
+# "Max generation length" slider says, so "raise max new tokens" is advice nobody can follow.
+_CUT_ADVICE = "(raise max new tokens)"
+
+
+def _note_text(note: str, task: str) -> str:
+    if task == "ground" and _CUT_ADVICE in note:
+        return note.replace(_CUT_ADVICE, "(each frame's answer has a fixed length limit)")
+    return note
+
+
 def _notes(result: Result) -> None:
     if result.warnings:
-        with st.expander(f"Notes ({len(result.warnings)})", icon=":material/info:"):
-            for w in result.warnings[:200]:
-                st.markdown(f"- {md_escape(w)}")
+        groups = grouped_notes([_note_text(w, result.task) for w in result.warnings])
+        with st.expander(t("Notes ({n})", n=len(result.warnings)), icon=":material/info:"):
+            for first, n in groups[:100]:
+                more = t(" (and {n} more like it)", n=n - 1) if n > 1 else ""
+                st.markdown(f"- {md_escape(first)}{more}")
     if result.task == "ground" and result.raw_outputs:  # a description IS its raw output
-        with st.expander("Raw model output (per sampled frame)"):
+        with st.expander(t("Raw model output (per sampled frame)")):
             st.code("\n---\n".join(result.raw_outputs[:50]), language=None, wrap_lines=True)
 
 
 # -- downloads --------------------------------------------------------------------------------
 
+def export_doc(result: Result, clip_name: str) -> dict[str, Any]:
+    """The result JSON as downloaded: ``chord.result/v1`` with the user's own file name in
+    ``video.name`` (``video.path`` is where Chord read it, e.g. the private upload copy)."""
+    doc = result.to_dict()
+    doc["video"] = {**doc["video"], "name": clip_name}
+    return doc
+
+
 def _json_button(where: Any, result: Result, clip: ClipSource, job_id: str) -> None:
-    doc = json.dumps(result.to_dict(), indent=2, ensure_ascii=False)
-    where.download_button("Result JSON", doc, file_name=f"{Path(clip.name).stem}.chord.json",
+    doc = json.dumps(export_doc(result, clip.name), indent=2, ensure_ascii=False)
+    where.download_button(t("Result JSON"), doc, file_name=f"{Path(clip.name).stem}.chord.json",
                           mime="application/json", key=f"json-{job_id}", on_click="ignore",
                           icon=":material/data_object:", width="stretch")
 
@@ -270,49 +272,46 @@ def _json_button(where: Any, result: Result, clip: ClipSource, job_id: str) -> N
 def _csv_button(where: Any, result: Result, clip: ClipSource, job_id: str) -> None:
     from chord_core.analysis.render import detections_csv
 
-    where.download_button("Detections CSV", detections_csv(result),
+    where.download_button(t("Detections CSV"), detections_csv(result),
                           file_name=f"{Path(clip.name).stem}.detections.csv", mime="text/csv",
                           key=f"csv-{job_id}", on_click="ignore", icon=":material/table:",
                           width="stretch")
 
 
+def _start_render(clip_path: str, result: Result, out: Path) -> None:
+    resources.renders().start(clip_path, result, out)
+
+
 def _annotated_video(result: Result, clip: ClipSource, job_id: str) -> None:
-    """Make the H.264 MP4 with boxes on demand, then offer it."""
+    """Make the H.264 MP4 with boxes on demand (in a background thread), then offer it.
+    While it renders the button is disabled and a fragment shows its progress."""
     out = exports_dir() / f"{clip.key}-{job_id}.mp4"
     if out.exists():
-        st.download_button("Annotated MP4", lambda: out.open("rb"),
+        st.download_button(t("Annotated MP4"), lambda: out.open("rb"),
                            file_name=f"{Path(clip.name).stem}.annotated.mp4",
                            mime="video/mp4", key=f"mp4-{job_id}", on_click="ignore",
                            icon=":material/movie:", width="stretch", type="primary")
         return
-    if st.button("Make annotated MP4", key=f"make-mp4-{job_id}", icon=":material/movie_edit:",
-                 width="stretch", help="Draws the boxes on every frame of the clip (H.264)."):
-        _export(result, clip, out, job_id)
-        st.rerun()
-    err = st.session_state.get(f"export-error-{job_id}")
-    if err:
-        show_error(err)
+    state = resources.renders().get(out)
+    running = state is not None and state["state"] == "running"
+    st.button(t("Make annotated MP4"), key=f"make-mp4-{job_id}", icon=":material/movie_edit:",
+              width="stretch", disabled=running, on_click=_start_render,
+              args=(clip.path, result, out),
+              help=t("Draws the boxes on every frame of the clip (H.264)."))
+    if running:
+        _render_progress(out)
+    elif state is not None and state["state"] == "failed" and state["error"]:
+        show_error(state["error"])
 
 
-def _export(result: Result, clip: ClipSource, out: Path, job_id: str) -> None:
-    """Render into a temp file, then move it in place; errors are kept for the page."""
-    from chord_core.analysis.render import export_annotated_video
+def _render_progress(out: Path) -> None:
+    @st.fragment(run_every=0.5)
+    def poll() -> None:
+        state = resources.renders().get(out) or {}
+        if state.get("state") != "running":
+            st.rerun()
+        done, total = state.get("done", 0), state.get("total", 0)
+        st.progress(min(1.0, done / total) if total else 0.0,
+                    text=t("Rendering frame {done}/{total}", done=done, total=total or "…"))
 
-    private_dir(out.parent)
-    tmp = out.with_name(out.stem + ".part.mp4")
-    bar = st.progress(0.0, text="Rendering annotated video…")
-
-    def on_progress(done: int, total: int) -> None:
-        if total > 0:
-            bar.progress(min(1.0, done / total), text=f"Rendering frame {done}/{total}")
-
-    try:
-        export_annotated_video(clip.path, result, str(tmp), on_progress=on_progress)
-    except ChordError as exc:
-        log.warning("annotated export of %s failed: %s", clip.path, exc)
-        st.session_state[f"export-error-{job_id}"] = exc.to_dict()
-        tmp.unlink(missing_ok=True)
-        return
-    st.session_state.pop(f"export-error-{job_id}", None)
-    os.chmod(tmp, 0o600)  # exports show the user's video: this user only
-    os.replace(tmp, out)
+    poll()

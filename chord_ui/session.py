@@ -53,18 +53,55 @@ def job_key(clip_key: str, task: str) -> str:
     return f"{clip_key}:{task}"
 
 
+def _request(clip: ClipSource, task: str, query: str, settings: Settings) -> AnalysisRequest:
+    return AnalysisRequest(video_path=clip.path, task=task, query=query.strip(),
+                           sampling=settings.sampling(task),
+                           max_new_tokens=settings.max_new_tokens,
+                           score_boxes=task == "ground" and bool(
+                               st.session_state.get("ground_scores", False)))
+
+
+def request_key(clip: ClipSource, task: str, query: str, settings: Settings,
+                model: str) -> str:
+    """The content key of this analysis (file bytes, task, query, model, every setting):
+    the job manager and the store know a job by it, so the same clip with the same
+    settings is one job, whoever submits it."""
+    from dataclasses import asdict
+
+    from chord_core.runtime.batch import request_key as core_key
+
+    req = _request(clip, task, query, settings)
+    sampling = asdict(req.sampling) | ({"score_boxes": True} if req.score_boxes else {})
+    return core_key(clip.path, task, req.query, model, sampling, req.max_new_tokens)
+
+
 def submit(clip: ClipSource, task: str, query: str, settings: Settings, model: str) -> str:
-    """Queue an analysis on the shared job manager and file it under (clip, task).
+    """Queue an analysis on the shared job manager and file it under (clip, task). The same
+    clip and settings already running or done is that job (nothing is queued twice).
     Raises ChordError (e.g. ConfigError for an empty target) before anything is queued."""
-    request = AnalysisRequest(video_path=clip.path, task=task, query=query.strip(),
-                              sampling=settings.sampling(task),
-                              max_new_tokens=settings.max_new_tokens,
-                              score_boxes=task == "ground" and bool(
-                                  st.session_state.get("ground_scores", False)))
-    job_id = resources.job_manager().submit(JobSpec(request, model=model, label=clip.name))
+    request = _request(clip, task, query, settings)
+    key = request_key(clip, task, query, settings, model)
+    job_id = resources.job_manager().submit(JobSpec(request, model=model, label=clip.name,
+                                                    key=key))
     _jobs()[job_key(clip.key, task)] = job_id
     log.info("submitted %s: %s %r on %s with %s", job_id, task, query, clip.name, model)
     return job_id
+
+
+def same_job(key: str) -> tuple[str, str] | None:
+    """(job id, state) of a job with this content key that is queued, running or done —
+    in this server's manager, else done in the store — or None."""
+    for status in resources.job_manager().jobs():
+        if status.spec.key == key and status.state.value in ("queued", "running", "done"):
+            return status.job_id, status.state.value
+    done = resources.store().find_done(key)
+    return (done, "done") if done else None
+
+
+def follow(clip: ClipSource, task: str, job_id: str) -> None:
+    """Show ``job_id`` as this clip's current job (live, or its stored result)."""
+    _jobs()[job_key(clip.key, task)] = job_id
+    _outcomes().pop(job_id, None)
 
 
 def current_outcome(clip_key: str, task: str) -> Outcome | None:
@@ -75,16 +112,42 @@ def current_outcome(clip_key: str, task: str) -> Outcome | None:
     kept = _outcomes().get(job_id)
     if kept is not None:
         return kept
-    try:
-        status = resources.job_manager().status(job_id)
-    except KeyError:
-        log.info("job %s is no longer known to the job manager", job_id)
+    outcome = job_outcome(job_id)
+    if outcome is None:
+        log.info("job %s is no longer known to the job manager or the store", job_id)
         _jobs().pop(job_key(clip_key, task), None)
         return None
-    outcome = Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s)
     if outcome.finished:
         _outcomes()[job_id] = outcome
     return outcome
+
+
+def job_outcome(job_id: str) -> Outcome | None:
+    """A job's outcome from the manager (live), else from the store (finished before this
+    server started), else None."""
+    try:
+        status = resources.job_manager().status(job_id)
+    except KeyError:
+        return _stored_outcome(job_id)
+    return Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s)
+
+
+def _stored_outcome(job_id: str) -> Outcome | None:
+    store = resources.store()
+    row = store.get_job(job_id)
+    if row is None:
+        return None
+    result = None
+    if row["state"] == "done":
+        doc = store.get_result(job_id)
+        try:
+            result = Result.from_dict(doc) if doc is not None else None
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("stored result of %s is unreadable: %s", job_id, exc)
+            return None
+    start, end = row.get("started_at"), row.get("finished_at")
+    elapsed = (end - start) if start and end else (result.timing.total_s if result else 0.0)
+    return Outcome(job_id, row["state"], result, row.get("error"), elapsed)
 
 
 def show_stored(clip: ClipSource, task: str, outcome: Outcome) -> None:

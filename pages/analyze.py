@@ -1,7 +1,8 @@
 """Analyze: upload a clip, describe it or find a target in it, and explore the result.
 
 Thin page: widgets → chord_core (through chord_ui) → render. The analysis runs in the shared
-job runner's worker thread; this page only submits and polls.
+job manager's workers; this page only submits and polls. The job shown is kept in the URL
+(``?job=``), so a reload or a shared link comes back to it.
 """
 
 from __future__ import annotations
@@ -9,12 +10,15 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_core.errors import ChordError
-from chord_ui import clip_view, inputs, progress, results, session
-from chord_ui.formatting import plan_summary
+from chord_ui import clip_view, inputs, job_link, progress, results, session
+from chord_ui.i18n import lang, t
+from chord_ui.wording import plan_numbers
 
+job_link.restore()  # before any widget: a ?job= link sets the clip, mode and text
 model, model_ok, settings, plan_slot = inputs.run_sidebar()
 
-st.title("Analyze a clip")
+st.title(t("Analyze a clip"))
+job_link.missing_notice()
 left, right = st.columns([5, 4], gap="large")
 
 with left:
@@ -27,25 +31,28 @@ if clip is not None:
     try:
         info, plan = clip_view.probe_and_plan(clip, task, settings.sampling(task))
     except ChordError as exc:
-        with left:
-            inputs.show_error(exc)
-        if clip.uploaded:  # a refused upload is deleted, not kept
-            inputs.refuse_clip(clip, exc)
+        if session.current_outcome(clip.key, task) is None:
+            inputs.refuse_clip(clip, exc)  # one message, in the clip column; Run turns off
+            st.rerun()
+        # a stored result whose clip is gone: the results below say so and still show it
     with left:
         clip_view.show_clip(clip, info)
 
 outcome = session.current_outcome(clip.key, task) if clip is not None else None
 running = outcome is not None and not outcome.finished
+job_link.bind(outcome.job_id if outcome is not None else None)
 
 with right:
     if plan is not None:
-        clip_view.show_plan(plan)
-        plan_slot.caption(f"Plan: {plan_summary(plan)}")
+        clip_view.show_plan(plan, info)
+        plan_slot.caption(t("Plan: {numbers}", numbers=plan_numbers(plan, lang())))
     elif clip is None:
-        st.caption("Upload a clip or give a path to see the sampling plan.")
+        st.caption(t("Upload a clip or give a path to see the sampling plan."))
     if not model_ok:
-        st.caption(":material/info: Choose a model that is available (sidebar) to run.")
-    if st.button("Run", type="primary", icon=":material/play_arrow:", key="run",
+        st.caption(":material/info: " + t("Choose a model that is available (sidebar) to run."))
+    if outcome is None and plan is not None and model_ok and model is not None:
+        job_link.offer_same_job(clip, task, query, settings, model)
+    if st.button(t("Run"), type="primary", icon=":material/play_arrow:", key="run",
                  disabled=plan is None or not model_ok or running or model is None):
         try:
             session.submit(clip, task, query, settings, model)

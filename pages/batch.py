@@ -10,14 +10,15 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_ui import batch_view, inputs
+from chord_ui.i18n import t
 
 batch_view.keep_model_choice()
 model, model_ok, settings, plan_slot = inputs.run_sidebar()
-plan_slot.caption("Each clip gets its own sampling plan when a worker picks it up.")
+plan_slot.caption(t("Each clip gets its own sampling plan when a worker picks it up."))
 
-st.title("Batch")
-st.caption("Queue many clips with one task. They run on every worker at once; clips already "
-           "analysed with the same settings are skipped.")
+st.title(t("Batch"))
+st.caption(t("Queue many clips with one task. They run on every worker at once; clips "
+             "already analysed with the same settings are skipped."))
 left, right = st.columns([5, 4], gap="large")
 with left:
     clips = batch_view.clip_inputs()

@@ -9,8 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_ui import gpu_view
+from chord_ui.i18n import t
 
-st.title("GPUs")
-st.caption(f"Live readings every {gpu_view.REFRESH_S:g} s from one sampler shared by every "
-           "session; charts show the last 5 minutes.")
+st.title(t("GPUs"))
+st.caption(t("Live readings every {s} s from one sampler shared by every session; charts "
+             "show the last 5 minutes.", s=f"{gpu_view.REFRESH_S:g}"))
 gpu_view.dashboard()

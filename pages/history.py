@@ -9,8 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_ui import history_view
+from chord_ui.i18n import t
 
-st.title("History")
-st.caption("Analyses from the Analyze and Batch pages, and from `chord batch` runs that use "
-           "the same data folder.")
+st.title(t("History"))
+st.caption(t("Analyses from the Analyze and Batch pages, and from `chord batch` runs that "
+             "use the same data folder."))
 history_view.history()

@@ -37,8 +37,9 @@ def _healthy(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Start the app with CHORD_MODEL=test and temp cache/data dirs; stop it afterwards."""
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path | str]]:
+    """Start the app with CHORD_MODEL=test and temp cache/data dirs; stop it afterwards.
+    Yields its ``url``, ``data`` dir (the store, uploads, exports) and server ``log``."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package to run e2e tests")
     pytest.importorskip("playwright.sync_api", reason="playwright (Python) not installed")
@@ -61,7 +62,7 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 pytest.fail(f"app did not start (exit {proc.poll()}); log: "
                             f"{(tmp / 'server.log').read_text()[-2000:]}")
             time.sleep(0.5)
-        yield url
+        yield {"url": url, "data": tmp / "data", "log": tmp / "server.log"}
     finally:
         proc.terminate()
         try:
@@ -70,6 +71,11 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(app_server: dict[str, Path | str]) -> str:
+    return str(app_server["url"])
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,94 @@
+"""The interface language: English or Simplified Chinese.
+
+Every label, help text and message the pages show goes through ``t(english, **fields)``: the
+English text is the key, ``chord_ui.locale_zh.ZH`` holds its Chinese. The language is the
+user's choice (the sidebar switch, kept in the URL as ``?lang=zh`` so a reload or a shared
+link keeps it), else the browser's language (``st.context.locale``). Results, JSON exports
+and everything ``chord_core`` stores stay in English whatever the interface shows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import streamlit as st
+
+from chord_ui.locale_zh import ZH
+
+log = logging.getLogger(__name__)
+
+LANGS = {"en": "English", "zh": "中文"}
+K_LANG = "ui_lang"
+PARAM = "lang"
+
+
+def browser_lang(locale: str | None) -> str:
+    """``zh-CN``, ``zh-Hans``, ``zh`` → ``zh``; anything else (or nothing) → ``en``."""
+    return "zh" if (locale or "").lower().startswith("zh") else "en"
+
+
+def lang() -> str:
+    """The language of this session: the switch, else ``?lang=``, else the browser's."""
+    chosen = st.session_state.get(K_LANG)
+    if chosen in LANGS:
+        return chosen
+    param = st.query_params.get(PARAM)
+    if param in LANGS:
+        return param
+    try:
+        locale = st.context.locale
+    except (AttributeError, RuntimeError):  # no browser (tests without a session)
+        locale = None
+    return browser_lang(locale)
+
+
+def translate(text: str, language: str, **fields: Any) -> str:
+    """``text`` in ``language`` with ``fields`` filled in (``str.format``). An English text
+    without a Chinese entry is shown in English (and logged once), never dropped."""
+    out = text
+    if language == "zh":
+        out = ZH.get(text, text)
+        if out is text and text not in _MISSING:
+            _MISSING.add(text)
+            log.warning("no Chinese text for %r", text)
+    return out.format(**fields) if fields else out
+
+
+_MISSING: set[str] = set()
+
+
+def t(text: str, **fields: Any) -> str:
+    """``text`` in the session's language."""
+    return translate(text, lang(), **fields)
+
+
+def _on_switch() -> None:
+    choice = st.session_state.get("lang_switch")
+    if choice in LANGS:
+        st.session_state[K_LANG] = choice
+        st.query_params[PARAM] = choice
+
+
+# Streamlit's file uploader writes its button and size line in English with no option to
+# change them: in Chinese they are drawn by CSS instead (a fixed string, no user data).
+_ZH_UPLOADER_CSS = """<style>
+[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer] p,
+[data-testid=stFileUploaderDropzoneInstructions] > div > span,
+[data-testid=stFileUploaderDropzoneInstructions] > div > small { font-size: 0 !important; }
+[data-testid=stFileUploaderDropzone] button [data-testid=stMarkdownContainer] p::after {
+  content: "上传"; font-size: 0.875rem; }
+[data-testid=stFileUploaderDropzoneInstructions] > div::after {
+  content: "每个文件最大 2GB · MP4、AVI、MOV、MKV、WEBM"; font-size: 0.875rem; opacity: 0.7; }
+</style>"""
+
+
+def language_switch() -> None:
+    """English / 中文, in the sidebar of every page. The choice goes into the URL."""
+    current = lang()
+    if current == "zh":
+        st.html(_ZH_UPLOADER_CSS)
+    st.session_state["lang_switch"] = current
+    st.sidebar.segmented_control("Language / 语言", list(LANGS), format_func=LANGS.get,
+                                 key="lang_switch", on_change=_on_switch, required=True,
+                                 label_visibility="collapsed")

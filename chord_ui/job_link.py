@@ -1,0 +1,102 @@
+"""Jobs bound to the page's URL: ``?job=<id>``.
+
+While the Analyze page shows a job (running or finished) its id is in the URL, so a reload,
+a second tab or a shared link comes back to the same job: the clip, the mode and its text
+are restored from the job's spec (the live job manager, else the store), and the page follows
+the job's progress or shows its result. The id is only ever used as a lookup key.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import streamlit as st
+
+from chord_ui import resources, session
+from chord_ui.formatting import md_escape
+from chord_ui.i18n import t
+from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_STATEMENT, K_TARGET, K_TASK, TASKS
+
+log = logging.getLogger(__name__)
+
+PARAM = "job"
+K_BOUND = "url_job"
+QUERY_KEYS = {"ground": K_TARGET, "entail": K_STATEMENT, "describe": K_PROMPT}
+
+
+def _job_row(job_id: str) -> dict[str, Any] | None:
+    """The job as a store-like row (video_path, task, query, spec label), live or stored."""
+    try:
+        spec = resources.job_manager().status(job_id).spec
+    except KeyError:
+        return resources.store().get_job(job_id)
+    req = spec.request
+    return {"job_id": job_id, "video_path": req.video_path, "task": req.task,
+            "query": req.query, "spec": {"label": spec.label}}
+
+
+def restore() -> None:
+    """If the URL names a job this session has not opened yet, open it: its clip, mode and
+    text become the page's, and the job is filed as that clip's current job."""
+    from chord_ui.history_view import clip_for
+
+    job_id = str(st.query_params.get(PARAM) or "")[:80]
+    if not job_id or st.session_state.get(K_BOUND) == job_id:
+        return
+    st.session_state[K_BOUND] = job_id
+    row = _job_row(job_id)
+    if row is None or row.get("task") not in TASKS:
+        log.info("the link's job %r is not known here", job_id)
+        st.session_state["job_link_missing"] = job_id
+        del st.query_params[PARAM]
+        return
+    clip = clip_for(row)
+    task = row["task"]
+    st.session_state[K_CLIP] = clip
+    st.session_state[K_CLIP_ERROR] = None
+    st.session_state[K_TASK] = task
+    st.session_state[QUERY_KEYS[task]] = row.get("query") or ""
+    session.follow(clip, task, job_id)
+    log.info("opened %s from the page's URL", job_id)
+
+
+def bind(job_id: str | None) -> None:
+    """Put the shown job's id in the URL (or take it out when no job is shown)."""
+    if job_id:
+        if st.query_params.get(PARAM) != job_id:
+            st.query_params[PARAM] = job_id
+        st.session_state[K_BOUND] = job_id
+    elif PARAM in st.query_params:
+        del st.query_params[PARAM]
+
+
+def missing_notice() -> None:
+    """Say once that a link named a job this Chord does not know (deleted, other machine)."""
+    job_id = st.session_state.pop("job_link_missing", None)
+    if job_id:
+        st.warning(t("The link names a job this Chord does not know ({job}): it may have been "
+                     "deleted. Start a new analysis below.", job=md_escape(job_id)),
+                   icon=":material/link_off:")
+
+
+def offer_same_job(clip: Any, task: str, query: str, settings: Any, model: str) -> None:
+    """The same clip with the same settings is already running, queued or done (this tab
+    or any other, before a restart too): offer that job instead of a second one."""
+    from chord_core.errors import ChordError
+
+    try:
+        key = session.request_key(clip, task, query, settings, model)
+    except (ChordError, OSError):
+        return  # an invalid request: Run says why
+    same = session.same_job(key)
+    if same is None:
+        return
+    job_id, state = same
+    text = (t("This clip was already analysed with these settings.") if state == "done"
+            else t("This clip is being analysed with these settings right now."))
+    with st.container(border=True, key="same-job"):
+        st.markdown(f":material/content_copy: {text}")
+        st.button(t("Show that result") if state == "done" else t("Follow that job"),
+                  key="follow-same", icon=":material/open_in_new:", on_click=session.follow,
+                  args=(clip, task, job_id))

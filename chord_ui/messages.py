@@ -1,0 +1,60 @@
+"""Errors from ``chord_core`` in the interface language.
+
+``chord_core`` speaks English (its messages go to logs, the CLI, the API and the store). The
+messages a user meets most on the Analyze page are matched here by pattern and said in
+Chinese when the interface is Chinese; the names and paths they quote are kept as they are.
+Anything not matched is shown in English, under a translated frame ("How to fix").
+"""
+
+from __future__ import annotations
+
+import re
+
+from chord_ui.i18n import lang
+
+# (English message pattern, Chinese message with the same groups)
+ZH_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.DOTALL), z) for p, z in (
+        (r"^(?P<x>.+) is not a video file under the media roots \((?P<r>.*)\)$",
+         "{x} 不是媒体根目录（{r}）下的视频文件"),
+        (r"^(?P<x>.+) is a text file, not a video$", "{x} 是文本文件，不是视频"),
+        (r"^(?P<x>.+) is a text file \((?P<r>.*)$", "{x} 是文本文件（{r}"),
+        (r"^(?P<x>.+) is (?P<w>.+), not a video$", "{x} 是 {w}，不是视频"),
+        (r"^video file (?P<x>.+) is empty \(0 bytes\)$", "视频文件 {x} 是空的（0 字节）"),
+        (r"^(?P<x>.+) has no video stream(?P<r>.*)$", "{x} 没有视频流{r}"),
+        (r"^cannot decode (?P<x>.+) with PyAV: (?P<r>.*)$", "无法用 PyAV 解码 {x}：{r}"),
+        (r"^(?P<x>.+) could not be read as a video \((?P<r>.*)\)$", "{x} 无法作为视频读取（{r}）"),
+        (r"^grounding needs a target to look for$", "定位需要一个要查找的目标"),
+        (r"^checking a statement needs the statement$", "检查陈述需要填写陈述"),
+        (r"^could not save the upload: (?P<r>.*)$", "无法保存上传的文件：{r}"),
+        (r"^could not make the example clip: (?P<r>.*)$", "无法生成示例视频：{r}"),
+        (r"^the analysis failed$", "分析失败"),
+        (r"^something went wrong$", "出错了"),
+    ))
+
+ZH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.DOTALL), z) for p, z in (
+        (r"^give the path of an mp4, avi, mov, mkv or webm file inside one of these folders, "
+         r"upload the clip, or set CHORD_MEDIA_ROOTS to the folders Chord may read$",
+         "请给出这些文件夹之一中的 mp4、avi、mov、mkv 或 webm 文件路径，或上传该视频，"
+         "或把 CHORD_MEDIA_ROOTS 设为 Chord 可以读取的文件夹"),
+        (r"^say what to find, e.g. (?P<x>.*)$", "请说明要查找什么，例如“戴红色头盔的骑车人”"),
+        (r"^check free disk space and that CHORD_DATA_DIR is writable$",
+         "请检查磁盘剩余空间，以及 CHORD_DATA_DIR 是否可写"),
+        (r"^check that CHORD_DATA_DIR is writable$", "请检查 CHORD_DATA_DIR 是否可写"),
+    ))
+
+
+def _match(text: str, table: tuple[tuple[re.Pattern[str], str], ...]) -> str:
+    for pattern, zh in table:
+        m = pattern.match(text)
+        if m:
+            return zh.format(**m.groupdict())
+    return text
+
+
+def localized(message: str, hint: str, language: str | None = None) -> tuple[str, str]:
+    """(message, hint) in the interface language (English ones pass through)."""
+    if (language or lang()) != "zh":
+        return message, hint
+    return _match(message, ZH_MESSAGES), _match(hint, ZH_HINTS) if hint else hint

@@ -1,0 +1,99 @@
+"""The in-page player for grounding results: the clip (or its H.264 preview) in an HTML5
+video, the boxes drawn client-side on a canvas in sync with playback, and a timeline whose
+segments seek the player. ←/→ step one video frame, Space plays and pauses.
+
+An ``st.components.v2`` component with the JavaScript and CSS shipped in ``chord_ui/static``
+(inline: nothing is fetched from the internet). Python hands it plain JSON built by
+``player_data``; the script sets every text with ``textContent``, so file names, targets and
+model text are never parsed as HTML. The clip is served by Streamlit's media endpoint, and
+only files ``uploads.servable`` allows (media roots, uploads, previews).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from chord_core.types import Result
+from chord_ui.i18n import t
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+UNLINKED = -1
+
+
+def _labels() -> dict[str, str]:
+    return {"player": t("Result player"), "play": t("Play"), "pause": t("Pause"),
+            "prev_frame": t("Previous frame (←)"), "next_frame": t("Next frame (→)"),
+            "frame": t("frame"), "boxes": t("box(es)"), "sampled": t("sampled frames"),
+            "jump_to": t("Jump to"),
+            "keys": t("Click the player, then ←/→ step one frame, Space plays or pauses")}
+
+
+def track_name(track_id: int, label: str) -> str:
+    """``#1 dog`` — the name a track has in the player, its timeline and the box tags."""
+    if track_id < 1:
+        return t("unlinked")
+    return f"#{track_id}" + (f" {label}" if label else "")
+
+
+def player_data(result: Result, src: str, key: str, start_s: float = 0.0) -> dict[str, Any]:
+    """Everything the player needs, as JSON-ready data (no HTML anywhere)."""
+    from chord_core.analysis.render import result_max_gap, track_color_hex
+
+    video = result.video
+    fps = video.fps if video.fps > 0 else 25.0
+    labels = {tr.track_id: tr.label for tr in result.tracks}
+    dets = [{"t": round(d.t_s, 4), "box": [round(c, 5) for c in d.bbox], "track": d.track_id,
+             "label": d.label, "color": track_color_hex(d.track_id)}
+            for d in sorted(result.detections, key=lambda d: d.t_s)]
+    rows: dict[int, dict[str, Any]] = {}
+
+    def row(track_id: int, label: str) -> dict[str, Any]:
+        tid = track_id if track_id >= 1 else UNLINKED
+        if tid not in rows:
+            rows[tid] = {"track": tid, "name": track_name(tid, labels.get(tid, label)),
+                         "color": track_color_hex(tid), "segments": [], "marks": []}
+        return rows[tid]
+
+    for seg in sorted(result.segments, key=lambda s: s.start_s):
+        row(seg.track_id, seg.label)["segments"].append([round(seg.start_s, 4),
+                                                         round(seg.end_s, 4)])
+    for d in dets:
+        row(d["track"], d["label"])["marks"].append(d["t"])
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k < 1, k))]
+    times = list(result.sampling.timestamps_s)
+    duration = max(video.duration_s, times[-1] if times else 0.0, 0.1)
+    return {"src": src, "key": key, "fps": fps, "duration": round(duration, 4),
+            "width": max(1, video.width), "height": max(1, video.height),
+            "snap_s": 0.5 / fps, "max_gap_s": result_max_gap(result),
+            "start_s": round(start_s, 4), "detections": dets, "rows": ordered,
+            "samples": [round(x, 4) for x in times], "labels": _labels()}
+
+
+@cache
+def _component() -> Any:
+    return st.components.v2.component(
+        "chord_player", js=(STATIC / "player.js").read_text(encoding="utf-8"),
+        css=(STATIC / "player.css").read_text(encoding="utf-8"))
+
+
+def media_url(path: str, coordinates: str) -> str:
+    """A ``/media/…`` URL for a file the page may show (the caller checks ``servable``);
+    the same endpoint ``st.video`` uses, kept while this session shows it."""
+    from streamlit import runtime
+
+    if not runtime.exists():  # AppTest / bare mode: no media endpoint
+        return ""
+    return runtime.get_instance().media_file_mgr.add(path, "video/mp4", coordinates)
+
+
+def show_player(result: Result, video_path: str, key: str, start_s: float = 0.0) -> None:
+    """Mount the player for ``result`` playing ``video_path`` (browser-playable, servable)."""
+    src = media_url(video_path, f"chord-player-{key}")
+    _component()(data=player_data(result, src, key, start_s), key=f"player-{key}")

@@ -1,0 +1,270 @@
+// Chord's result player: an HTML5 video with a canvas overlay that draws the result's boxes
+// in sync with playback, and a clickable timeline (one row per track, same colours).
+// Data comes from Python as JSON (component.data); every text from a user or the model is
+// set with textContent or drawn on the canvas, never parsed as HTML. No network access
+// beyond the clip's own /media URL.
+
+const css = (el, styles) => Object.assign(el.style, styles);
+
+function make(tag, cls, parent) {
+  const el = document.createElement(tag);
+  if (cls) el.className = cls;
+  if (parent) parent.appendChild(el);
+  return el;
+}
+
+// Boxes at time t, the same rule as chord_core's BoxTimeline: a detection within snap_s,
+// else linear interpolation between two detections of one track <= max_gap_s apart.
+export function boxesAt(tracks, t, snap, maxGap) {
+  const out = [];
+  for (const dets of tracks) {
+    let i = 0;
+    while (i < dets.length && dets[i].t < t) i++;
+    let best = null;
+    for (const j of [i - 1, i]) {
+      if (j >= 0 && j < dets.length && (best === null
+          || Math.abs(dets[j].t - t) < Math.abs(dets[best].t - t))) best = j;
+    }
+    if (best !== null && Math.abs(dets[best].t - t) <= snap) {
+      out.push(dets[best]);
+    } else if (i > 0 && i < dets.length && dets[i].t - dets[i - 1].t <= maxGap + 1e-9) {
+      const a = dets[i - 1], b = dets[i], k = (t - a.t) / (b.t - a.t);
+      out.push({ t, box: a.box.map((p, n) => p + (b.box[n] - p) * k), track: a.track,
+                 label: a.label, color: a.color, interpolated: true });
+    }
+  }
+  return out;
+}
+
+function groupTracks(data) {
+  const groups = new Map();
+  data.detections.forEach((d, n) => {
+    const key = d.track >= 1 ? d.track : -1 - n;  // unlinked boxes stand alone
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(d);
+  });
+  return [...groups.values()].map((g) => g.sort((a, b) => a.t - b.t));
+}
+
+function fmt(t) {
+  const m = Math.floor(t / 60), s = t - 60 * m;
+  return `${m}:${s.toFixed(2).padStart(5, "0")}`;
+}
+
+class Player {
+  constructor(root, data) {
+    this.root = root;
+    this.data = data;
+    this.tracks = groupTracks(data);
+    this.build();
+  }
+
+  build() {
+    const d = this.data, L = d.labels;
+    this.root.replaceChildren();
+    const box = make("div", "chord-player", this.root);
+    box.tabIndex = 0;
+    box.setAttribute("data-testid", "chord-player");
+    box.setAttribute("aria-label", L.player);
+    this.box = box;
+    const stage = make("div", "stage", box);
+    css(stage, { aspectRatio: `${d.width} / ${d.height}` });
+    const video = make("video", "", stage);
+    video.preload = "auto";
+    video.playsInline = true;
+    video.muted = true;
+    video.src = d.src;
+    this.video = video;
+    this.canvas = make("canvas", "", stage);
+    const bar = make("div", "controls", box);
+    this.playBtn = make("button", "play", bar);
+    this.playBtn.type = "button";
+    this.playBtn.setAttribute("data-testid", "chord-play");
+    this.playBtn.textContent = L.play;
+    const back = make("button", "step", bar);
+    back.type = "button";
+    back.textContent = "◀";
+    back.title = L.prev_frame;
+    back.setAttribute("aria-label", L.prev_frame);
+    const fwd = make("button", "step", bar);
+    fwd.type = "button";
+    fwd.textContent = "▶";
+    fwd.title = L.next_frame;
+    fwd.setAttribute("aria-label", L.next_frame);
+    this.clock = make("span", "clock", bar);
+    this.clock.setAttribute("data-testid", "chord-clock");
+    this.count = make("span", "count", bar);
+    make("span", "keys", bar).textContent = L.keys;
+    this.timeline = make("div", "timeline", box);
+    this.buildTimeline();
+    this.playBtn.onclick = () => this.toggle();
+    back.onclick = () => this.step(-1);
+    fwd.onclick = () => this.step(1);
+    video.onclick = () => { box.focus(); this.toggle(); };
+    box.addEventListener("keydown", (e) => this.onKey(e));
+    for (const ev of ["loadedmetadata", "seeked", "timeupdate", "pause", "play"]) {
+      video.addEventListener(ev, () => this.draw());
+    }
+    video.addEventListener("loadedmetadata", () => {
+      if (d.start_s > 0 && video.currentTime === 0) this.seek(d.start_s);
+    }, { once: true });
+    this.resize = new ResizeObserver(() => this.draw());
+    this.resize.observe(stage);
+    this.tick();
+  }
+
+  buildTimeline() {
+    const d = this.data, L = d.labels, dur = Math.max(d.duration, 0.1);
+    const tl = this.timeline;
+    tl.replaceChildren();
+    const pct = (t) => `${Math.min(100, Math.max(0, (100 * t) / dur))}%`;
+    const rows = d.rows.length ? d.rows : [];
+    for (const row of rows) {
+      const line = make("div", "row", tl);
+      const name = make("div", "name", line);
+      name.textContent = row.name;
+      css(name, { color: row.color });
+      const lane = make("div", "lane", line);
+      lane.setAttribute("data-track", String(row.track));
+      lane.onclick = (e) => {
+        if (e.target !== lane) return;
+        const r = lane.getBoundingClientRect();
+        this.seek(((e.clientX - r.left) / r.width) * dur);
+      };
+      for (const seg of row.segments) {
+        const s = make("button", "segment", lane);
+        s.type = "button";
+        s.setAttribute("data-testid", "chord-segment");
+        s.setAttribute("data-start", String(seg[0]));
+        s.title = `${row.name}: ${seg[0].toFixed(2)}–${seg[1].toFixed(2)} s`;
+        s.setAttribute("aria-label", `${L.jump_to} ${seg[0].toFixed(2)} s`);
+        css(s, { left: pct(seg[0]), width: `max(6px, ${pct(seg[1] - seg[0])})`,
+                 background: row.color });
+        s.onclick = () => { this.seek(seg[0]); this.box.focus(); };
+      }
+      for (const t of row.marks) {
+        const m = make("span", "mark", lane);
+        css(m, { left: pct(t), background: row.color });
+      }
+    }
+    const rug = make("div", "row samples", tl);
+    make("div", "name", rug).textContent = L.sampled;
+    const lane = make("div", "lane", rug);
+    for (const t of d.samples) css(make("span", "tick", lane), { left: pct(t) });
+    lane.onclick = (e) => {
+      const r = lane.getBoundingClientRect();
+      this.seek(((e.clientX - r.left) / r.width) * dur);
+    };
+    const axis = make("div", "row axis", tl);
+    make("div", "name", axis);
+    const scale = make("div", "lane", axis);
+    const step = dur > 120 ? 30 : dur > 40 ? 10 : dur > 12 ? 2 : dur > 4 ? 1 : 0.5;
+    for (let t = 0; t <= dur + 1e-9; t += step) {
+      const lab = make("span", "label", scale);
+      lab.textContent = `${+t.toFixed(1)} s`;
+      css(lab, { left: pct(t) });
+    }
+    this.cursors = [...tl.querySelectorAll(".lane")].map((l) => make("span", "cursor", l));
+    this.pct = pct;
+  }
+
+  frameDur() { return 1 / (this.data.fps > 0 ? this.data.fps : 25); }
+
+  seek(t) {
+    const v = this.video, end = Math.max(0, (v.duration || this.data.duration) - 1e-3);
+    v.currentTime = Math.min(Math.max(0, t), end);
+    this.draw();
+  }
+
+  step(n) {
+    const v = this.video, f = this.frameDur();
+    v.pause();
+    const k = Math.round(v.currentTime / f) + n;
+    this.seek(k * f + 1e-4);  // just inside frame k: browsers show the frame at or before
+  }
+
+  toggle() {
+    const v = this.video;
+    if (v.paused || v.ended) v.play().catch(() => {}); else v.pause();
+  }
+
+  onKey(e) {
+    if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
+      this.step(e.key === "ArrowRight" ? 1 : -1);
+    } else if (e.key === " " || e.code === "Space") {
+      this.toggle();
+    } else return;
+    e.preventDefault();
+    e.stopPropagation();
+  }
+
+  tick() {
+    const v = this.video;
+    const again = () => { if (this.alive) this.tick(); };
+    this.alive = true;
+    if (v.requestVideoFrameCallback) v.requestVideoFrameCallback(() => { this.draw(); again(); });
+    else requestAnimationFrame(() => { if (!v.paused) this.draw(); again(); });
+  }
+
+  draw() {
+    const d = this.data, L = d.labels, v = this.video, c = this.canvas;
+    const t = v.currentTime || 0;
+    const ratio = window.devicePixelRatio || 1;
+    const w = c.clientWidth, h = c.clientHeight;
+    if (c.width !== Math.round(w * ratio)) c.width = Math.round(w * ratio);
+    if (c.height !== Math.round(h * ratio)) c.height = Math.round(h * ratio);
+    const g = c.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, w, h);
+    const shown = boxesAt(this.tracks, t, d.snap_s, d.max_gap_s);
+    const lw = Math.max(2, Math.round(Math.min(w, h) / 160));
+    g.font = `${Math.max(11, Math.round(h / 28))}px sans-serif`;
+    g.textBaseline = "top";
+    for (const b of shown) {
+      const [x1, y1, x2, y2] = b.box;
+      g.strokeStyle = b.color;
+      g.lineWidth = lw;
+      g.setLineDash(b.interpolated ? [6, 4] : []);
+      g.strokeRect(x1 * w, y1 * h, (x2 - x1) * w, (y2 - y1) * h);
+      const tag = (b.track >= 1 ? `#${b.track} ` : "") + (b.label || "");
+      if (tag.trim()) {
+        const tw = g.measureText(tag).width + 8, th = Math.max(14, Math.round(h / 24));
+        const ty = y1 * h - th >= 0 ? y1 * h - th : y1 * h;
+        g.fillStyle = b.color;
+        g.fillRect(x1 * w, ty, tw, th);
+        g.fillStyle = "#ffffff";
+        g.fillText(tag, x1 * w + 4, ty + 2);
+      }
+    }
+    this.box.setAttribute("data-time", t.toFixed(4));
+    this.box.setAttribute("data-boxes", String(shown.length));
+    this.clock.textContent = `${fmt(t)} / ${fmt(d.duration)} · ${L.frame} ${Math.round(t * (d.fps || 25))}`;
+    this.count.textContent = `${shown.length} ${L.boxes}`;
+    this.playBtn.textContent = v.paused ? L.play : L.pause;
+    for (const cur of this.cursors) cur.style.left = this.pct(t);
+  }
+
+  destroy() {
+    this.alive = false;
+    this.resize.disconnect();
+    this.video.pause();
+  }
+}
+
+export default function (component) {
+  const { data, parentElement } = component;
+  if (!data) return undefined;
+  const host = parentElement;
+  const old = host.__chordPlayer;
+  if (old && old.data.src === data.src && old.data.key === data.key) {
+    old.data = data;  // a rerun with the same clip: keep playback where it is
+    old.tracks = groupTracks(data);
+    old.buildTimeline();
+    old.draw();
+    return undefined;
+  }
+  if (old) old.destroy();
+  const root = host.querySelector(".chord-root") || make("div", "chord-root", host);
+  host.__chordPlayer = new Player(root, data);
+  return undefined;
+}

@@ -1,0 +1,131 @@
+"""The interface language (issue 16): every text the pages translate has its Chinese, with the
+same placeholders; plain-words helpers; the player's data. Pure functions, no server."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from chord_core.types import ProgressEvent
+from chord_ui.i18n import browser_lang, translate
+from chord_ui.locale_zh import ZH
+from chord_ui.wording import grouped_notes, plan_words, queue_position, time_left_s
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = sorted([*(ROOT / "chord_ui").glob("*.py"), *(ROOT / "pages").glob("*.py"),
+                  ROOT / "app.py"])
+
+
+def _literals() -> dict[str, str]:
+    """English texts passed to t()/translate() as literals, with the file they are in."""
+    found: dict[str, str] = {}
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            name = getattr(func, "id", getattr(func, "attr", None))
+            if isinstance(node, ast.Call) and name in ("t", "translate") and node.args:
+                arg = node.args[0]
+                for a in (arg.body, arg.orelse) if isinstance(arg, ast.IfExp) else (arg,):
+                    if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                        found.setdefault(a.value, path.name)
+    return found
+
+
+def test_every_translated_text_has_chinese() -> None:
+    missing = {text: where for text, where in _literals().items() if text not in ZH}
+    assert not missing, missing
+
+
+@pytest.mark.parametrize("text", sorted(ZH), ids=lambda s: s[:30])
+def test_placeholders_match(text: str) -> None:
+    fields = re.compile(r"\{(\w*)\}")
+    assert sorted(fields.findall(text)) == sorted(fields.findall(ZH[text]))
+    assert not re.search(r"[A-Za-z]{4,}", re.sub(r"\{\w*\}|\*\*|`[^`]*`|CHORD_\w+|Qwen\S*|"
+                                                  r"Hugging Face|Hub|PyAV|H\.264|JSON|CSV|MP4|"
+                                                  r"config\.json|safetensors|fps|GiB|GPU|NVIDIA|"
+                                                  r"Chord|chord batch|mp4|avi|mov|mkv|webm", "",
+                                                  ZH[text])), ZH[text]
+
+
+@pytest.mark.parametrize(("locale", "lang"), [("zh-CN", "zh"), ("zh-Hans", "zh"), ("zh", "zh"),
+                                              ("en-US", "en"), ("de-DE", "en"), (None, "en")])
+def test_browser_language(locale: str | None, lang: str) -> None:
+    assert browser_lang(locale) == lang
+
+
+def test_translate_fills_fields_and_falls_back() -> None:
+    assert translate("Elapsed {elapsed}", "zh", elapsed="3.0 s") == "已用 3.0 s"
+    assert translate("Elapsed {elapsed}", "en", elapsed="3.0 s") == "Elapsed 3.0 s"
+    assert translate("a text nobody translated", "zh") == "a text nobody translated"
+
+
+def _plan(n: int, wh: tuple[int, int], fps: float = 2.0) -> SimpleNamespace:
+    return SimpleNamespace(num_frames=n, input_wh=wh, fps=fps, visual_tokens=n * 100)
+
+
+@pytest.mark.parametrize(("plan", "duration", "words"), [
+    (_plan(60, (448, 252)), 30.0, "60 pictures from across the clip (about 2 a second), in low"),
+    (_plan(24, (644, 364)), 12.0, "(about 2 a second), in medium detail"),
+    (_plan(10, (1280, 720)), 100.0, "(about one every 10 seconds), in high detail"),
+    (_plan(1, (640, 360)), 0.0, "one picture, in medium detail"),
+], ids=["low", "medium", "sparse-high", "image"])
+def test_plan_in_words(plan, duration: float, words: str) -> None:  # noqa: ANN001
+    text = plan_words(plan, duration, "en")
+    assert words in text and "token" not in text
+
+
+def _ev(stage: str, done: int, total: int, t: float) -> ProgressEvent:
+    return ProgressEvent(stage, "", done, total, t)
+
+
+@pytest.mark.parametrize(("events", "left"), [
+    ([], None),
+    ([_ev("loading_model", 0, 0, 1.0)], None),
+    ([_ev("grounding_frames", 0, 100, 10.0)], None),
+    ([_ev("grounding_frames", 0, 100, 10.0), _ev("grounding_frames", 10, 100, 30.0)], 180.0),
+    ([_ev("decoding", 5, 5, 2.0), _ev("grounding_frames", 2, 10, 5.0),
+      _ev("grounding_frames", 4, 10, 9.0)], 12.0),
+], ids=["none", "no-loop", "one-event", "rate", "stage-only"])
+def test_time_left(events: list[ProgressEvent], left: float | None) -> None:
+    assert time_left_s(events) == left
+
+
+def test_queue_position() -> None:
+    def st(job: str, state: str, at: float) -> SimpleNamespace:
+        return SimpleNamespace(job_id=job, state=SimpleNamespace(value=state), submitted_at=at)
+
+    jobs = [st("a", "running", 0), st("b", "queued", 2), st("c", "queued", 1)]
+    assert [queue_position(j, jobs) for j in ("a", "b", "c")] == [None, 2, 1]
+
+
+def test_notes_grouped() -> None:
+    notes = [f"frame {t:.1f} s: the answer was cut off; kept 0 item(s)" for t in (0.5, 1.0)]
+    assert grouped_notes(notes + ["other"]) == [(notes[0], 2), ("other", 1)]
+
+
+def test_player_data_is_plain_json(app_clip: Path) -> None:
+    """Labels and file names travel as JSON strings (set with textContent in the page)."""
+    import json
+
+    from chord_core.analysis.engine import plan
+    from chord_core.config import SamplingConfig
+    from chord_core.types import Detection, ModelInfo, Result, Segment, Timing, Track
+    from chord_ui.player import player_data
+
+    info, sp = plan(str(app_clip), "ground", SamplingConfig())
+    evil = '<img src=x onerror="alert(1)">'
+    dets = (Detection(sp.timestamps_s[0], sp.frame_indices[0], (0.1, 0.1, 0.3, 0.3),
+                      (1, 1, 3, 3), evil, 1),)
+    result = Result("ground", evil, info, sp, ModelInfo("m", "none"), Timing(), detections=dets,
+                    tracks=(Track(1, evil, 0.0, 0.0, 1),), segments=(Segment(1, 0.0, 0.5, evil),))
+    data = player_data(result, "/media/x.mp4", "job-1")
+    assert json.loads(json.dumps(data)) == data
+    assert data["rows"][0]["name"] == f"#1 {evil}" and data["rows"][0]["segments"] == [[0.0, 0.5]]
+    assert data["detections"][0]["color"] == data["rows"][0]["color"]  # box = timeline colour
+    assert data["snap_s"] == pytest.approx(0.5 / info.fps)
+    js = (ROOT / "chord_ui" / "static" / "player.js").read_text()
+    assert "innerHTML" not in js and "insertAdjacentHTML" not in js
