@@ -233,7 +233,7 @@ def _offline_help(model: str) -> None:
 
 
 def _loaded_state(model: str) -> None:
-    state = resources.job_runner().model_state()
+    state = resources.job_manager().model_state()
     if state.get("model") != model:
         st.caption(t("Loads on the first run and stays in memory for every session."))
         return

@@ -27,7 +27,7 @@ MIB_PER_GIB = 1024.0
 
 
 def _cancel(job_id: str) -> None:
-    resources.job_runner().cancel(job_id)
+    resources.job_manager().cancel(job_id)
 
 
 def job_progress(job_id: str) -> None:
@@ -35,7 +35,7 @@ def job_progress(job_id: str) -> None:
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
-        manager = resources.job_runner()
+        manager = resources.job_manager()
         status = manager.status(job_id)
         if status.state.finished:
             st.rerun()
@@ -73,7 +73,7 @@ def _headline(status: JobStatus) -> str:
     """Stage line; before the first event a running job is loading its model."""
     event = status.last_event
     if event is None and status.state.value == "running":
-        model_state = resources.job_runner().model_state()
+        model_state = resources.job_manager().model_state()
         if model_state.get("state") == "loading":
             return t("Loading model {model}", model=model_state.get("model") or "").strip()
     return stage_line(event, status.state.value, lang())

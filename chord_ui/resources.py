@@ -118,13 +118,8 @@ def cluster() -> Cluster:
 
 
 def job_manager() -> JobManager:
-    """The shared JobManager (submit / status / jobs / cancel / workers / summary)."""
+    """The shared JobManager (submit / status / jobs / cancel / workers)."""
     return cluster().manager
-
-
-def job_runner() -> JobManager:
-    """The name the pages written for the in-process runner use; same interface."""
-    return job_manager()
 
 
 def worker_plan() -> WorkerPlan:

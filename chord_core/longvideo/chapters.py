@@ -77,7 +77,7 @@ def group_chapters(chunks: Sequence[Chunk], texts: Sequence[str],
 
 
 def _request(video: str, prompt: str, max_new_tokens: int, sampling: SamplingConfig) -> Any:
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
 
     return AnalysisRequest(video, "describe", prompt, sampling, max_new_tokens)
 

@@ -102,7 +102,7 @@ class _Session:
     """The executor (workers or in-process), the store and the clip, closed together."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from chord_core.analysis.engine import probe_input
+        from chord_core.analysis.request import probe_input
         from chord_core.config import model_config_from_env
         from chord_core.errors import ConfigError
         from chord_core.media.content_keys import file_hash
@@ -178,7 +178,7 @@ def _check_outputs(*targets: str | None) -> None:
 
 def _check_request(video: str, task: str, query: str) -> None:
     """The query refused before any worker starts (empty, too long)."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
 
     AnalysisRequest(video, task, query)
 

@@ -76,7 +76,7 @@ def ground_long(executor: Any, store: Any, info: VideoInfo, video_key: str, targ
                 max_new_tokens: int = 256) -> Result:
     """Ground ``target`` over the whole clip through ``executor`` (see module docstring);
     finished chunks are kept in ``store`` and skipped when the same run starts again."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     plan = ground_plan(info, settings, sampling)

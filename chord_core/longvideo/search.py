@@ -111,7 +111,7 @@ def search(executor: Any, store: Any, info: VideoInfo, video_key: str, doc: Chap
            fps: float = 1.0, max_frames: int = 32, in_flight: int = 2,
            on_progress: Any = None, cancel: threading.Event | None = None) -> SearchDoc:
     """Answer "when does ``query`` happen?" in the clip (see module docstring)."""
-    from chord_core.analysis.engine import AnalysisRequest
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     t0 = time.perf_counter()

@@ -111,7 +111,7 @@ def test_player_data_is_plain_json(app_clip: Path) -> None:
     """Labels and file names travel as JSON strings (set with textContent in the page)."""
     import json
 
-    from chord_core.analysis.engine import plan
+    from chord_core.analysis.request import plan
     from chord_core.config import SamplingConfig
     from chord_core.types import Detection, ModelInfo, Result, Segment, Timing, Track
     from chord_ui.player import player_data

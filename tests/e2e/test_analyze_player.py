@@ -30,7 +30,7 @@ def _truth_result(path: Path, query: str):  # noqa: ANN202
     between 1 and 2 s (so there are two segments)."""
     from chord_core.analysis import grounding as g
     from chord_core.analysis import tracking as tr
-    from chord_core.analysis.engine import plan
+    from chord_core.analysis.request import plan
     from chord_core.config import SamplingConfig
     from chord_core.testing.videos import _square_px
     from chord_core.types import ModelInfo, Result, Timing

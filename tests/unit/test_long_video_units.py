@@ -12,7 +12,7 @@ from chord_core.errors import ConfigError
 from chord_core.longvideo import prompts as P
 from chord_core.longvideo.chapters import group_chapters
 from chord_core.longvideo.chunks import Chunk, make_chunks, range_plan, slice_plan
-from chord_core.longvideo.doc import Chapter, ChaptersDoc, ChunkText
+from chord_core.longvideo.doc import Chapter, ChaptersDoc
 from chord_core.longvideo.exports import clean_line, to_markdown, to_srt, to_vtt
 from chord_core.longvideo.ground import join_chunks
 from chord_core.longvideo.scenes import Cut, find_cuts
