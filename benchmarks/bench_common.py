@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chord_core.config import SamplingConfig  # noqa: E402
 from chord_core.analysis.request import AnalysisRequest  # noqa: E402
+from chord_core.config import SamplingConfig  # noqa: E402
 
 
 def make_clips(folder: Path, n: int, seconds: float, size_wh: tuple[int, int]) -> list[str]:
@@ -57,11 +57,11 @@ def ground_req(clip: str, tokens: int, batch: int = 0) -> AnalysisRequest:
 def clip_inputs(lm, clips: list[str], sampling: SamplingConfig, prompt: str | None = None):
     """Processor output for these clips as one left-padded batch, on the model's device
     (what ``model.describe_batch`` feeds the model)."""
+    from chord_core.media.probe import probe
+    from chord_core.media.sampling import plan_sampling, video_metadata
+    from chord_core.media.video import read_frames
     from chord_core.model.loading import build_video_batch
     from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
-    from chord_core.media.sampling import plan_sampling, video_metadata
-    from chord_core.media.probe import probe
-    from chord_core.media.video import read_frames
 
     items = []
     for clip in clips:

@@ -58,8 +58,8 @@ def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int
     import torch
 
     from chord_core.analysis import entailment as ent
-    from chord_core.config import ModelConfig
     from chord_core.analysis.engine import Engine
+    from chord_core.config import ModelConfig
 
     engine = Engine(ModelConfig(model=model, device=device, compile=False))
     lm = engine.load()

@@ -27,15 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_common import describe_req, ground_req, make_clips  # noqa: E402
 
-from chord_core.runtime.cluster import gpu_inventory, plan_workers  # noqa: E402
-from chord_core.config import ModelConfig  # noqa: E402
 from chord_core.analysis.request import AnalysisRequest  # noqa: E402
+from chord_core.config import ModelConfig  # noqa: E402
 from chord_core.gpus.sampler import GpuSampler  # noqa: E402
+from chord_core.runtime.cluster import gpu_inventory, plan_workers  # noqa: E402
 from chord_core.runtime.jobs import JobSpec, JobState  # noqa: E402
 from chord_core.runtime.manager import JobManager
-from chord_core.runtime.workers import gpu_specs
 from chord_core.runtime.parallel_config import ParallelConfig  # noqa: E402
-
+from chord_core.runtime.workers import gpu_specs
 
 CPU_MODE = {"on": False}
 

@@ -37,9 +37,9 @@ W1_WH = (448, 252)
 def phase_api(model: str, clips: list[str], naive_clips: int, tokens: int, naive: bool) -> dict:
     from dataclasses import replace
 
-    from chord_core.model import fastvision
-    from chord_core.config import ModelConfig
     from chord_core.analysis.engine import Engine
+    from chord_core.config import ModelConfig
+    from chord_core.model import fastvision
 
     t0 = time.perf_counter()
     engine = Engine(ModelConfig(model=model))  # what a user writes: no device, no strategy

@@ -47,10 +47,10 @@ def bench_ground(engine, clip: str, tokens: int, spans_text: str, span_tokens: i
     """Per-frame vs two-pass grounding of one clip: frames grounded, seconds. The first pass
     generates exactly ``span_tokens`` tokens (a real span answer is a short JSON list; a
     random model would otherwise run to the cap), then its text is replaced."""
-    from chord_core.model import loading as m
     from chord_core.analysis import two_pass
-    from chord_core.model.prompts import spans_prompt
     from chord_core.analysis.spans import parse_spans
+    from chord_core.model import loading as m
+    from chord_core.model.prompts import spans_prompt
 
     real = two_pass.ask_spans
     own: list[str] = []

@@ -139,8 +139,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sampling.json"))
     args = ap.parse_args()
     from chord_core.config import SamplingConfig
-    from chord_core.media.sampling import plan_sampling
     from chord_core.media.probe import probe
+    from chord_core.media.sampling import plan_sampling
 
     clip = make_clip(Path(args.cache) / f"w4_{args.minutes:g}min_720p.mp4", args.minutes)
     info = probe(clip)

@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import multigpu  # noqa: E402 — this folder: the scripts share helpers
 from bench_common import clip_inputs, describe_req, ground_req, make_clips, timed  # noqa: E402
 
-from chord_core.config import ModelConfig, SamplingConfig  # noqa: E402
 from chord_core.analysis.engine import Engine  # noqa: E402
+from chord_core.config import ModelConfig, SamplingConfig  # noqa: E402
 
 W1_WH, W3_WH = (448, 252), (1036, 588)
 
@@ -116,9 +116,9 @@ def bench_decode(variants: dict, clips, tokens, repeats, res, cpu) -> None:
 
 # -- agreement: greedy tokens of ours vs naive --------------------------------------------------
 def bench_agree(lm_fast, lm_naive, clips, tokens, res) -> None:
-    from chord_core.model.loading import _generate
-
     import torch
+
+    from chord_core.model.loading import _generate
 
     inputs = clip_inputs(lm_fast, clips[:4], SamplingConfig(fps=2.0))
     with naive(lm_naive), torch.inference_mode():

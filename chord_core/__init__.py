@@ -13,9 +13,9 @@ returns its sampling plan without loading a model.
 
 from __future__ import annotations
 
-from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
-from chord_core.analysis.request import AnalysisRequest, plan
 from chord_core.analysis.engine import Engine, analyze
+from chord_core.analysis.request import AnalysisRequest, plan
+from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
 from chord_core.errors import (
     ChordError,
     ConfigError,

@@ -8,24 +8,23 @@ Results are ``chord.result/v1`` JSON on stdout, or in the file given by ``--json
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
+from chord_core.cli.batch import cmd_batch
+from chord_core.cli.output import ProgressLine, emit, sampling_from
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
-    SamplingConfig,
+    env_value,
     model_config_from_env,
 )
-from chord_core.families import FAMILIES
 from chord_core.errors import ChordError, ConfigError
+from chord_core.families import FAMILIES
 from chord_core.longvideo.cli import COMMANDS as LONG_VIDEO_COMMANDS
 from chord_core.media.native_logs import quiet_native_logs
-from chord_core.types import ProgressEvent
 
 log = logging.getLogger("chord_core.cli")
 
@@ -160,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
 
     from chord_core.longvideo.cli import add_parsers as add_long_video_parsers
-    from chord_core.service.cli import add_parser as add_serve_parser  # light: argparse only
+    from chord_core.service.cli import (
+        add_parser as add_serve_parser,  # light: argparse only
+    )
 
     add_serve_parser(sub, _model_args)
     add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
@@ -177,81 +178,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sampling_from(args: argparse.Namespace) -> SamplingConfig:
-    fields: dict[str, Any] = {}
-    if args.fps is not None:
-        fields["fps"] = args.fps
-    if args.max_frames is not None:
-        fields["max_frames"] = args.max_frames
-    if args.max_pixels is not None:
-        fields["max_pixels"] = args.max_pixels
-        fields["ground_max_pixels"] = args.max_pixels
-        fields["min_pixels"] = min(SamplingConfig().min_pixels, args.max_pixels)
-    if args.token_budget is not None:
-        fields["token_budget"] = args.token_budget
-    return SamplingConfig(**fields)
-
-
-def _emit(doc: dict[str, Any], json_out: str | None) -> None:
-    from chord_core.runtime import outputs
-    if json_out:  # checked before the work began; an OSError now is the caller's to handle
-        Path(json_out).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        outputs.write_json(Path(json_out).expanduser(), doc)  # whole or not at all
-        print(f"wrote {json_out}", file=sys.stderr)
-    else:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
-
-
-class _ProgressLine:
-    """Progress on stderr: one rewritten line on a terminal, one line per stage otherwise."""
-
-    open = False
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet, self.tty, self.stage = quiet, sys.stderr.isatty(), ""
-
-    def __call__(self, ev: ProgressEvent) -> None:
-        if self.quiet:
-            return
-        if ev.stage == "placed":  # the placement decision: a plan line of its own
-            _ProgressLine.end()
-            print(f"plan: {ev.message}", file=sys.stderr, flush=True)
-            return
-        count = f" [{ev.done}/{ev.total}]" if ev.total else ""
-        text = f"{ev.elapsed_s:7.1f}s  {ev.stage:<16} {ev.message}{count}"
-        if self.tty:
-            print(f"\r{text}\033[K", end="", file=sys.stderr, flush=True)
-            _ProgressLine.open = ev.stage != "done"
-            if ev.stage == "done":
-                print(file=sys.stderr)
-        elif ev.stage != self.stage:
-            print(text, file=sys.stderr, flush=True)
-        self.stage = ev.stage
-
-    @staticmethod
-    def end() -> None:
-        if _ProgressLine.open:
-            print(file=sys.stderr)
-            _ProgressLine.open = False
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
+    from chord_core.media.probe import probe
     from chord_core.media.sampling import plan_sampling
     from chord_core.runtime.outputs import check_file
-    from chord_core.media.probe import probe
 
     check_file(args.json_out, "the JSON output")
     info = probe(args.video)
-    sampling = _sampling_from(args)
+    sampling = sampling_from(args)
     plans = {task: plan_sampling(info, task, sampling).to_dict() for task in ("describe", "ground")}
-    _emit({"video": info.to_dict(), "plans": plans}, args.json_out)
+    emit({"video": info.to_dict(), "plans": plans}, args.json_out)
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from chord_core.runtime import outputs
-    from chord_core.analysis.request import AnalysisRequest
     from chord_core.analysis.engine import Engine
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.runtime import outputs
 
     outputs.check_file(args.json_out, "the JSON output")  # before any work, not after it
     outputs.check_file(args.annotated_video, "the annotated video")
@@ -259,7 +202,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     query = {"describe": getattr(args, "prompt", ""), "ground": getattr(args, "target", ""),
              "entail": getattr(args, "statement", "")}[task]
     request = AnalysisRequest(
-        video_path=args.video, task=task, query=query, sampling=_sampling_from(args),
+        video_path=args.video, task=task, query=query, sampling=sampling_from(args),
         max_new_tokens=getattr(args, "max_new_tokens", MAX_NEW_TOKENS_DEFAULT),
         batch_size=args.batch_size,  # the annotated video is made below, after the JSON
         ground_method=getattr(args, "method", "per_frame"),
@@ -269,10 +212,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
                                 strategy=args.strategy)
     if cfg.compile is None:  # one clip per process: compiling costs more than it saves
         cfg = cfg.with_overrides(compile=False)
-    progress = _ProgressLine(args.quiet)
+    progress = ProgressLine(args.quiet)
     result = Engine(cfg).analyze(request, on_progress=progress)
     try:
-        _emit(result.to_dict(), args.json_out)
+        emit(result.to_dict(), args.json_out)
     except OSError as exc:  # e.g. the disk filled up during the analysis
         raise outputs.keep_result(result.to_dict(), args.json_out, exc, model=cfg.model) from None
     if args.annotated_video:  # the result is safe first: a full disk now costs only the video
@@ -292,7 +235,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if doc is None:
         raise ChordError(f"no stored result for job {args.job_id} in {where}",
                          hint="check the job id; CHORD_DATA_DIR must be the same as when it ran")
-    _emit(doc, args.json_out)
+    emit(doc, args.json_out)
     return 0
 
 
@@ -304,75 +247,6 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
     print(f"wrote random-weight {args.family} {args.shape} checkpoint to {path}",
           file=sys.stderr)
     return 0
-
-
-def cmd_batch(args: argparse.Namespace) -> int:
-    from chord_core.runtime import batch as batch_mod
-    from chord_core.runtime.batch import collect_videos, run_batch
-    from chord_core.runtime.outputs import check_folder
-    from chord_core.runtime.cluster import start_manager
-    from chord_core.analysis.request import AnalysisRequest
-    from chord_core.runtime.parallel_config import load_parallel_config
-    from chord_core.runtime.store import Store
-
-    videos = collect_videos(args.videos)
-    request = AnalysisRequest(str(videos[0]), args.task, args.query, _sampling_from(args),
-                              args.max_new_tokens)
-    parallel = load_parallel_config(args.config, overrides={
-        "gpus": args.gpus, "num_gpus": args.num_gpus, "strategy": args.strategy,
-        "cpu_workers": args.cpu_workers, "batch_size_per_gpu": args.batch_size})
-    cfg = model_config_from_env(model=args.model, device=args.device,
-                                max_memory=args.max_memory, allow_offload=args.allow_offload)
-    check_folder(args.out, "batch results")  # before the workers load a model
-    store = Store()
-    for notice in store.notices:
-        print(f"warning: {notice}", file=sys.stderr)
-    manager, plan = start_manager(cfg, parallel, store=store)
-    for line in plan.lines:
-        print(f"plan: {line}", file=sys.stderr)
-    stopped = False
-    try:
-        with batch_mod.stop_on_sigterm():
-            t0 = time.time()
-            manager.wait_ready()
-            print(f"plan: workers ready in {time.time() - t0:.1f} s", file=sys.stderr)
-            summary = run_batch(manager, store, videos, request, Path(args.out),
-                                model=cfg.model,
-                                on_update=None if args.quiet else _batch_bar(len(videos)))
-    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: stop now, keep the queue
-        stopped = True
-        _ProgressLine.end()
-        raise batch_mod.BatchStopped.after(exc) from None
-    finally:
-        manager.shutdown(abort=stopped)
-    problem = manager.store_problem()  # e.g. a full disk under the store: results are files
-    if problem:
-        print(f"\nwarning: {problem['message']}\nhint: {problem['hint']}", file=sys.stderr)
-    summary.plan = plan.to_dict()
-    counts = summary.counts()
-    print(f"\n{len(videos)} clip(s): " + ", ".join(f"{v} {k}" for k, v in counts.items())
-          + f"; wall {summary.wall_s:.1f} s, speed-up {summary.speedup:.2f}× "
-          f"(Σ busy / wall); results in {args.out}", file=sys.stderr)
-    errors = [i.error or {} for i in summary.items if i.state == "failed"]
-    if summary.unwritten():
-        raise batch_mod.unwritten_error(summary, Path(args.out), store.path)
-    if not errors:
-        return 0
-    user = {"VideoError", "ConfigError", "InputError", "ModelNotFoundError"}
-    return 2 if all(e.get("type") in user for e in errors) else 1
-
-
-def _batch_bar(total: int):
-    def show(summary: Any) -> None:
-        c = summary.counts()
-        done = c.get("done", 0) + c.get("skipped", 0) + c.get("failed", 0) + \
-            c.get("cancelled", 0)
-        filled = int(30 * done / max(1, total))
-        print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}  "
-              f"running {c.get('running', 0)}  failed {c.get('failed', 0)}  "
-              f"skipped {c.get('skipped', 0)}  {summary.wall_s:6.1f}s\033[K",
-              end="", file=sys.stderr, flush=True)
-    return show
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -399,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_args(args)
         return COMMANDS[args.command](args)
     except ChordError as exc:
-        _ProgressLine.end()
+        ProgressLine.end()
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
@@ -408,9 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 — the CLI contract: one line, no traceback
-        if os.environ.get("CHORD_DEBUG"):
+        if env_value("CHORD_DEBUG"):
             raise
-        _ProgressLine.end()
+        ProgressLine.end()
         print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         print("hint: this is a bug in Chord; rerun with CHORD_DEBUG=1 for the traceback "
               "and report it", file=sys.stderr)

@@ -30,18 +30,17 @@ from __future__ import annotations
 import copy
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from dataclasses import replace
-
+from chord_core.analysis.engine import Engine
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
     SamplingConfig,
     model_config_from_env,
 )
-from chord_core.analysis.request import AnalysisRequest
-from chord_core.analysis.engine import Engine
 from chord_core.errors import ConfigError, ResourceError
 from chord_core.types import Result, VideoInfo
 
@@ -369,8 +368,8 @@ class VideoParallelProcessor(MultiGPUPipeline):
     @staticmethod
     def estimate_cost(video: str | Path) -> float:
         """The original documents' estimate: duration × megapixels × (fps / 30)."""
-        from chord_core.runtime.balancer import legacy_cost
         from chord_core.media.probe import probe
+        from chord_core.runtime.balancer import legacy_cost
 
         return legacy_cost(probe(video))
 

@@ -1,27 +1,11 @@
-"""Configuration: frozen dataclasses, and where ``CHORD_*`` variables are read.
+"""Configuration: frozen dataclasses, and the one place environment variables are read.
 
-Precedence: explicit arguments (CLI flags, UI widgets) > environment > defaults.
-``from_env()`` is called by entry points, never at import time.
+Precedence: explicit arguments (CLI flags, UI widgets) > environment > config file > defaults.
+``*_from_env()`` functions are called by entry points, never at import time.
 
-| variable              | meaning                                                        |
-|-----------------------|----------------------------------------------------------------|
-| CHORD_MODEL           | hub id, local folder, ``test`` / ``test-qwen3`` (tiny random-weight models) |
-| CHORD_CACHE_DIR       | where the tiny model and other caches live (~/.cache/chord)    |
-| CHORD_DATA_DIR        | job store, uploads, exports (./data)                           |
-| CHORD_DEVICE          | ``auto`` (default), ``cpu``, ``cuda``, ``cuda:N``              |
-| CHORD_MAX_MEMORY      | per-GPU cap: fraction ``0.9`` or ``20GiB``; CPU cap after ``,cpu=`` |
-| CHORD_STRATEGY        | placement: ``auto`` (one GPU when the model fits), ``shard``, ``replicate`` (one GPU per model) |
-| CHORD_ALLOW_OFFLOAD   | ``1`` lets weights spill to CPU/disk when GPUs are present     |
-| CHORD_DTYPE           | ``auto`` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)    |
-| CHORD_DECODER         | ``fast`` (default: static cache + CUDA graphs) or ``generate`` |
-| CHORD_COMPILE         | ``0``/``1``: torch.compile the fast decode step (default: on GPUs) |
-| CHORD_DETERMINISTIC   | ``1``: deterministic kernels in workers (bit-identical replicas) |
-| CHORD_FAULT_OOM       | test hook: the first N model calls of a worker raise OOM       |
-| CHORD_FAULT_CRASH_ON  | test hook: a worker dies (``os._exit``) on clips whose path contains this text |
-
-Multi-GPU settings (``CHORD_STRATEGY``, ``CHORD_GPUS``, ``CHORD_NUM_GPUS``, ``CHORD_BATCH_SIZE``,
-``CHORD_CPU_WORKERS``, ``CHORD_GPU_WEIGHTS``) are read by ``parallel_config.py``, next to the
-``multigpu_config.yaml`` they override.
+Every variable Chord reads is listed in ``ENV_VARS`` (and, from it, in the README's table) and
+read through ``env_value`` — here, and nowhere else. Those read by ``start_service.sh`` and
+the Docker files are listed too, marked "launcher".
 """
 
 from __future__ import annotations
@@ -32,6 +16,97 @@ from pathlib import Path
 from typing import Mapping
 
 from chord_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    meaning: str
+    used_by: str  # the setting or module it feeds
+
+
+ENV_VARS = (
+    EnvVar("CHORD_MODEL", "hub id, local folder, or `test` / `test-qwen3` (tiny random-weight "
+           "checkpoints)", "ModelConfig.model"),
+    EnvVar("CHORD_DEVICE", "`auto` (default), `cpu`, `cuda`, `cuda:N`", "ModelConfig.device"),
+    EnvVar("CHORD_DTYPE", "`auto` (bf16 on capable GPUs, fp16 on older, fp32 on CPU)",
+           "ModelConfig.dtype"),
+    EnvVar("CHORD_MAX_MEMORY", "per-GPU memory cap: a fraction (`0.9`: the planner and the "
+           "loader) or a size (`20GiB`: the loader only); CPU cap after `,cpu=`",
+           "ModelConfig.max_memory, ParallelConfig.max_memory_fraction"),
+    EnvVar("CHORD_STRATEGY", "`auto` (one GPU per model when it fits), `replicate`, `shard`",
+           "ModelConfig.strategy, ParallelConfig.strategy"),
+    EnvVar("CHORD_ALLOW_OFFLOAD", "`1` lets weights spill to CPU/disk when GPUs are present",
+           "ModelConfig.allow_offload"),
+    EnvVar("CHORD_DECODER", "`fast` (default: static cache + CUDA graphs) or `generate`",
+           "ModelConfig.decoder"),
+    EnvVar("CHORD_COMPILE", "`0`/`1`: torch.compile the fast decode step (default: on GPUs)",
+           "ModelConfig.compile"),
+    EnvVar("CHORD_CACHE_DIR", "test checkpoints, compile caches, previews (~/.cache/chord)",
+           "default_cache_dir"),
+    EnvVar("CHORD_DATA_DIR", "job store, uploads, exports (./data)", "default_data_dir"),
+    EnvVar("CHORD_MEDIA_ROOTS", "folders a typed path may read (`,`-separated; `off`: none)",
+           "media/roots.py"),
+    EnvVar("CHORD_GPUS", "CUDA ordinals the workers use (`0,1`)", "ParallelConfig.gpus"),
+    EnvVar("CHORD_NUM_GPUS", "how many GPUs the workers use (a number or `all`)",
+           "ParallelConfig.num_gpus"),
+    EnvVar("CHORD_BATCH_SIZE", "clips or frames per model call, per GPU",
+           "ParallelConfig.batch_size_per_gpu"),
+    EnvVar("CHORD_CPU_WORKERS", "worker processes where no GPU is available",
+           "ParallelConfig.cpu_workers"),
+    EnvVar("CHORD_GPU_WEIGHTS", "load-balancer share per GPU (`0:1.0,1:0.8`)",
+           "ParallelConfig.gpu_weights"),
+    EnvVar("CHORD_PARALLEL_CONFIG", "the multi-GPU YAML the app reads (multigpu_config.yaml)",
+           "chord_ui/resources.py"),
+    EnvVar("CHORD_DETERMINISTIC", "`1`: deterministic kernels in workers (bit-identical "
+           "replicas, slightly slower)", "workers"),
+    EnvVar("CHORD_LONG_VIDEO_S", "clips longer than this many seconds get long-video mode "
+           "(600)", "LongVideoSettings.threshold_s"),
+    EnvVar("CHORD_LONG_CHUNK_S", "target chunk length of long-video mode, seconds",
+           "LongVideoSettings.chunk_s"),
+    EnvVar("CHORD_API_HOST", "address the HTTP service binds (127.0.0.1)", "ServiceSettings"),
+    EnvVar("CHORD_API_PORT", "port of the HTTP service (8000)", "ServiceSettings"),
+    EnvVar("CHORD_API_KEY", "bearer key the service requires", "ServiceSettings"),
+    EnvVar("CHORD_API_NO_AUTH", "`1`: serve without a key off localhost (explicit opt-out)",
+           "ServiceSettings"),
+    EnvVar("CHORD_API_MAX_BODY_MB", "largest request body the service reads",
+           "ServiceSettings"),
+    EnvVar("CHORD_API_MAX_TASKS", "most jobs one request may hold", "ServiceSettings"),
+    EnvVar("CHORD_API_TIMEOUT_S", "longest a blocking request waits", "ServiceSettings"),
+    EnvVar("CHORD_ALLOWED_HOSTS", "more Host names the app and the service accept "
+           "(DNS-rebinding guard; `,`-separated)", "ServiceSettings, start_service.sh"),
+    EnvVar("CHORD_HOST", "address the browser app binds (launcher; localhost)",
+           "start_service.sh"),
+    EnvVar("CHORD_PORT", "port of the browser app (launcher; 8501)", "start_service.sh"),
+    EnvVar("CHORD_APP_GPU", "GPU of the app container (compose.yaml)", "compose.yaml"),
+    EnvVar("CHORD_API_GPU", "GPU of the service container (compose.yaml)", "compose.yaml"),
+    EnvVar("CHORD_UID", "user id the image runs as (Docker build argument)", "Dockerfile"),
+    EnvVar("CHORD_DEBUG", "`1`: the CLI prints tracebacks of internal errors", "__main__"),
+    EnvVar("CHORD_FAULT_OOM", "test hook: the first N model calls of a worker raise OOM",
+           "Engine.raise_injected_oom"),
+    EnvVar("CHORD_FAULT_CRASH_ON", "test hook: a worker dies on clips whose path contains "
+           "this text", "runtime/lifeline.py"),
+    # standard variables of CUDA and Hugging Face that Chord reads as well
+    EnvVar("CUDA_VISIBLE_DEVICES", "GPUs this process may use; workers get a subset",
+           "gpus/devices.py, runtime/cluster.py"),
+    EnvVar("CUDA_DEVICE_ORDER", "how CUDA numbers GPUs; set to `PCI_BUS_ID` (nvidia-smi's) "
+           "when unset", "gpus/devices.py"),
+    EnvVar("HF_HUB_OFFLINE", "`1`: never contact the model hub", "model/hub.py"),
+    EnvVar("TRANSFORMERS_OFFLINE", "same as HF_HUB_OFFLINE", "model/hub.py"),
+    EnvVar("HF_HUB_CACHE", "where downloaded checkpoints live", "model/hub.py"),
+    EnvVar("HF_HOME", "Hugging Face's home (its hub cache is under it)", "model/hub.py"),
+    EnvVar("HF_ENDPOINT", "hub address (a mirror)", "model/hub.py"),
+)
+_ENV_NAMES = frozenset(v.name for v in ENV_VARS)
+
+
+def env_value(name: str, env: Mapping[str, str] | None = None) -> str:
+    """Environment variable ``name``, stripped ("" when unset): how Chord reads every one.
+    ``env`` replaces ``os.environ`` (tests, a settings dict)."""
+    if name not in _ENV_NAMES:
+        raise KeyError(f"{name} is not in config.ENV_VARS: add it there (and to the README)")
+    value = (os.environ if env is None else env).get(name)
+    return (value or "").strip()
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 TEST_MODEL = "test"
@@ -70,11 +145,11 @@ STRATEGY_ALIASES = {"data_parallel": "replicate", "dp": "replicate", "model_para
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("CHORD_CACHE_DIR") or Path.home() / ".cache" / "chord")
+    return Path(env_value("CHORD_CACHE_DIR") or Path.home() / ".cache" / "chord")
 
 
 def default_data_dir() -> Path:
-    return Path(os.environ.get("CHORD_DATA_DIR") or Path.cwd() / "data")
+    return Path(env_value("CHORD_DATA_DIR") or Path.cwd() / "data")
 
 
 @dataclass(frozen=True)
@@ -146,17 +221,19 @@ def _truthy(value: str | None) -> bool:
 
 def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: object) -> ModelConfig:
     """ModelConfig from ``CHORD_*`` variables, then explicit ``overrides`` (None = unset)."""
-    env = os.environ if env is None else env
+    def get(name: str) -> str:
+        return env_value(name, env)
+
     cfg = ModelConfig(
-        model=env.get("CHORD_MODEL") or DEFAULT_MODEL,
-        device=env.get("CHORD_DEVICE") or "auto",
-        dtype=env.get("CHORD_DTYPE") or "auto",
-        max_memory=env.get("CHORD_MAX_MEMORY") or None,
-        allow_offload=_truthy(env.get("CHORD_ALLOW_OFFLOAD")),
-        cache_dir=Path(env["CHORD_CACHE_DIR"]) if env.get("CHORD_CACHE_DIR") else None,
-        decoder=env.get("CHORD_DECODER") or "fast",
-        compile=None if not env.get("CHORD_COMPILE") else _truthy(env.get("CHORD_COMPILE")),
-        strategy=env.get("CHORD_STRATEGY") or "auto",
+        model=get("CHORD_MODEL") or DEFAULT_MODEL,
+        device=get("CHORD_DEVICE") or "auto",
+        dtype=get("CHORD_DTYPE") or "auto",
+        max_memory=get("CHORD_MAX_MEMORY") or None,
+        allow_offload=_truthy(get("CHORD_ALLOW_OFFLOAD")),
+        cache_dir=Path(get("CHORD_CACHE_DIR")) if get("CHORD_CACHE_DIR") else None,
+        decoder=get("CHORD_DECODER") or "fast",
+        compile=None if not get("CHORD_COMPILE") else _truthy(get("CHORD_COMPILE")),
+        strategy=get("CHORD_STRATEGY") or "auto",
     )
     return cfg.with_overrides(**overrides)
 
@@ -172,26 +249,24 @@ def check_max_new_tokens(value: int) -> int:
 def injected_oom_faults(env: Mapping[str, str] | None = None) -> int:
     """``CHORD_FAULT_OOM=N``: the first N model calls of a worker raise CUDA out-of-memory.
     A fault-injection hook for tests of the degradation path; unset (0) in normal use."""
-    env = os.environ if env is None else env
+    raw = env_value("CHORD_FAULT_OOM", env)
     try:
-        return max(0, int(env.get("CHORD_FAULT_OOM") or 0))
+        return max(0, int(raw or 0))
     except ValueError as exc:
-        raise ConfigError(f"CHORD_FAULT_OOM must be an integer, got {env['CHORD_FAULT_OOM']!r}",
+        raise ConfigError(f"CHORD_FAULT_OOM must be an integer, got {raw!r}",
                           hint="unset it; it is a test hook") from exc
 
 
 def injected_crash_on(env: Mapping[str, str] | None = None) -> str:
     """``CHORD_FAULT_CRASH_ON=<text>``: a worker handed a clip whose path contains ``text``
     dies on the spot. A fault-injection hook for tests of crash handling; unset in normal use."""
-    env = os.environ if env is None else env
-    return env.get("CHORD_FAULT_CRASH_ON") or ""
+    return env_value("CHORD_FAULT_CRASH_ON", env)
 
 
 def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
     """``CHORD_DETERMINISTIC=1``: workers ask torch/cuBLAS for deterministic kernels, so
     replicas and re-runs give bit-identical greedy outputs (slightly slower)."""
-    env = os.environ if env is None else env
-    return _truthy(env.get("CHORD_DETERMINISTIC"))
+    return _truthy(env_value("CHORD_DETERMINISTIC", env))
 
 
 def normalise_strategy(name: str) -> str:

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
-from chord_core.config import SamplingConfig
 from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import SamplingConfig
 from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
+from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.runtime.jobs import JobSpec
 from chord_ui.formatting import human_duration, progress_fraction, stage_text
 

@@ -26,8 +26,8 @@ from chord_ui.batch_jobs import (
     finished_at,
     folder_clips,
     recheck,
-    summary,
     submit_batch,
+    summary,
     table_rows,
     worker_rows,
 )

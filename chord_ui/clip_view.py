@@ -17,7 +17,12 @@ from chord_core.errors import ChordError, VideoError
 from chord_core.types import SamplingPlan, VideoInfo
 from chord_ui.formatting import human_bytes, md_escape, video_facts
 from chord_ui.i18n import lang, t
-from chord_ui.previews import PREVIEW_MAX_S, make_preview, plays_in_browser, preview_file
+from chord_ui.previews import (
+    PREVIEW_MAX_S,
+    make_preview,
+    plays_in_browser,
+    preview_file,
+)
 from chord_ui.uploads import ClipSource, servable
 from chord_ui.wording import plan_numbers, plan_words
 

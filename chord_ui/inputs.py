@@ -27,7 +27,13 @@ from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
 from chord_ui.formatting import md_escape
 from chord_ui.i18n import t
-from chord_ui.uploads import VIDEO_TYPES, ClipSource, discard_upload, local_source, save_upload
+from chord_ui.uploads import (
+    VIDEO_TYPES,
+    ClipSource,
+    discard_upload,
+    local_source,
+    save_upload,
+)
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,15 @@ import streamlit as st
 from chord_ui import resources, session
 from chord_ui.formatting import md_escape
 from chord_ui.i18n import t
-from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_STATEMENT, K_TARGET, K_TASK, TASKS
+from chord_ui.inputs import (
+    K_CLIP,
+    K_CLIP_ERROR,
+    K_PROMPT,
+    K_STATEMENT,
+    K_TARGET,
+    K_TASK,
+    TASKS,
+)
 
 log = logging.getLogger(__name__)
 

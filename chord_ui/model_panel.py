@@ -24,7 +24,6 @@ from chord_ui import resources
 from chord_ui.formatting import human_bytes, md_escape, test_model_label
 from chord_ui.i18n import t
 
-
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
               "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct",
               "Qwen/Qwen3-VL-2B-Instruct", "Qwen/Qwen3-VL-4B-Instruct",

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from chord_core.config import env_value
+
 if TYPE_CHECKING:
-    from chord_core.runtime.cluster import WorkerPlan
     from chord_core.config import ModelConfig
     from chord_core.gpus.sampler import GpuSampler
+    from chord_core.runtime.cluster import WorkerPlan
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.parallel_config import ParallelConfig
     from chord_core.runtime.store import Store
@@ -82,7 +83,7 @@ def _parallel_config() -> tuple[ParallelConfig, str]:
     from chord_core.runtime.parallel_config import ParallelConfig, load_parallel_config
 
     try:
-        return load_parallel_config(os.environ.get("CHORD_PARALLEL_CONFIG") or None), ""
+        return load_parallel_config(env_value("CHORD_PARALLEL_CONFIG") or None), ""
     except ChordError as exc:
         note = f"Parallel settings ignored ({exc.message}); using the defaults." + (
             f" How to fix: {exc.hint}" if exc.hint else "")
@@ -105,8 +106,8 @@ def _release(cluster_: Cluster) -> None:
 @st.cache_resource(show_spinner=False, on_release=_release)
 def cluster() -> Cluster:
     """Plan the workers and start them (one JobManager per server)."""
-    from chord_core.runtime.cluster import start_manager
     from chord_core.config import model_config_from_env
+    from chord_core.runtime.cluster import start_manager
 
     cfg, model_note = _startup_model(model_config_from_env())
     parallel, parallel_note = _parallel_config()

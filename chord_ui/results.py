@@ -21,7 +21,12 @@ from chord_core.errors import ChordError
 from chord_core.types import Result
 from chord_ui import clip_view, entail_view, resources, scroll
 from chord_ui.figures import timeline_figure
-from chord_ui.formatting import detections_rows, human_duration, md_escape, test_model_label
+from chord_ui.formatting import (
+    detections_rows,
+    human_duration,
+    md_escape,
+    test_model_label,
+)
 from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
 from chord_ui.player import show_player

@@ -16,9 +16,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chord_core.types import ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
-
 from chord_core.analysis.request import AnalysisRequest, build_result
+from chord_core.types import ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
 
 if TYPE_CHECKING:
     from chord_core.analysis.engine import Engine
@@ -96,8 +95,8 @@ def _analyze_one(engine: Engine, request, i, on_progress, cancel, infos, plans) 
 
 def _prepare_describe(engine: Engine, request: AnalysisRequest, info: VideoInfo | None,
                       plan: SamplingPlan | None, cancel: threading.Event | None) -> dict:
-    from chord_core.media.sampling import plan_sampling
     from chord_core.media.probe import probe
+    from chord_core.media.sampling import plan_sampling
 
     t0 = time.perf_counter()
     probe_s = 0.0
@@ -117,10 +116,10 @@ def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[Analysis
     lowers its resolution and says so)."""
     import torch
 
-    from chord_core.model import loading as m
     from chord_core.errors import ChordError
-    from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
     from chord_core.media.sampling import video_metadata
+    from chord_core.model import loading as m
+    from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
 
     for i, _ in ready:
         if on_progress is not None:

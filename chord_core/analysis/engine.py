@@ -18,12 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from chord_core.config import (
-    MAX_NEW_TOKENS_DEFAULT,
-    ModelConfig,
-    SamplingConfig,
-    injected_oom_faults,
-)
 from chord_core.analysis.describe_batch import DESCRIBE_BATCH
 from chord_core.analysis.ground_chunks import FrameOutput, GroundChunk, assemble_ground
 from chord_core.analysis.request import (
@@ -33,6 +27,12 @@ from chord_core.analysis.request import (
     ProgressFn,
     build_result,
     probe_input,
+)
+from chord_core.config import (
+    MAX_NEW_TOKENS_DEFAULT,
+    ModelConfig,
+    SamplingConfig,
+    injected_oom_faults,
 )
 from chord_core.errors import ResourceError
 from chord_core.types import (
@@ -250,9 +250,9 @@ class Engine:
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,
                   frames: np.ndarray, request: AnalysisRequest, clock: Clock) -> dict:
+        from chord_core.media.sampling import video_metadata
         from chord_core.model import loading as m
         from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
-        from chord_core.media.sampling import video_metadata
 
         clock.emit("generating", f"describing {sampling_plan.num_frames} frames", 0, 1)
         reductions: list[str] = []

@@ -15,8 +15,8 @@ from chord_core.errors import ChordError
 from chord_core.types import Result, Timing
 
 if TYPE_CHECKING:
-    from chord_core.analysis.request import AnalysisRequest
     from chord_core.analysis.engine import Engine
+    from chord_core.analysis.request import AnalysisRequest
 
 log = logging.getLogger(__name__)
 

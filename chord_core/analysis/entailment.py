@@ -132,14 +132,14 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
 
 
 def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str]) -> Any:
-    from chord_core.model.loading import _check_frames, _no_resize_kwargs
+    from chord_core.model.inputs import check_frames, no_resize_kwargs
 
-    sizes = [_check_frames(img, 3, f"image {i}") for i, img in enumerate(images)]
+    sizes = [check_frames(img, 3, f"image {i}") for i, img in enumerate(images)]
     processor = lm.processor
     texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
                                            add_generation_prompt=True) for s in statements]
     return processor(text=texts, images=list(images), padding=True, return_tensors="pt",
-                     **_no_resize_kwargs(processor.image_processor, sizes))
+                     **no_resize_kwargs(processor.image_processor, sizes))
 
 
 def _prefill(lm: LoadedModel, inputs: Any) -> list[EntailScore]:

@@ -14,7 +14,14 @@ from typing import Sequence
 from chord_core.analysis import grounding as g
 from chord_core.analysis import tracking as tr
 from chord_core.analysis.request import AnalysisRequest, build_result
-from chord_core.types import Detection, ModelInfo, Result, SamplingPlan, Timing, VideoInfo
+from chord_core.types import (
+    Detection,
+    ModelInfo,
+    Result,
+    SamplingPlan,
+    Timing,
+    VideoInfo,
+)
 
 
 @dataclass(frozen=True)

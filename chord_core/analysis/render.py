@@ -23,9 +23,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from chord_core.errors import JobCancelled, VideoError
 from chord_core.analysis.grounding import denormalise
 from chord_core.analysis.tracking import BoxTimeline, default_max_gap
+from chord_core.errors import JobCancelled, VideoError
 from chord_core.types import Detection, Result, VideoInfo
 
 if TYPE_CHECKING:

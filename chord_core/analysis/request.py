@@ -22,7 +22,14 @@ from chord_core.config import (
     check_max_new_tokens,
 )
 from chord_core.errors import ConfigError, JobCancelled
-from chord_core.types import ModelInfo, ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
+from chord_core.types import (
+    ModelInfo,
+    ProgressEvent,
+    Result,
+    SamplingPlan,
+    Timing,
+    VideoInfo,
+)
 
 ProgressFn = Callable[[ProgressEvent], None]
 TASKS = ("describe", "ground", "entail")

@@ -26,8 +26,8 @@ from chord_core.analysis.spans import ParsedSpans, frames_in_spans, parse_spans
 if TYPE_CHECKING:
     import numpy as np
 
-    from chord_core.analysis.request import AnalysisRequest
     from chord_core.analysis.ground_chunks import GroundChunk
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.model.loading import LoadedModel
     from chord_core.types import SamplingPlan, VideoInfo
 

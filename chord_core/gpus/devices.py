@@ -39,6 +39,7 @@ class GpuInfo:
     free_bytes: int
     uuid: str = ""
 
+
 _MIG = re.compile(r"^MIG-", re.IGNORECASE)
 
 

@@ -26,6 +26,8 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from chord_core.config import env_value
+
 __all__ = ["MIB", "REASON_NO_GPU", "REASON_NO_PYNVML", "GpuSample", "MigInstance", "Nvml",
            "ProcessInfo", "SystemSample", "cuda_ordinals"]
 
@@ -320,7 +322,7 @@ class Nvml:
             return
         visible = self._visible
         if visible == _FROM_ENV:
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            visible = env_value("CUDA_VISIBLE_DEVICES") or None
         self._migs = self._find_migs()
         self._ordinals = cuda_ordinals(visible, uuids, {m.uuid: m.gpu_index for m in self._migs})
         self._reason = ""

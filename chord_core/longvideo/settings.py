@@ -12,10 +12,10 @@ The CLI's ``--long-after`` and ``--chunk-s`` override them. They are read by
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from chord_core.config import env_value
 from chord_core.errors import ConfigError
 
 CUT_MODES = ("auto", "scene", "keyframes", "fixed")
@@ -103,7 +103,7 @@ class LongVideoSettings:
 
 
 def _seconds(env: Mapping[str, str], name: str) -> float | None:
-    raw = (env.get(name) or "").strip()
+    raw = env_value(name, env)
     if not raw:
         return None
     try:
@@ -116,7 +116,6 @@ def _seconds(env: Mapping[str, str], name: str) -> float | None:
 def settings_from_env(env: Mapping[str, str] | None = None,
                       **overrides: object) -> LongVideoSettings:
     """Settings from ``CHORD_LONG_*`` variables, then explicit ``overrides`` (None = unset)."""
-    env = os.environ if env is None else env
     base = LongVideoSettings().with_overrides(
         threshold_s=_seconds(env, "CHORD_LONG_VIDEO_S"),
         chunk_s=_seconds(env, "CHORD_LONG_CHUNK_S"))

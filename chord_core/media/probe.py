@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from chord_core.errors import VideoError
-from chord_core.types import VideoInfo
 from chord_core.media.video_files import check_container, check_video_file
+from chord_core.types import VideoInfo
 
 __all__ = ["probe"]
 

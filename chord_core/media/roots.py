@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from chord_core.config import default_data_dir
+from chord_core.config import default_data_dir, env_value
 from chord_core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,7 @@ def uploads_root(data_dir: Path | None = None) -> Path:
 def configured_roots(env: Mapping[str, str] | None = None,
                      data_dir: Path | None = None) -> list[Path]:
     """The media roots, resolved (``realpath``); empty when typed paths are switched off."""
-    env = os.environ if env is None else env
-    raw = (env.get(ENV) or "").strip()
+    raw = env_value(ENV, env)
     if raw.lower() in OFF_VALUES:
         return []
     if raw:

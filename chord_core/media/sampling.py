@@ -9,8 +9,8 @@ next to the sampled frames. No file access, no OpenCV: :mod:`chord_core.media.vi
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np

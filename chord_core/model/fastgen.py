@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chord_core.model import decode_step as step
+
 log = logging.getLogger(__name__)
 
 CHECK_EVERY = 16      # decode steps between looks at the "all rows finished" flag

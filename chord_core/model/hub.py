@@ -17,7 +17,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -25,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from chord_core.config import RANDOM_WEIGHTS_TAG, TEST_MODELS, ModelConfig, default_cache_dir
+from chord_core.config import (
+    RANDOM_WEIGHTS_TAG,
+    TEST_MODELS,
+    ModelConfig,
+    default_cache_dir,
+    env_value,
+)
 from chord_core.errors import ModelNotFoundError
 
 log = logging.getLogger(__name__)
@@ -63,7 +68,7 @@ def is_hub_id(model: str) -> bool:
 
 def hub_offline() -> bool:
     """Offline mode, read from the environment at call time (not at import)."""
-    values = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    values = (env_value("HF_HUB_OFFLINE"), env_value("TRANSFORMERS_OFFLINE"))
     return any((v or "").strip().lower() in {"1", "true", "yes", "on"} for v in values)
 
 
@@ -118,9 +123,9 @@ def check_local_folder(folder: Path) -> Path:
 def _hf_cache(cache_dir: str | Path | None) -> Path:
     if cache_dir is not None:
         return Path(cache_dir)
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface"
+    if env_value("HF_HUB_CACHE"):
+        return Path(env_value("HF_HUB_CACHE"))
+    home = env_value("HF_HOME") or Path.home() / ".cache" / "huggingface"
     return Path(home) / "hub"
 
 
@@ -141,7 +146,7 @@ def local_snapshot(repo_id: str, cache_dir: str | Path | None = None) -> Path | 
 def _endpoint() -> str:
     from huggingface_hub import constants
 
-    return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    return env_value("HF_ENDPOINT") or constants.ENDPOINT
 
 
 def _with_timeout(fn: Callable[[], Any], timeout: float) -> Any:

@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, InputError, OutputError
-from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.media.video_files import check_regular_file
+from chord_core.runtime.jobs import JobSpec, JobState
 
 log = logging.getLogger(__name__)
 

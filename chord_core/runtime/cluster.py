@@ -12,14 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from chord_core.config import TEST_MODELS, ModelConfig
-from chord_core.gpus.devices import describe_visible
+from chord_core.config import TEST_MODELS, ModelConfig, env_value
 from chord_core.errors import ConfigError
-from chord_core.runtime.parallel_config import ParallelConfig
+from chord_core.gpus.devices import GpuInfo, describe_visible
 from chord_core.model.planner import DTYPE_BYTES, GIB, GpuPlan, model_params, plan_gpus
-from chord_core.gpus.devices import GpuInfo
-from chord_core.runtime.workers import cpu_specs, gpu_specs
-from chord_core.runtime.workers import WorkerSpec
+from chord_core.runtime.parallel_config import ParallelConfig
+from chord_core.runtime.workers import WorkerSpec, cpu_specs, gpu_specs
 
 log = logging.getLogger(__name__)
 MIB = 1024**2
@@ -50,7 +48,7 @@ def gpu_inventory(nvml: Any = None) -> tuple[list[GpuInfo], str]:
     nvml = nvml or Nvml()
     if not nvml.available:
         return [], nvml.reason
-    entries = visible_entries(os.environ.get("CUDA_VISIBLE_DEVICES")) or []
+    entries = visible_entries(env_value("CUDA_VISIBLE_DEVICES") or None) or []
     if entries and all(is_mig(e) for e in entries):
         out = _mig_inventory(entries, nvml.mig_instances())
         return out, ("" if out else "none of the MIG instances in CUDA_VISIBLE_DEVICES exists")
@@ -130,7 +128,8 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     plan = plan_gpus(size, inventory, strategy=parallel.strategy,
                      max_memory_fraction=parallel.max_memory_fraction,
                      reserve_bytes=parallel.reserve_bytes)
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if parent_visible is ... else parent_visible
+    visible = (env_value("CUDA_VISIBLE_DEVICES") or None) if parent_visible is ... \
+        else parent_visible
     specs = tuple(gpu_specs(plan.groups, model_cfg, parallel.max_memory_fraction,
                             parent_visible=visible,
                             uuids={g.index: g.uuid for g in inventory if g.uuid}))

@@ -19,13 +19,18 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from chord_core.runtime import crashes
-from chord_core.runtime.balancer import Balancer
 from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
 from chord_core.errors import ChordError, internal_error
-from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatus, JobTable
-from chord_core.types import ModelInfo, ProgressEvent, Result
+from chord_core.runtime import crashes
+from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
+from chord_core.runtime.jobs import (
+    MAX_EVENTS_KEPT,
+    JobSpec,
+    JobState,
+    JobStatus,
+    JobTable,
+)
 from chord_core.runtime.messages import (
     Done,
     Event,
@@ -44,12 +49,13 @@ from chord_core.runtime.scheduling import (
     dequeue,
     job_event,
     job_tasks,
-    workers_model_state,
     requeue_after_death,
     steal,
+    workers_model_state,
 )
 from chord_core.runtime.store_link import StoreLink
 from chord_core.runtime.workers import Task, WorkerSpec
+from chord_core.types import ModelInfo, ProgressEvent, Result
 
 log = logging.getLogger(__name__)
 

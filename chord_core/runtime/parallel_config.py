@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import difflib
 import logging
-import math
 import os
-import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from chord_core.config import env_value
 from chord_core.errors import ConfigError
-from chord_core.config import STRATEGIES, STRATEGY_ALIASES, normalise_strategy
+from chord_core.runtime.parallel_values import (
+    SIZE_RE,
+    VALIDATORS,
+    bad_value,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,131 +71,7 @@ ENV_VARS: dict[str, str] = {
     "CHORD_BATCH_SIZE": "batch_size_per_gpu", "CHORD_CPU_WORKERS": "cpu_workers",
     "CHORD_GPU_WEIGHTS": "gpu_weights",
 }
-_SIZE = re.compile(r"^\s*\d+(\.\d+)?\s*[KMGT]i?B\s*$", re.IGNORECASE)
 _RANK = {"default": 0, "file": 1, "env": 2, "option": 3}
-
-
-def _bad(where: str, must: str, value: Any, hint: str) -> ConfigError:
-    return ConfigError(f"{where} must be {must}, got {value!r}", hint=hint)
-
-
-def _as_int(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _bad(where, f"a whole number ≥ {minimum}", value, f"use e.g. {max(minimum, 1)}")
-    return value
-
-
-def _as_float(value: Any, where: str, lo: float, hi: float, *, lo_open: bool,
-              hint: str) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            pass
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi)
-    if not ok:
-        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
-        raise _bad(where, f"in {interval}", value, hint)
-    return float(value)
-
-
-def _as_bool(value: Any, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if isinstance(value, (str, int)) else ""
-    if text in {"1", "true", "yes", "on"}:
-        return True
-    if text in {"0", "false", "no", "off"}:
-        return False
-    raise _bad(where, "true or false", value, "write true or false")
-
-
-def _strategy(value: Any, where: str) -> str:
-    try:
-        return normalise_strategy("auto" if value is None else value
-                                  if isinstance(value, str) else "?")
-    except ConfigError:
-        allowed = ", ".join(STRATEGIES) + " (or " + ", ".join(STRATEGY_ALIASES) + ")"
-        raise _bad(where, f"one of {allowed}", value,
-                   "use auto, replicate (data_parallel) or shard") from None
-
-
-def _num_gpus(value: Any, where: str) -> int | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in {"all", "auto"}):
-        return None
-    try:
-        return _as_int(value, where, 1)
-    except ConfigError:
-        raise _bad(where, "a whole number ≥ 1 or 'all'", value,
-                   "use e.g. 2, or all for every visible GPU") from None
-
-
-def _gpus(value: Any, where: str) -> tuple[int, ...] | None:
-    if value is None or (isinstance(value, str) and value.strip().lower() in {"all", ""}):
-        return None
-    items = value.split(",") if isinstance(value, str) else value
-    hint = "list CUDA ordinals, e.g. 0,1 (as numbered inside CUDA_VISIBLE_DEVICES)"
-    if isinstance(items, (int, bool)) or not isinstance(items, (list, tuple)):
-        items = [items]
-    try:
-        out = tuple(_as_int(i, where, 0) for i in items)
-    except ConfigError:
-        raise _bad(where, "a list of GPU numbers ≥ 0", value, hint) from None
-    if not out or len(set(out)) != len(out):
-        raise _bad(where, "a non-empty list without repeats", value, hint)
-    return out
-
-
-def _gpu_weights(value: Any, where: str) -> dict[int, float]:
-    if value is None or value == "":
-        return {}
-    hint = "give a positive weight per GPU, e.g. 0:1.0,1:0.8 (a faster card gets more work)"
-    if isinstance(value, str):
-        pairs = [p.split(":", 1) for p in value.split(",") if p.strip()]
-        if any(len(p) != 2 for p in pairs):
-            raise _bad(where, "GPU:weight pairs like 0:1.0,1:0.8", value, hint)
-        value = dict(pairs)
-    if not isinstance(value, Mapping):
-        raise _bad(where, "a mapping of GPU number to weight", value, hint)
-    out: dict[int, float] = {}
-    for gpu, weight in value.items():
-        index = _as_int(gpu, f"{where} (GPU {gpu!r})", 0)
-        out[index] = _as_float(weight, f"{where} (GPU {gpu})", 0.0, 1e6, lo_open=True, hint=hint)
-    return out
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad(where, "a name such as nccl", value, "write e.g. nccl (it is not used)")
-    return value.strip()
-
-
-def _fraction(value: Any, where: str) -> float:
-    return _as_float(value, where, 0.0, 1.0, lo_open=True,
-                     hint="use a fraction of each GPU's memory, e.g. 0.9")
-
-
-VALIDATORS: dict[str, Callable[[Any, str], Any]] = {
-    "strategy": _strategy,
-    "num_gpus": _num_gpus,
-    "gpus": _gpus,
-    "batch_size_per_gpu": lambda v, w: _as_int(v, w, 1),
-    "max_memory_fraction": _fraction,
-    "pin_memory": _as_bool,
-    "comm_backend": _text,
-    "comm_timeout_s": lambda v, w: _as_float(v, w, 0.0, 1e9, lo_open=True,
-                                             hint="use seconds, e.g. 1800"),
-    "memory_optimization": _as_bool,
-    "max_allocated_ratio": lambda v, w: None if v is None else _fraction(v, w),
-    "reserved_memory_mib": lambda v, w: _as_int(v, w, 0),
-    "fragmentation_threshold": lambda v, w: None if v is None else _as_float(
-        v, w, 0.0, 1.0, lo_open=False, hint="use e.g. 0.1"),
-    "gpu_weights": _gpu_weights,
-    "cpu_workers": lambda v, w: _as_int(v, w, 0),
-}
 
 
 @dataclass(frozen=True)
@@ -424,9 +303,9 @@ def _check_layer(layer: Layer, hint_suffix: str = "") -> None:
 
 
 def _env_layer(env: Mapping[str, str], notes: list[str]) -> Layer:
-    layer: Layer = {name: (env[var], f"environment variable {var}")
-                    for var, name in ENV_VARS.items() if (env.get(var) or "").strip()}
-    memory = _env_fraction(env.get("CHORD_MAX_MEMORY") or "", notes)
+    layer: Layer = {name: (env_value(var, env), f"environment variable {var}")
+                    for var, name in ENV_VARS.items() if env_value(var, env)}
+    memory = _env_fraction(env_value("CHORD_MAX_MEMORY", env), notes)
     if memory is not None:
         layer["max_memory_fraction"] = (memory, "environment variable CHORD_MAX_MEMORY")
     _check_layer(layer)
@@ -439,14 +318,14 @@ def _env_fraction(raw: str, notes: list[str]) -> str | None:
     gpu = next((p.strip() for p in raw.split(",") if p.strip() and "=" not in p), "")
     if not gpu:
         return None
-    if _SIZE.match(gpu):
+    if SIZE_RE.match(gpu):
         notes.append(f"CHORD_MAX_MEMORY={gpu} is a size: it caps model loading, "
                      "the planner keeps its memory fraction")
         return None
     try:
         float(gpu)
     except ValueError:
-        raise _bad("environment variable CHORD_MAX_MEMORY", "a fraction such as 0.9 or a size "
+        raise bad_value("environment variable CHORD_MAX_MEMORY", "a fraction such as 0.9 or a size "
                    "such as 20GiB", raw, "e.g. CHORD_MAX_MEMORY=0.9") from None
     return gpu
 

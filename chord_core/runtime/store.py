@@ -35,14 +35,19 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from chord_core.config import default_data_dir
-from chord_core.media.content_keys import content_key, file_hash
 from chord_core.errors import ChordError, StoreError
-from chord_core.runtime.store_repair import create_atomically, is_damage, move_aside, rollback
+from chord_core.media.content_keys import content_key, file_hash
+from chord_core.runtime.store_repair import (
+    create_atomically,
+    is_damage,
+    move_aside,
+    rollback,
+)
+from chord_core.runtime.store_schema import migrate
 from chord_core.types import SCHEMA
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 BUSY_TIMEOUT_MS = 5000
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = frozenset({"done", "failed", "cancelled"})
@@ -54,26 +59,6 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "cancelled": frozenset({"queued"}),
     "done": frozenset(),
 }
-_DDL = """
-CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS batches (
-    batch_id TEXT PRIMARY KEY, created_at REAL NOT NULL, out_dir TEXT NOT NULL DEFAULT '',
-    summary_json TEXT);
-CREATE TABLE IF NOT EXISTS jobs (
-    job_id TEXT PRIMARY KEY, batch_id TEXT, key TEXT NOT NULL DEFAULT '',
-    state TEXT NOT NULL, video_path TEXT NOT NULL DEFAULT '', video_name TEXT NOT NULL DEFAULT '',
-    task TEXT NOT NULL DEFAULT '', query TEXT NOT NULL DEFAULT '', model TEXT NOT NULL DEFAULT '',
-    spec_json TEXT NOT NULL DEFAULT '{}', submitted_at REAL NOT NULL, started_at REAL,
-    finished_at REAL, worker TEXT, attempts INTEGER NOT NULL DEFAULT 0, error_json TEXT,
-    progress_json TEXT);
-CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs (submitted_at);
-CREATE INDEX IF NOT EXISTS jobs_key_state ON jobs (key, state);
-CREATE INDEX IF NOT EXISTS jobs_batch ON jobs (batch_id);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
-CREATE TABLE IF NOT EXISTS results (
-    job_id TEXT PRIMARY KEY REFERENCES jobs (job_id) ON DELETE CASCADE,
-    result_json TEXT NOT NULL, created_at REAL NOT NULL);
-"""
 _JOB_COLUMNS = ("job_id", "batch_id", "key", "state", "video_path", "video_name", "task",
                 "query", "model", "spec_json", "submitted_at", "started_at", "finished_at",
                 "worker", "attempts", "error_json", "progress_json")
@@ -159,33 +144,12 @@ class Store:
                 verdict = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
                 if verdict != ["ok"]:
                     raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(verdict))
-            self._migrate(conn)
+            migrate(conn, self.path)
         except BaseException:
             if conn is not None:
                 conn.close()
             raise
         return conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _DDL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            if row[0] is None:
-                conn.execute("INSERT INTO schema_version (version) VALUES (?)",
-                             (SCHEMA_VERSION,))
-            elif row[0] > SCHEMA_VERSION:
-                raise ChordError(
-                    f"{self.path} was written by a newer Chord (store schema {row[0]}, "
-                    f"this version reads {SCHEMA_VERSION})",
-                    hint="upgrade Chord, or set CHORD_DATA_DIR to another folder")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

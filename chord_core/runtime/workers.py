@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from chord_core.runtime import lifeline
-from chord_core.config import ModelConfig, deterministic_mode
 from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import ModelConfig, deterministic_mode, env_value
 from chord_core.errors import ChordError, JobCancelled, internal_error
+from chord_core.runtime import lifeline
 from chord_core.runtime.messages import (
     CancelTask,
     Done,
@@ -93,7 +93,7 @@ def gpu_specs(groups: tuple[tuple[int, ...], ...], model_cfg: ModelConfig,
     from chord_core.gpus.devices import worker_visible
 
     if parent_visible is ...:
-        parent_visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        parent_visible = env_value("CUDA_VISIBLE_DEVICES") or None
     threads = gpu_worker_threads(len(groups))
     return [WorkerSpec("gpu" + "-".join(str(d) for d in grp), tuple(grp), model_cfg,
                        max_memory_fraction, cpu_threads=threads,

@@ -137,8 +137,8 @@ def _iter_file(fh: Any) -> Any:
 
 
 def _analysis_request(body: JobBody, path: str) -> Any:
-    from chord_core.config import SamplingConfig
     from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import SamplingConfig
 
     sampling: dict[str, Any] = {}
     for name in ("fps", "max_frames", "token_budget"):

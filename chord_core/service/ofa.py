@@ -41,8 +41,8 @@ def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 def _prepare(index: int, task: Any) -> tuple[Any, Any]:
     """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
-    from chord_core.analysis.request import AnalysisRequest
     from chord_core.analysis.entailment import clean_statement
+    from chord_core.analysis.request import AnalysisRequest
     from chord_core.errors import InputError
     from chord_core.runtime.jobs import JobSpec
     from chord_core.service.media import decode_base64, save_image_bytes

@@ -7,10 +7,10 @@ default: it binds 127.0.0.1; any other address needs an API key (Bearer) or an e
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from chord_core.config import env_value
 from chord_core.errors import ConfigError
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -72,7 +72,7 @@ class ServiceSettings:
 
 
 def _number(env: Mapping[str, str], name: str, kind: type, default: float) -> float:
-    raw = (env.get(name) or "").strip()
+    raw = env_value(name, env)
     if not raw:
         return default
     try:
@@ -86,17 +86,16 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object
                       ) -> ServiceSettings:
     """Settings from ``CHORD_API_*`` variables, then ``overrides`` (None = not given);
     validated once, on the merged values."""
-    env = os.environ if env is None else env
     values: dict[str, object] = {
-        "host": (env.get("CHORD_API_HOST") or "127.0.0.1").strip(),
+        "host": env_value("CHORD_API_HOST", env) or "127.0.0.1",
         "port": int(_number(env, "CHORD_API_PORT", int, DEFAULT_PORT)),
-        "api_key": (env.get("CHORD_API_KEY") or "").strip(),
-        "no_auth": (env.get("CHORD_API_NO_AUTH") or "").strip().lower() in {"1", "true", "yes"},
+        "api_key": env_value("CHORD_API_KEY", env),
+        "no_auth": env_value("CHORD_API_NO_AUTH", env).lower() in {"1", "true", "yes"},
         "max_body_bytes": int(_number(env, "CHORD_API_MAX_BODY_MB", float,
                                       DEFAULT_MAX_BODY_MB) * MIB),
         "max_tasks": int(_number(env, "CHORD_API_MAX_TASKS", int, DEFAULT_MAX_TASKS)),
         "request_timeout_s": _number(env, "CHORD_API_TIMEOUT_S", float, DEFAULT_TIMEOUT_S),
-        "allowed_hosts": tuple(h.strip() for h in (env.get("CHORD_ALLOWED_HOSTS") or "")
+        "allowed_hosts": tuple(h.strip() for h in env_value("CHORD_ALLOWED_HOSTS", env)
                                .split(",") if h.strip()),
     }
     values.update({k: v for k, v in overrides.items() if v is not None})

@@ -133,8 +133,16 @@ def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 def _build_tokenizer(extra: tuple[str, ...] = ()
                      ) -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-    from tokenizers import pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
 
     vocab, merges = _vocab_and_merges()
     tok = Tokenizer(models.BPE(vocab=dict(vocab), merges=list(merges), unk_token=None,

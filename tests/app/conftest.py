@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-import pytest
-
 import chord_fake_worker as fake
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")

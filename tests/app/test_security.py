@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from chord_core.media import roots as media_roots
 from chord_core.errors import InputError
+from chord_core.media import roots as media_roots
 
 HISTORY_PAGE = "pages/history.py"
 BATCH_PAGE = "pages/batch.py"

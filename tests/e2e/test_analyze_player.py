@@ -75,9 +75,8 @@ def truth_job(app_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 
 @pytest.fixture(scope="module")
 def browser(app_url: str):  # noqa: ANN201
-    from playwright.sync_api import sync_playwright
-
     from conftest import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,

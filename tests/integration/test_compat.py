@@ -7,7 +7,12 @@ import json
 import pytest
 import torch
 
-from chord_core.compat import ChordVideoAnalyzer, GPUMonitor, MultiGPUPipeline, VideoParallelProcessor
+from chord_core.compat import (
+    ChordVideoAnalyzer,
+    GPUMonitor,
+    MultiGPUPipeline,
+    VideoParallelProcessor,
+)
 from chord_core.errors import ConfigError
 from chord_core.gpus.nvml import GpuSample
 from chord_core.testing.videos import make_video

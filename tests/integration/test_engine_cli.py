@@ -80,17 +80,17 @@ def test_describe_through_api(engine, clips):
 
 def test_describe_timing_metadata_reaches_the_processor(engine, clips):
     """The temporal positions follow real time: second_per_grid_ts = 2 / sampled fps."""
-    from chord_core.model import loading as m
-    from chord_core.media.sampling import plan_sampling, video_metadata
     from chord_core.media.probe import probe
+    from chord_core.media.sampling import plan_sampling, video_metadata
     from chord_core.media.video import read_frames
+    from chord_core.model import inputs as model_inputs
 
     clip = clips["h264.mp4"]
     info = probe(clip.path)
     for fps in (1.0, 3.0):
         plan = plan_sampling(info, "describe", SamplingConfig(fps=fps))
         frames, idx = read_frames(clip.path, plan.frame_indices, plan.input_wh)
-        inputs = m.build_video_inputs(engine.load(), frames, video_metadata(info, idx), "x")
+        inputs = model_inputs.build_video_inputs(engine.load(), frames, video_metadata(info, idx), "x")
         sampled_fps = len(idx) / info.duration_s
         assert float(inputs["second_per_grid_ts"][0]) == pytest.approx(2 / sampled_fps, rel=1e-3)
 
@@ -98,8 +98,8 @@ def test_describe_timing_metadata_reaches_the_processor(engine, clips):
 def test_grounding_coordinates_end_to_end_with_canned_model_text(tmp_path):
     """Boundary fake: the model's text is canned (what Qwen answers for the green square), the
     rest is real — absolute input pixels → normalised boxes of the original frame → tracks."""
-    from chord_core.media.sampling import plan_sampling
     from chord_core.media.probe import probe
+    from chord_core.media.sampling import plan_sampling
 
     clip = make_video(tmp_path / "portrait.mov", duration_s=6.0, fps=12.0, size_wh=(144, 256))
     info = probe(clip.path)
@@ -216,8 +216,8 @@ def test_describe_many_batches_and_isolates_bad_files(engine, clips, tmp_path):
 
 def test_describe_many_splits_on_oom_and_on_one_clips_error(tiny_model_dir, clips,
                                                             monkeypatch):
-    from chord_core.model import loading as m
     from chord_core.errors import InputError
+    from chord_core.model import loading as m
 
     monkeypatch.setenv("CHORD_FAULT_OOM", "1")
     engine = Engine(ModelConfig(model="test"))

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from chord_core.config import ModelConfig
-from chord_core.analysis.request import AnalysisRequest
 from chord_core.analysis.engine import Engine
-from chord_core.analysis.ground_chunks import FrameOutput, assemble_ground
 from chord_core.analysis.entailment import LABELS, normalise_label, summarise
+from chord_core.analysis.ground_chunks import FrameOutput, assemble_ground
+from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError, InputError
 from chord_core.testing.videos import make_video
 from chord_core.types import EntailFrame, Result

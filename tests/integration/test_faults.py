@@ -22,13 +22,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from chord_core.analysis.request import AnalysisRequest
 from chord_core.config import ModelConfig
 from chord_core.runtime.crashes import MAX_ATTEMPTS
-from chord_core.analysis.request import AnalysisRequest
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
-from chord_core.runtime.workers import cpu_specs
 from chord_core.runtime.store import Store
+from chord_core.runtime.workers import cpu_specs
 from chord_core.testing.videos import make_video
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from chord_core.config import ModelConfig, SamplingConfig
 from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import ModelConfig, SamplingConfig
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
 from chord_core.runtime.workers import cpu_specs

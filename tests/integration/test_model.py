@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError, InputError, JobCancelled, ModelError
+from chord_core.model import inputs as model_inputs
+from chord_core.model import loading as m
 
 SOURCE_FPS = 24.0
 
@@ -94,7 +95,7 @@ def test_cuda_without_gpu_is_a_config_error(tiny_model_dir: Path) -> None:
 @pytest.mark.parametrize("sampled_fps", [0.5, 1.0, 2.0, 4.0], ids=lambda f: f"{f}fps")
 def test_second_per_grid_follows_sampled_fps(lm: m.LoadedModel, sampled_fps: float) -> None:
     """THE time-axis check: without metadata the processor would assume 24 fps."""
-    inputs = m.build_video_inputs(lm, _frames(4), _metadata(4, sampled_fps), "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, _frames(4), _metadata(4, sampled_fps), "Describe.")
     (seconds,) = inputs["second_per_grid_ts"].tolist()
     assert seconds == pytest.approx(2.0 / sampled_fps)
 
@@ -103,7 +104,7 @@ def test_second_per_grid_follows_sampled_fps(lm: m.LoadedModel, sampled_fps: flo
                          ids=["4f-square", "5f-odd-padded", "4f-wide", "2f-tall"])
 def test_video_grid_matches_input_size_and_frames(lm: m.LoadedModel, n: int, h: int,
                                                   w: int) -> None:
-    inputs = m.build_video_inputs(lm, _frames(n, h, w), _metadata(n, 2.0), "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, _frames(n, h, w), _metadata(n, 2.0), "Describe.")
     t, gh, gw = inputs["video_grid_thw"][0].tolist()
     assert (t, gh * 14, gw * 14) == ((n + 1) // 2, h, w)
     video_id = lm.model.config.video_token_id
@@ -119,7 +120,7 @@ def test_video_grid_matches_input_size_and_frames(lm: m.LoadedModel, n: int, h: 
 ], ids=["no-indices", "count-mismatch", "zero-fps", "fewer-source-frames"])
 def test_video_metadata_is_required(lm: m.LoadedModel, bad_meta: dict, match: str) -> None:
     with pytest.raises(InputError, match=match):
-        m.build_video_inputs(lm, _frames(4), bad_meta, "Describe.")
+        model_inputs.build_video_inputs(lm, _frames(4), bad_meta, "Describe.")
 
 
 @pytest.mark.parametrize("frames, match", [
@@ -130,7 +131,7 @@ def test_video_metadata_is_required(lm: m.LoadedModel, bad_meta: dict, match: st
 ], ids=["float", "single-image", "too-small", "empty"])
 def test_bad_frames_are_input_errors(lm: m.LoadedModel, frames: np.ndarray, match: str) -> None:
     with pytest.raises(InputError, match=match):
-        m.build_video_inputs(lm, frames, _metadata(4, 2.0), "Describe.")
+        model_inputs.build_video_inputs(lm, frames, _metadata(4, 2.0), "Describe.")
 
 
 def test_describe_generates_exactly_max_tokens_when_eos_is_suppressed(lm: m.LoadedModel) -> None:

@@ -27,6 +27,7 @@ import pytest
 
 from chord_core.__main__ import main
 from chord_core.media.frame_times import TIME_TOLERANCE_S
+from chord_core.media.video import read_frames, read_frames_timed
 from chord_core.testing.odd_files import (
     container_times,
     make_ansi_art,
@@ -45,7 +46,6 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.media.video import read_frames, read_frames_timed
 
 pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-
 from service_server import MAX_BODY_MB, MAX_TASKS, Server, start_server, stop_server
 
 

@@ -15,7 +15,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 MAX_BODY_MB = 2
 MAX_TASKS = 8

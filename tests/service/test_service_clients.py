@@ -13,7 +13,6 @@ import httpx
 import openai
 import pytest
 import requests
-
 from service_server import MAX_TASKS, start_server, stop_server
 
 ROOT = Path(__file__).resolve().parents[2]

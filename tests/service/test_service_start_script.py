@@ -10,7 +10,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from service_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

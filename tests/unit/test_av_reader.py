@@ -14,11 +14,16 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from chord_core.errors import JobCancelled, VideoError
 from chord_core.media import av_reader, video
 from chord_core.media.av_reader import AvStats, read_frames_av
-from chord_core.errors import JobCancelled, VideoError
-from chord_core.testing.videos import SyntheticVideo, has_pyav, make_video, read_frame_index
 from chord_core.media.video import read_frames
+from chord_core.testing.videos import (
+    SyntheticVideo,
+    has_pyav,
+    make_video,
+    read_frame_index,
+)
 
 pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from chord_core.runtime.cluster import plan_workers
-from chord_core.config import ModelConfig
-from chord_core.gpus.devices import describe_visible, visible_entries, worker_visible
+from chord_core.config import ModelConfig, engine_strategy
 from chord_core.errors import ConfigError, ResourceError
-from chord_core.runtime.parallel_config import ParallelConfig
+from chord_core.gpus.devices import (
+    GpuInfo,
+    describe_visible,
+    visible_entries,
+    worker_visible,
+)
 from chord_core.model.planner import GIB, place_engine
-from chord_core.gpus.devices import GpuInfo
-from chord_core.config import engine_strategy
+from chord_core.runtime.cluster import plan_workers
+from chord_core.runtime.parallel_config import ParallelConfig
 
 H200 = 141 * GIB
 W7B = int(15.4 * GIB)  # random-weight 7B in bf16; needs ≈ 18.5 GiB with the 1.2 headroom
@@ -134,13 +137,13 @@ def test_plan_workers_refuses_a_gpu_that_is_not_visible(tiny_model_dir) -> None:
 
 
 def test_explicit_device_maps(tiny_model_dir) -> None:
-    from chord_core.model.loading import PLACE, _explicit_map
+    from chord_core.model.device_map import PLACE, explicit_map
 
-    assert _explicit_map(None) == PLACE
-    assert _explicit_map("Balanced") == "balanced"
-    assert _explicit_map({"model": 0, "lm_head": 1}) == {"model": 0, "lm_head": 1}
+    assert explicit_map(None) == PLACE
+    assert explicit_map("Balanced") == "balanced"
+    assert explicit_map({"model": 0, "lm_head": 1}) == {"model": 0, "lm_head": 1}
     with pytest.raises(ConfigError):
-        _explicit_map("everywhere")
+        explicit_map("everywhere")
 
 
 def test_place_uses_the_model_size_from_its_config(tiny_model_dir, monkeypatch) -> None:
@@ -149,13 +152,13 @@ def test_place_uses_the_model_size_from_its_config(tiny_model_dir, monkeypatch) 
     from transformers import AutoConfig, Qwen2_5_VLForConditionalGeneration
 
     from chord_core.gpus import devices
-    from chord_core.model import loading as model
+    from chord_core.model import device_map
 
     monkeypatch.setattr(devices, "cuda_inventory", lambda: gpus(140, 140))
     config = AutoConfig.from_pretrained(tiny_model_dir)
-    meta = model._meta_model(Qwen2_5_VLForConditionalGeneration, config, torch.bfloat16)
+    meta = device_map.meta_model(Qwen2_5_VLForConditionalGeneration, config, torch.bfloat16)
     size = sum(p.numel() for p in meta.parameters()) * 2
-    placed = model._place(ModelConfig(model="test"), meta, None)
+    placed = device_map.place(ModelConfig(model="test"), meta, None)
     assert placed.device_map == {"": "cuda:0"} and placed.need_bytes == int(size * 1.2)
-    shard = model._place(ModelConfig(model="test", strategy="shard"), meta, None)
+    shard = device_map.place(ModelConfig(model="test", strategy="shard"), meta, None)
     assert shard.device_map == "auto" and shard.devices == (0, 1)

@@ -12,11 +12,17 @@ import numpy as np
 import pytest
 import torch
 
-from chord_core.model import fastgen, fastvision
-from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError
-from chord_core.model.fastgen import FastDecoder, batch_bucket, length_bucket, unsupported_reason
+from chord_core.model import fastgen, fastvision
+from chord_core.model import inputs as model_inputs
+from chord_core.model import loading as m
+from chord_core.model.fastgen import (
+    FastDecoder,
+    batch_bucket,
+    length_bucket,
+    unsupported_reason,
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +62,7 @@ def test_default_load_uses_the_fast_path_and_generate_opts_out(lm, tiny_model_di
 
 def test_video_tokens_match_generate(flm):
     frames, meta = _clip(np.random.default_rng(0))
-    inputs = m.build_video_inputs(flm, frames, meta, "Describe this clip.")
+    inputs = model_inputs.build_video_inputs(flm, frames, meta, "Describe this clip.")
     ref = _reference(flm, inputs, 40)
     ours = flm.decoder.generate(inputs, 40)
     assert ours.tolist() == ref.tolist()
@@ -68,7 +74,7 @@ def test_a_lone_request_in_a_two_row_graph_matches_generate(flm):
     dec = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
     dec.min_rows = 2  # the compiled layout, on the plain CPU step
     frames, meta = _clip(np.random.default_rng(5))
-    inputs = m.build_video_inputs(flm, frames, meta, "Describe this clip.")
+    inputs = model_inputs.build_video_inputs(flm, frames, meta, "Describe this clip.")
     ours = dec.generate(inputs, 30)
     assert set(dec._buffers) == {2} and ours.shape == (1, 30)
     assert ours.tolist() == _reference(flm, inputs, 30).tolist()
@@ -78,7 +84,7 @@ def test_left_padded_batch_with_min_new_tokens_matches_generate(flm):
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8)
               for hw in ((56, 84), (84, 112), (56, 56))]
-    inputs = m.build_image_inputs(flm, images, "the red car")
+    inputs = model_inputs.build_image_inputs(flm, images, "the red car")
     assert len(set(inputs["attention_mask"].sum(-1).tolist())) == 3  # really padded
     ref = _reference(flm, inputs, 30, min_new_tokens=12)
     ours = flm.decoder.generate(inputs, 30, min_new_tokens=12)  # 3 rows → a 4-row graph
@@ -87,7 +93,7 @@ def test_left_padded_batch_with_min_new_tokens_matches_generate(flm):
 
 def test_end_token_stops_a_row_and_pads_it_like_generate(flm):
     frames, meta = _clip(np.random.default_rng(2))
-    inputs = m.build_video_inputs(flm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(flm, frames, meta, "Describe.")
     free = flm.decoder.generate(inputs, 24)[0].tolist()
     stop = free[5]  # make the 6th generated token an end token
     gen = flm.model.generation_config
@@ -108,7 +114,7 @@ def test_end_token_stops_a_row_and_pads_it_like_generate(flm):
 
 def test_teacher_forcing_reports_the_models_choice_on_a_given_path(flm):
     frames, meta = _clip(np.random.default_rng(3))
-    inputs = m.build_video_inputs(flm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(flm, frames, meta, "Describe.")
     own = flm.decoder.generate(inputs, 20, min_new_tokens=20)
     assert flm.decoder.generate(inputs, 20, min_new_tokens=20, force_tokens=own).tolist() \
         == own.tolist()
@@ -121,7 +127,7 @@ def test_teacher_forcing_reports_the_models_choice_on_a_given_path(flm):
 
 def test_cancel_stops_generation_early(lm):
     frames, meta = _clip(np.random.default_rng(4))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
     stop = threading.Event()
     stop.set()
     assert lm.decoder.generate(inputs, 64, min_new_tokens=64, cancel=stop).shape[1] < 64
@@ -166,7 +172,7 @@ def test_describe_batch_equals_one_by_one_and_the_plain_path(flm):
 def test_grouped_vision_attention_is_bit_identical_to_the_window_loop(lm):
     rng = np.random.default_rng(6)
     clips = [(*_clip(rng, 4, (252, 448)), "a"), (*_clip(rng, 2, (140, 196)), "b")]
-    inputs = m.build_video_batch(lm, clips)
+    inputs = model_inputs.build_video_batch(lm, clips)
 
     def features():
         with torch.inference_mode():
@@ -194,7 +200,7 @@ def test_grouped_attention_handles_mixed_span_lengths():
 
 def test_a_failing_compile_falls_back_to_the_plain_step(lm, caplog):
     frames, meta = _clip(np.random.default_rng(7))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
     want = lm.decoder.generate(inputs, 16).tolist()
     dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
 
@@ -208,7 +214,7 @@ def test_a_failing_compile_falls_back_to_the_plain_step(lm, caplog):
 
 def test_an_error_in_the_plain_step_is_raised_not_retried(lm):
     frames, meta = _clip(np.random.default_rng(8))
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
     dec = FastDecoder(lm.model, pad_token_id=lm.processor.tokenizer.pad_token_id)
 
     def broken(*args, **kwargs):

@@ -8,7 +8,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from chord_core.media.frame_times import TIME_TOLERANCE_S, FrameTimes, analyse, compact, same_times
+from chord_core.media.frame_times import (
+    TIME_TOLERANCE_S,
+    FrameTimes,
+    analyse,
+    compact,
+    same_times,
+)
 from chord_core.media.sampling import adopt_decoded_times
 from chord_core.types import SamplingPlan, VideoInfo
 

@@ -501,8 +501,8 @@ def _with_migs(fake: types.ModuleType) -> types.ModuleType:
 
 
 def test_mig_instances_are_numbered_and_planned(install, monkeypatch, tiny_model_dir) -> None:
-    from chord_core.runtime.cluster import gpu_inventory, plan_workers
     from chord_core.config import ModelConfig
+    from chord_core.runtime.cluster import gpu_inventory, plan_workers
     from chord_core.runtime.parallel_config import ParallelConfig
 
     _with_migs(install([FakeGpu(uuid=UUID_A), FakeGpu(uuid=UUID_B)]))

@@ -20,7 +20,14 @@ from chord_core.longvideo.settings import LongVideoSettings, settings_from_env
 from chord_core.longvideo.stream import index_at, stream_frames
 from chord_core.media.probe import probe
 from chord_core.testing.scenes import even_times, make_scene_clip, uneven_times
-from chord_core.types import Detection, ModelInfo, Result, SamplingPlan, Timing, VideoInfo
+from chord_core.types import (
+    Detection,
+    ModelInfo,
+    Result,
+    SamplingPlan,
+    Timing,
+    VideoInfo,
+)
 
 pytest.importorskip("av")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chord_core.model import hub, prompts
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError, ModelNotFoundError, PlacementError
+from chord_core.model import hub, prompts
 from chord_core.model.placement import check_placement, choose_dtype, parse_max_memory
 
 GiB = 2**30

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from chord_core.errors import ConfigError, ResourceError
-from chord_core.model.planner import GIB, model_params, params_from_config, plan_gpus
-from chord_core.gpus.devices import GpuInfo
 from chord_core.config import normalise_strategy
+from chord_core.errors import ConfigError, ResourceError
+from chord_core.gpus.devices import GpuInfo
+from chord_core.model.planner import GIB, model_params, params_from_config, plan_gpus
 
 SHAPES = {
     "3b": {"hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,

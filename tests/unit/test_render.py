@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from chord_core.analysis import render
-from chord_core.errors import JobCancelled
 from chord_core.analysis.render import (
     PALETTE_RGB,
     UNTRACKED_RGB,
@@ -23,6 +22,7 @@ from chord_core.analysis.render import (
     track_color,
     track_color_hex,
 )
+from chord_core.errors import JobCancelled
 from chord_core.types import (
     Detection,
     ModelInfo,

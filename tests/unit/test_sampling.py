@@ -10,7 +10,6 @@ import pytest
 
 from chord_core.config import SamplingConfig
 from chord_core.errors import ConfigError, VideoError
-from chord_core.types import VideoInfo
 from chord_core.media.sampling import (
     auto_fps,
     nframes_for,
@@ -19,6 +18,7 @@ from chord_core.media.sampling import (
     spread_indices,
     video_metadata,
 )
+from chord_core.types import VideoInfo
 
 MIN_PX, MAX_PX = 128 * 28 * 28, 768 * 28 * 28
 

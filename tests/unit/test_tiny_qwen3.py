@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from chord_core.model import fastgen, fastvision
-from chord_core.model import loading as m
 from chord_core.config import ModelConfig
 from chord_core.errors import ConfigError
+from chord_core.model import fastgen, fastvision
+from chord_core.model import inputs as model_inputs
+from chord_core.model import loading as m
 from chord_core.model.planner import KNOWN_PARAMS, model_params, params_from_config
 from chord_core.testing import tiny_qwen3 as tq
 
@@ -162,7 +163,7 @@ def test_moe_family_maps_to_qwen3_and_decodes_through_generate(built: Path) -> N
 
 def _prompt_times(lm: m.LoadedModel, meta: dict, n: int = 4) -> list[float]:
     frames = np.random.default_rng(0).integers(0, 255, (n, 64, 96, 3), dtype=np.uint8)
-    inputs = m.build_video_inputs(lm, frames, meta, "Describe.")
+    inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
     text = lm.processor.tokenizer.decode(inputs["input_ids"][0])
     return [float(t) for t in re.findall(r"<([\d.]+) seconds>", text)]
 
@@ -184,15 +185,15 @@ def test_frames_keep_their_size_on_the_32_px_grid(lm: m.LoadedModel, caplog) -> 
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, (h, w, 3), dtype=np.uint8)
               for h, w in ((56, 84), (252, 448), (64, 64))]
-    inputs = m.build_image_inputs(lm, images, "the red car")
+    inputs = model_inputs.build_image_inputs(lm, images, "the red car")
     got = [(int(g[2]) * 16, int(g[1]) * 16) for g in inputs["image_grid_thw"].tolist()]
     assert got == [(96, 64), (448, 256), (64, 64)]  # rounded to 32 px, never shrunk further
     frames = rng.integers(0, 255, (6, 252, 448, 3), dtype=np.uint8)
     meta = {"total_num_frames": 6, "fps": 2.0, "frames_indices": list(range(6))}
-    grid = m.build_video_inputs(lm, frames, meta, "x")["video_grid_thw"].tolist()[0]
+    grid = model_inputs.build_video_inputs(lm, frames, meta, "x")["video_grid_thw"].tolist()[0]
     assert grid == [3, 16, 28] and "resized" not in caplog.text
 
 
 def test_ground_prompt_asks_for_0_to_1000(lm: m.LoadedModel) -> None:
-    inputs = m.build_image_inputs(lm, [np.zeros((64, 64, 3), np.uint8)], "the dog")
+    inputs = model_inputs.build_image_inputs(lm, [np.zeros((64, 64, 3), np.uint8)], "the dog")
     assert "0-1000" in lm.processor.tokenizer.decode(inputs["input_ids"][0])

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from chord_core.media import probe as probing
 from chord_core.errors import VideoError
+from chord_core.media import probe as probing
+from chord_core.media.probe import _Decoded, _Header, _reconcile, probe
 from chord_core.testing.videos import (
     has_pyav,
     make_text_as_mp4,
@@ -19,8 +20,6 @@ from chord_core.testing.videos import (
     make_video,
     make_zero_byte,
 )
-from chord_core.media.probe import _Decoded, _Header, _reconcile
-from chord_core.media.probe import probe
 
 needs_av = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
 

@@ -13,13 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chord_core.media import video
 from chord_core.config import SamplingConfig
 from chord_core.errors import JobCancelled, VideoError
-from chord_core.testing.videos import SyntheticVideo, has_pyav, make_undecodable, make_video
-from chord_core.media.video import iter_frames, read_frames
-from chord_core.media.sampling import plan_sampling
+from chord_core.media import video
 from chord_core.media.probe import probe
+from chord_core.media.sampling import plan_sampling
+from chord_core.media.video import iter_frames, read_frames
+from chord_core.testing.videos import (
+    SyntheticVideo,
+    has_pyav,
+    make_undecodable,
+    make_video,
+)
 
 # read_frames' default "auto" is PyAV with OpenCV as the fallback
 BACKENDS = [pytest.param("pyav", marks=pytest.mark.skipif(not has_pyav(), reason="needs PyAV")),

@@ -10,6 +10,8 @@ from importlib.machinery import ModuleSpec
 import pytest
 
 from chord_core.runtime import workers
+
+
 @pytest.fixture
 def source(tmp_path):
     path = tmp_path / "mod.py"
