@@ -26,12 +26,12 @@ from chord_core.config import SamplingConfig
 from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
-from chord_core.runtime.jobs import JobSpec
+from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
 from chord_ui.formatting import human_duration, progress_fraction, stage_text
 
 log = logging.getLogger(__name__)
 
-FINISHED = frozenset({"done", "failed", "cancelled", "skipped"})
+FINISHED = FINISHED_STATES | {"skipped"}  # a clip whose result was already there
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.runtime.jobs import JobSpec
+from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
 from chord_core.types import Result
 from chord_ui import resources
 from chord_ui.inputs import Settings
@@ -38,7 +38,7 @@ class Outcome:
 
     @property
     def finished(self) -> bool:
-        return self.state in ("done", "failed", "cancelled")
+        return self.state in FINISHED_STATES
 
 
 def _jobs() -> dict[str, str]:

@@ -5,7 +5,7 @@
 
 ``Engine`` owns one loaded model (loaded lazily, once) and runs one analysis at a time — or,
 with ``describe_many`` (``describe_batch.py``), several describe requests in one batched
-generate; the job runner (``chord_core.runtime.jobs``) and the worker processes feed it.
+generate; the workers (``chord_core.runtime.workers.serve``) and the one-clip CLI feed it.
 Everything it takes and returns is plain data (``AnalysisRequest`` → ``Result``).
 """
 

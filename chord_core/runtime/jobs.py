@@ -33,7 +33,11 @@ class JobState(str, Enum):
 
     @property
     def finished(self) -> bool:
-        return self in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+        return self.value in FINISHED_STATES
+
+
+# the states a job ends in (the store, the UI and the service all ask this)
+FINISHED_STATES = frozenset({"done", "failed", "cancelled"})
 
 
 @dataclass(frozen=True)

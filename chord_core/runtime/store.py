@@ -37,6 +37,7 @@ from typing import Any, Iterator, Mapping
 from chord_core.config import default_data_dir
 from chord_core.errors import ChordError, StoreError
 from chord_core.media.content_keys import content_key, file_hash
+from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.runtime.store_repair import (
     create_atomically,
     is_damage,
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
 STATES = ("queued", "running", "done", "failed", "cancelled")
-FINISHED = frozenset({"done", "failed", "cancelled"})
+FINISHED = FINISHED_STATES
 # Allowed moves through update_state (done only via save_result; same state = progress update).
 TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"running", "failed", "cancelled"}),

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, job_error_entry
 
 router = APIRouter()
@@ -252,7 +253,7 @@ async def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncI
         if view["progress"] is not None and view["progress"] != last_event:
             last_event = view["progress"]
             yield sse(last_event, "progress")
-        if view["state"] in ("done", "failed", "cancelled") or \
+        if view["state"] in FINISHED_STATES or \
                 time.monotonic() - t0 > EVENTS_MAX_S or await request.is_disconnected():
             yield sse(view, "end")
             return

@@ -138,3 +138,15 @@ def test_module_size(path):
     if path in LONG_OK:
         return
     assert lines <= MAX_LINES, f"{path} has {lines} lines (> {MAX_LINES}): split it by job"
+
+
+def test_the_package_exports_every_error():
+    """``from chord_core import …`` reaches every error the engine raises."""
+    import inspect
+
+    import chord_core
+    from chord_core import errors
+
+    raised = {name for name, obj in vars(errors).items() if inspect.isclass(obj)
+              and issubclass(obj, Exception) and obj.__module__ == errors.__name__}
+    assert raised and raised <= set(chord_core.__all__), sorted(raised - set(chord_core.__all__))
