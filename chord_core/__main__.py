@@ -24,6 +24,7 @@ from chord_core.config import (
 from chord_core.errors import ChordError, ConfigError
 from chord_core.families import FAMILIES
 from chord_core.longvideo.cli import COMMANDS as LONG_VIDEO_COMMANDS
+from chord_core.longvideo.cli import run_if_long
 from chord_core.media.native_logs import quiet_native_logs
 
 log = logging.getLogger("chord_core.cli")
@@ -57,6 +58,13 @@ def _placement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", default=None,
                    help="where the model goes: auto (default: one GPU when it fits, else the "
                         "fewest GPUs), single, or shard (over every visible GPU)")
+
+
+def _long_after_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--long-after", type=float, default=None, metavar="SECONDS",
+                   help="a clip longer than this is a long video: describe makes chapters, "
+                        "ground runs in chunks over the whole clip (default: "
+                        "$CHORD_LONG_VIDEO_S or 600; inf: never)")
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:
@@ -119,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default="", help="what to ask (default: a detailed description)")
     p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT,
                    help="maximum generated tokens, 128–2048 (default 512)")
-    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p), _long_after_arg(p)
 
     p = sub.add_parser("ground", help="find a target: boxes with timestamps, tracks, segments")
     p.add_argument("video")
@@ -130,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scores", action="store_true",
                    help="give every box a score: the probability that its crop shows the "
                         "target (one extra prefill per box; slower)")
-    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p), _long_after_arg(p)
 
     p = sub.add_parser("entail", help="check a statement against a clip or an image: a "
                                       "verdict, a probability curve over time, the moments")
@@ -207,6 +215,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,  # the annotated video is made below, after the JSON
         ground_method=getattr(args, "method", "per_frame"),
         score_boxes=bool(getattr(args, "scores", False)))
+    if task in ("describe", "ground"):  # past the threshold: chapters / long grounding
+        code = run_if_long(args, request.sampling)
+        if code is not None:
+            return code
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)

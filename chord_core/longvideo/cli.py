@@ -278,6 +278,66 @@ def cmd_ground_long(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
+    """``describe`` / ``ground`` on a clip past the long-video threshold: chapters, or
+    grounding in chunks over the whole clip, in this process (as the one-clip commands run),
+    with a note saying so. None for a short clip (or an image): the caller analyses it as
+    always, unchanged. ``--long-after inf`` keeps every clip one prompt."""
+    from chord_core.analysis.request import probe_input
+    from chord_core.config import MAX_NEW_TOKENS_DEFAULT
+    from chord_core.longvideo.settings import settings_from_env
+
+    threshold = settings_from_env(threshold_s=args.long_after)
+    info = probe_input(args.video)
+    if info.container == "image" or not threshold.is_long(info.duration_s):
+        return None
+    describe = args.command == "describe"
+    tokens = getattr(args, "max_new_tokens", None)
+    ns = argparse.Namespace(**vars(args))
+    ns.command = "chapters" if describe else "ground-long"
+    ns.chunk_s = ns.cuts = ns.chapter_s = ns.frames_per_chunk = None
+    ns.max_new_tokens = None if tokens in (None, MAX_NEW_TOKENS_DEFAULT) else tokens
+    ns.in_process, ns.gpus, ns.cpu_workers, ns.config = True, None, None, None
+    what = "chapters (chord.chapters/v1)" if describe else \
+        f"grounding over the whole clip in chunks at {args.fps or 1:g} fps (chord.result/v1)"
+    print(f"note: {Path(args.video).name} is {info.duration_s:.0f} s long, past the "
+          f"long-video threshold of {threshold.threshold_s:.0f} s (--long-after, "
+          f"CHORD_LONG_VIDEO_S): long-video mode — {what}; --long-after inf analyses it "
+          "as one prompt", file=sys.stderr, flush=True)
+    s = _Session(ns)
+    try:
+        if describe:
+            from chord_core.longvideo.chapters import ChaptersRun
+
+            if (args.prompt or "").strip():
+                s.say("warning: --prompt is not used in long-video mode: each chunk is "
+                      "described, then merged into chapters")
+            doc = ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+                              in_flight=s.in_flight, on_progress=s.progress)()
+            out, test_model = doc.to_dict(), doc.test_model
+        else:
+            from chord_core.longvideo.ground import ground_long
+
+            result = ground_long(s.executor, s.store, s.info, s.key, args.target, s.settings,
+                                 s.cfg.model, sampling=sampling,
+                                 in_flight=s.in_flight, on_progress=s.progress,
+                                 batch_size=args.batch_size)
+            out, test_model = result.to_dict(), result.model.test_model
+    finally:
+        s.close()
+    _emit(out, args.json_out)
+    if args.annotated_video:
+        if describe:
+            s.say("warning: --annotated-video is not written for chapters")
+        else:
+            from chord_core.runtime.outputs import write_annotated_video
+
+            write_annotated_video(result, args.annotated_video,
+                                  saved_as=args.json_out or "stdout")
+    _test_note(test_model)
+    return 0
+
+
 def _test_note(test_model: bool) -> None:
     if test_model:
         print("note: test model — random weights; its text is meaningless", file=sys.stderr)
