@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--strategy", default=None, help="auto, replicate (data_parallel), shard")
     g.add_argument("--cpu-workers", type=int, default=None,
                    help="run N CPU worker processes (no GPU needed)")
+    g.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where the workers run: local processes (default) or a Ray cluster")
+    g.add_argument("--ray-address", default="auto", metavar="auto|HOST:PORT",
+                   help="the Ray cluster (auto: the one this machine joined with `ray start`)")
     _sampling_args(p), _model_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 

@@ -32,7 +32,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
     store = Store()
     for notice in store.notices:
         print(f"warning: {notice}", file=sys.stderr)
-    manager, plan = start_manager(cfg, parallel, store=store)
+    manager, plan = start_manager(cfg, parallel, store=store, executor=args.executor,
+                                  ray_address=args.ray_address)
     for line in plan.lines:
         print(f"plan: {line}", file=sys.stderr)
     stopped = False

@@ -78,6 +78,7 @@ class BatchSummary:
     busy_s: dict[str, float] = field(default_factory=dict)
     assignment: dict[str, list[str]] = field(default_factory=dict)
     plan: dict | None = None
+    nodes: dict[str, str] = field(default_factory=dict)  # worker → machine (Ray), when known
 
     @property
     def speedup(self) -> float:
@@ -99,7 +100,8 @@ class BatchSummary:
                 "counts": self.counts(), "wall_s": round(self.wall_s, 3),
                 "busy_s": {k: round(v, 3) for k, v in self.busy_s.items()},
                 "speedup": round(self.speedup, 3), "assignment": self.assignment,
-                "plan": self.plan, "items": [asdict(i) for i in self.items]}
+                "plan": self.plan, "nodes": self.nodes,
+                "items": [asdict(i) for i in self.items]}
 
 
 def request_key(video: str | Path, task: str, query: str, model: str,
@@ -184,6 +186,7 @@ def _wait(manager: Any, summary: BatchSummary,
         summary.assignment = {w["worker"]: [Path(i.video).name for i in pending if i.worker
                                             and w["worker"] in i.worker.split("+")]
                               for w in rows}
+        summary.nodes.update({w["worker"]: w["node"] for w in rows if w.get("node")})
         summary.wall_s = time.time() - t0
         if on_update is not None:
             on_update(summary)

@@ -147,12 +147,22 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     return WorkerPlan(specs, weights, plan, tuple(lines) + tuple(parallel.report()))
 
 
+EXECUTORS = ("local", "ray")
+
+
 def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
-                  worker_plan: WorkerPlan | None = None) -> tuple[Any, WorkerPlan]:
-    """Plan, then start a JobManager with one process per planned worker."""
+                  worker_plan: WorkerPlan | None = None, executor: str = "local",
+                  ray_address: str | None = "auto") -> tuple[Any, WorkerPlan]:
+    """Plan, then start a JobManager: one local process per planned worker, or (``executor``
+    "ray") one Ray actor per worker on the cluster at ``ray_address``."""
     from chord_core.gpus.devices import apply_device_order
     from chord_core.runtime.manager import JobManager
 
+    if executor == "ray":
+        return _start_on_ray(model_cfg, parallel, store=store, address=ray_address)
+    if executor != "local":
+        raise ConfigError(f"unknown executor {executor!r}",
+                          hint=f"use one of: {', '.join(EXECUTORS)}")
     # Workers inherit the device order: GPU numbers in CUDA_VISIBLE_DEVICES then mean in them
     # what they mean to NVML here (PCI bus order), unless the user chose another order.
     apply_device_order()
@@ -161,6 +171,35 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
         log.info("%s", line)
     manager = JobManager(list(wp.specs), weights=wp.weights, store=store)
     return manager, wp
+
+
+def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any,
+                  address: str | None) -> tuple[Any, WorkerPlan]:
+    try:
+        from chord_core.runtime.ray_executor import RayExecutor, ray_worker_specs
+    except ImportError as exc:  # pragma: no cover — ray is in requirements.txt
+        raise ConfigError(f"Ray is not installed ({exc})",
+                          hint="pip install -r requirements.txt") from None
+    from chord_core.runtime.manager import JobManager
+
+    try:
+        executor = RayExecutor(address)
+    except ConnectionError as exc:
+        raise ConfigError(f"no Ray cluster at {address}: {exc}",
+                          hint="start one with `ray start --head` (and `ray start --address "
+                               "HEAD:6379` on the other nodes), or pass --ray-address") from None
+    nodes = executor.nodes()
+    specs = ray_worker_specs(model_cfg, parallel, nodes)
+    weights = {s.worker_id: parallel.gpu_weights.get(i, 1.0) for i, s in enumerate(specs)}
+    lines = (f"Ray cluster: {len(nodes)} node(s), "
+             f"{sum(n['cpus'] for n in nodes):g} CPU(s), {sum(n['gpus'] for n in nodes):g} GPU(s)",
+             f"{len(specs)} Ray worker(s): " + ", ".join(
+                 f"{s.worker_id} ({len(s.devices)} GPU)" if s.devices else s.worker_id
+                 for s in specs))
+    for line in lines:
+        log.info("%s", line)
+    manager = JobManager(specs, weights=weights, store=store, executor=executor)
+    return manager, WorkerPlan(tuple(specs), weights, None, lines + tuple(parallel.report()))
 
 
 def in_process_manager(model_cfg: ModelConfig, *, store: Any = None) -> Any:

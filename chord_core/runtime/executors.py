@@ -76,6 +76,11 @@ class WorkerHandle(ABC):
     def exitcode(self) -> int | None:
         """How it ended (None while it runs, or where there is no exit code)."""
 
+    @property
+    def node(self) -> str | None:
+        """The machine it runs on, where that is not this one (Ray)."""
+        return None
+
 
 class Executor(ABC):
     """Starts workers and reports what they say and when they die."""
@@ -91,6 +96,10 @@ class Executor(ABC):
 
     def close(self) -> None:
         """Release what the executor itself holds (workers are stopped by the manager)."""
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The machines the workers run on, when there is more than this one (Ray)."""
+        return []
 
 
 def stop_all(handles: list[WorkerHandle], *, abort: bool, timeout: float) -> None:

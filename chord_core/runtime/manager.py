@@ -167,6 +167,10 @@ class JobManager(JobTable):
             speeds = self.balancer.speeds()
             return [w.row(self._tasks, speeds.get(wid, 1.0)) for wid, w in self._workers.items()]
 
+    def nodes(self) -> list[dict[str, Any]]:
+        """The cluster's machines when the workers run on several (Ray); else empty."""
+        return self._executor.nodes()
+
     def kill_worker(self, worker_id: str) -> None:
         """Stop a worker abruptly (fault testing); the dispatcher restarts it."""
         with self._lock:

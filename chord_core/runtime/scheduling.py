@@ -61,7 +61,8 @@ class WorkerSlot:
                 "state": self.state, "job": cur.task.job_id if cur else None,
                 "queued": len(self.queue), "busy_s": self.busy_s, "tasks_done": self.tasks_done,
                 "restarts": self.restarts, "speed": speed,
-                "pid": self.handle.pid if self.handle else None, "startup": self.startup}
+                "pid": self.handle.pid if self.handle else None, "startup": self.startup,
+                "node": self.handle.node if self.handle else None}
 
 
 @dataclass

@@ -197,19 +197,26 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (
         spec.visible or ",".join(str(d) for d in spec.devices))
+    prepare_process(spec)
+    serve(spec, inbox, outbox, control, t0=t0)
+
+
+def prepare_process(spec: WorkerSpec) -> None:
+    """What a worker's process needs before torch starts: logging with the worker's name,
+    deterministic kernels if asked, a bytecode cache, and its share of CPU threads. The
+    caller has already fixed which GPUs the process sees (CUDA_VISIBLE_DEVICES, or Ray)."""
     deterministic = deterministic_mode()
     if deterministic:  # cuBLAS needs this before CUDA starts
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
     _bytecode_cache()
-    import torch  # noqa: F401 — only now, after CUDA_VISIBLE_DEVICES is set
+    import torch  # noqa: F401 — only now, after the visible GPUs are fixed
 
     if spec.cpu_threads:
         torch.set_num_threads(spec.cpu_threads)
     if deterministic:
         torch.use_deterministic_algorithms(True, warn_only=True)
-    serve(spec, inbox, outbox, control, t0=t0)
 
 
 def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,

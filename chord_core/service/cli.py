@@ -39,6 +39,10 @@ def add_parser(sub: Any, model_args: Any) -> None:
     g.add_argument("--strategy", default=None, help="auto, replicate (data_parallel), shard")
     g.add_argument("--cpu-workers", type=int, default=None,
                    help="run N CPU worker processes (no GPU needed)")
+    g.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where the workers run: local processes (default) or a Ray cluster")
+    g.add_argument("--ray-address", default="auto", metavar="auto|HOST:PORT",
+                   help="the Ray cluster (auto: the one this machine joined with `ray start`)")
     model_args(p)
 
 
@@ -88,7 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "batch_size_per_gpu": args.batch_size})
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
-    runtime = start_runtime(cfg, parallel)
+    runtime = start_runtime(cfg, parallel, executor=args.executor,
+                            ray_address=args.ray_address)
     for line in runtime.plan_lines:
         print(f"plan: {line}", file=sys.stderr)
     auth = "API key required" if settings.auth_required else "no API key"

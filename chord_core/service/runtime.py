@@ -162,13 +162,16 @@ def _find_tokenizer(model: str) -> Any:
         return None
 
 
-def start_runtime(model_cfg: Any, parallel: Any) -> ServiceRuntime:
-    """Plan and start this process's workers on the app's store; returns the runtime."""
+def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
+                  ray_address: str | None = "auto") -> ServiceRuntime:
+    """Plan and start the workers (this machine's processes, or Ray actors) on the app's
+    store; returns the runtime."""
     from chord_core.runtime.cluster import start_manager
     from chord_core.runtime.store import Store
 
     store = Store()
     for notice in store.notices:
         log.warning("%s", notice)
-    manager, plan = start_manager(model_cfg, parallel, store=SharedStore(store))
+    manager, plan = start_manager(model_cfg, parallel, store=SharedStore(store),
+                                  executor=executor, ray_address=ray_address)
     return ServiceRuntime(manager, store, model_cfg.model, tuple(plan.lines))
