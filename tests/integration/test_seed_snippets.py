@@ -89,7 +89,7 @@ def test_multigpu_guide_processor_balancing(workdir) -> None:
     with processor:
         ids = [processor.submit("video.mp4")]
         assert processor.result(ids[0]).video.path.endswith("video.mp4")
-        balancer = processor._manager._balancer
+        balancer = processor._manager.balancer
         assert (balancer.ema, balancer.max_correction) == (0.2, 0.3)
 
 
