@@ -56,6 +56,10 @@ ENV_VARS = (
            "ParallelConfig.cpu_workers"),
     EnvVar("CHORD_GPU_WEIGHTS", "load-balancer share per GPU (`0:1.0,1:0.8`)",
            "ParallelConfig.gpu_weights"),
+    EnvVar("CHORD_EXECUTOR", "where the app's workers run: `local` processes (default) or "
+           "`ray`", "chord_ui/resources.py"),
+    EnvVar("CHORD_RAY_ADDRESS", "the Ray cluster the app's workers join (`auto`: the one this "
+           "machine joined with `ray start`; or HOST:PORT)", "chord_ui/resources.py"),
     EnvVar("CHORD_PARALLEL_CONFIG", "the multi-GPU YAML the app reads (multigpu_config.yaml)",
            "chord_ui/resources.py"),
     EnvVar("CHORD_DETERMINISTIC", "`1`: deterministic kernels in workers (bit-identical "

@@ -111,7 +111,9 @@ def cluster() -> Cluster:
 
     cfg, model_note = _startup_model(model_config_from_env())
     parallel, parallel_note = _parallel_config()
-    manager, plan = start_manager(cfg, parallel, store=store())
+    manager, plan = start_manager(cfg, parallel, store=store(),
+                                  executor=env_value("CHORD_EXECUTOR") or "local",
+                                  ray_address=env_value("CHORD_RAY_ADDRESS") or "auto")
     atexit.register(_stop, manager)
     log.info("job manager started: %d worker(s) on %s", len(plan.specs), cfg.model)
     notes = tuple(n for n in (model_note, parallel_note) if n)
