@@ -12,12 +12,19 @@ time of the same run.
 
 GPU (the 1-hour moonshot; run on the GPU host, worker processes on every GPU):
 
-    python -m chord_core make-tiny-model /data/q7b --shape 7b --device cuda
-    python benchmarks/long_video.py --device cuda --model /data/q7b --hours 1 \
-        --size 1280x720 --fps 30 --ground-fps 1 --task both
+    python -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    python benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b --hours 1 \
+        --size 1280x720 --fps 30 --task both --chunk-s 60 --chapter-s 300 \
+        --frames-per-chunk 16 --chunk-tokens 192 --ground-batch 32 --warmup --out r.json
 
 grounds the clip at 1 fps (3,600 frames) and makes chapters, through a JobManager over the
-visible GPUs, with GPU utilisation from Chord's own sampler during each task.
+visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
+median of the samples inside the task's own wall time). ``--warmup`` runs one grounding and
+one describe job first (untimed: the fast decoder's graphs for these shapes). ``--clip``
+takes a clip made elsewhere (a host without PyAV cannot write one; its scan is then
+``fixed`` windows: OpenCV cannot skip to keyframes). ``--decode-only-fraction 0.25``
+times the decode-only pass on the first quarter of the jobs' frames and scales it up.
+``--out`` writes the JSON after every stage (a run cut short keeps what it measured).
 """
 
 from __future__ import annotations
@@ -39,12 +46,16 @@ class PeakRss(threading.Thread):
 
     def __init__(self, interval_s: float = 0.1) -> None:
         super().__init__(daemon=True)
-        import psutil
+        try:
+            import psutil
 
-        self.proc, self.interval, self.peak, self.stop = psutil.Process(), interval_s, 0, False
+            self.proc = psutil.Process()
+        except ImportError:  # the kernel's high-water mark is still reported
+            self.proc = None
+        self.interval, self.peak, self.stop = interval_s, 0, False
 
     def run(self) -> None:
-        while not self.stop:
+        while not self.stop and self.proc is not None:
             try:
                 rss = self.proc.memory_info().rss + sum(
                     c.memory_info().rss for c in self.proc.children(recursive=True))
@@ -63,27 +74,43 @@ def _gpu_util() -> tuple[object, dict]:
     return sampler, {}
 
 
-def _util_summary(sampler) -> dict:
+def _util_summary(sampler, t0: float | None = None, t1: float | None = None) -> dict:
+    """Mean / median utilisation and peak memory per GPU over samples in [t0, t1]."""
+    if sampler is None:
+        return {}
     if not sampler.available:
         return {"gpu_util": f"not available ({sampler.reason})"}
-    sampler.stop()
     out = {}
     for gpu, samples in sampler.history().items():
-        vals = [s.utilization_pct for s in samples if s.utilization_pct is not None]
-        out[f"gpu{gpu}_util_mean_pct"] = round(sum(vals) / max(1, len(vals)), 1)
+        inside = [s for s in samples if (t0 is None or s.t >= t0) and (t1 is None or s.t <= t1)]
+        vals = sorted(s.utilization_pct for s in inside if s.utilization_pct is not None)
+        mem = [s.memory_used_mib for s in inside if s.memory_used_mib is not None]
+        if not vals:
+            continue
+        out[f"gpu{gpu}_util_mean_pct"] = round(sum(vals) / len(vals), 1)
+        out[f"gpu{gpu}_util_median_pct"] = vals[len(vals) // 2]
+        out[f"gpu{gpu}_samples"] = len(vals)
+        out[f"gpu{gpu}_mem_max_mib"] = round(max(mem)) if mem else None
     return out
 
 
-def decode_only(info, plans) -> tuple[float, int]:
-    """Read exactly the frames the jobs read (same reader, same sizes), keep none."""
+def decode_only(info, plans, fraction: float = 1.0) -> dict:
+    """Read exactly the frames the jobs read (same reader, same sizes, job by job), keep
+    none; with ``fraction`` < 1 only the first jobs' share, scaled up to all of them."""
     from chord_core.media.video import read_frames_timed
 
+    k = max(1, round(len(plans) * fraction))
     t0, n = time.perf_counter(), 0
-    for plan in plans:
+    for plan in plans[:k]:
         frames, _, _ = read_frames_timed(info.path, plan.frame_indices, plan.input_wh)
         n += len(frames)
         del frames
-    return time.perf_counter() - t0, n
+    took = time.perf_counter() - t0
+    out = {"decode_only_s": round(took * len(plans) / k, 2), "decode_only_frames": n,
+           "decode_only_jobs": f"{k} of {len(plans)}"}
+    if k < len(plans):
+        out["decode_only_measured_s"] = round(took, 2)
+    return out
 
 
 def executor(args):
@@ -106,47 +133,94 @@ def executor(args):
     return manager, len(plan.specs) * args.batch_size
 
 
-def run_chapters(args, ex, width, store, info, key, settings) -> dict:
+def _say(e) -> None:
+    print(f"  {e.elapsed_s:6.1f}s {e.message}", file=sys.stderr, flush=True)
+
+
+def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.config import SamplingConfig
     from chord_core.longvideo.chapters import ChaptersRun
     from chord_core.longvideo.chunks import Chunk, chunk_plan
 
-    t0 = time.perf_counter()
+    t0, w0 = time.perf_counter(), time.time()
     doc = ChaptersRun(ex, store, info, key, settings, args.model, in_flight=width,
-                      on_progress=lambda e: print(f"  {e.message}", file=sys.stderr))()
-    wall = time.perf_counter() - t0
+                      on_progress=_say)()
+    wall, w1 = time.perf_counter() - t0, time.time()
     sampling = SamplingConfig(fps=settings.describe_fps, max_frames=settings.describe_max_frames)
     plans = [chunk_plan(info, Chunk.from_dict(c), "describe", sampling) for c in doc.chunks]
-    dec_s, frames = decode_only(info, plans)
+    dec = decode_only(info, plans, args.decode_only_fraction)
     model_s = doc.timing.get("map_s", 0) + doc.timing.get("reduce_s", 0) + \
         doc.timing.get("summary_s", 0)
     return {"task": "chapters", "wall_s": round(wall, 2), "scan": doc.scan["mode"],
             "scan_s": doc.timing.get("scan_s"), "chunks": len(doc.chunks),
-            "chapters": len(doc.chapters), "jobs_s (map+reduce+summary)": round(model_s, 2),
-            "decode_only_s": round(dec_s, 2), "decode_only_frames": frames,
-            "decode_only / wall": round(dec_s / wall, 3),
-            "scan / wall": round(doc.timing.get("scan_s", 0) / wall, 3)}
+            "chapters": len(doc.chapters),
+            "stage_s": {k: round(v, 2) for k, v in doc.timing.items()},
+            "jobs_s (map+reduce+summary)": round(model_s, 2), **dec,
+            "decode_only / wall": round(dec["decode_only_s"] / wall, 3),
+            "scan / wall": round(doc.timing.get("scan_s", 0) / wall, 3),
+            "frames_per_chunk": plans[0].num_frames if plans else 0,
+            "chunk_input_wh": list(plans[0].input_wh) if plans else None,
+            **_util_summary(sampler, w0, w1)}
 
 
-def run_ground(args, ex, width, store, info, key, settings) -> dict:
-    from chord_core.config import SamplingConfig
+def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.longvideo.chunks import slice_plan
     from chord_core.longvideo.ground import ground_long, ground_plan
 
-    t0 = time.perf_counter()
+    t0, w0 = time.perf_counter(), time.time()
     res = ground_long(ex, store, info, key, "the yellow square", settings, args.model,
-                      sampling=SamplingConfig(), in_flight=width, max_new_tokens=args.tokens,
-                      on_progress=lambda e: print(f"  {e.message}", file=sys.stderr))
-    wall = time.perf_counter() - t0
-    plans = slice_plan(ground_plan(info, settings, SamplingConfig()),
+                      sampling=ground_sampling(args), in_flight=width,
+                      max_new_tokens=args.tokens,
+                      batch_size=args.ground_batch, on_progress=_say)
+    wall, w1 = time.perf_counter() - t0, time.time()
+    plans = slice_plan(ground_plan(info, settings, ground_sampling(args)),
                        settings.ground_chunk_frames)
-    dec_s, frames = decode_only(info, plans)
+    dec = decode_only(info, plans, args.decode_only_fraction)
     return {"task": "ground", "wall_s": round(wall, 2), "frames": res.sampling.num_frames,
             "frames_per_s": round(res.sampling.num_frames / wall, 1),
+            "input_wh": list(res.sampling.input_wh), "jobs": len(plans),
+            "tokens_per_frame_max": args.tokens, "batch": args.ground_batch,
             "model_generate_s (sum over workers)": round(res.timing.generate_s, 2),
-            "decode_in_jobs_s (sum over workers)": round(res.timing.decode_s, 2),
-            "decode_only_s": round(dec_s, 2), "decode_only_frames": frames,
-            "decode_only / wall": round(dec_s / wall, 3), "tracks": len(res.tracks)}
+            "preprocess_s (sum over workers)": round(res.timing.preprocess_s, 2),
+            "decode_in_jobs_s (sum over workers)": round(res.timing.decode_s, 2), **dec,
+            "decode_only / wall": round(dec["decode_only_s"] / wall, 3),
+            "tracks": len(res.tracks), **_util_summary(sampler, w0, w1)}
+
+
+def ground_sampling(args):
+    from chord_core.config import SamplingConfig
+
+    if args.ground_max_pixels is None:
+        return SamplingConfig()
+    return SamplingConfig(ground_max_pixels=args.ground_max_pixels,
+                          min_pixels=min(SamplingConfig().min_pixels, args.ground_max_pixels))
+
+
+def warm_up(args, ex, info, settings) -> dict:
+    """One grounding job (a 64-frame chunk) and one describe job, untimed in the runs."""
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import SamplingConfig
+    from chord_core.longvideo.chunks import chunk_plan, make_chunks, slice_plan
+    from chord_core.longvideo.ground import ground_plan
+    from chord_core.runtime.jobs import JobSpec
+
+    t0 = time.perf_counter()
+    piece = slice_plan(ground_plan(info, settings, ground_sampling(args)),
+                       settings.ground_chunk_frames)[0]
+    chunk = make_chunks(info, (), settings)[0]
+    dplan = chunk_plan(info, chunk, "describe", SamplingConfig(
+        fps=settings.describe_fps, max_frames=settings.describe_max_frames))
+    ids = [ex.submit(JobSpec(AnalysisRequest(info.path, "ground", "warm up",
+                                             ground_sampling(args), args.tokens,
+                                             batch_size=args.ground_batch),
+                             model=args.model, info=info, plan=piece, label="warm-up")),
+           ex.submit(JobSpec(AnalysisRequest(info.path, "describe", "", SamplingConfig(),
+                                             settings.max_new_tokens),
+                             model=args.model, info=info, plan=dplan, label="warm-up"))]
+    for job in ids:
+        while not ex.status(job).state.finished:
+            time.sleep(0.05)
+    return {"warmup_s": round(time.perf_counter() - t0, 2)}
 
 
 def main() -> int:
@@ -163,8 +237,18 @@ def main() -> int:
     ap.add_argument("--ground-fps", type=float, default=1.0)
     ap.add_argument("--tokens", type=int, default=64, help="grounding tokens per frame")
     ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--ground-batch", type=int, default=None,
+                    help="frames per generate call in grounding jobs (default: the worker's)")
+    ap.add_argument("--frames-per-chunk", type=int, default=8)
+    ap.add_argument("--chunk-tokens", type=int, default=128,
+                    help="tokens per chunk description and reduce answer")
+    ap.add_argument("--ground-max-pixels", type=int, default=None,
+                    help="pixel cap of a grounding frame (default: the product's)")
+    ap.add_argument("--warmup", action="store_true")
+    ap.add_argument("--decode-only-fraction", type=float, default=1.0)
     ap.add_argument("--clip", default=None, help="use this clip instead of making one")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--out", default=None, help="also write the JSON here, after every stage")
     args = ap.parse_args()
 
     from chord_core.longvideo.settings import LongVideoSettings
@@ -185,31 +269,55 @@ def main() -> int:
     rss.start()
     info = probe(clip)
     key = file_hash(clip)
+    cuts = args.cuts
+    try:
+        import av  # noqa: F401
+    except ImportError:
+        if cuts != "fixed":
+            print(f"note: no PyAV here: --cuts {cuts} becomes fixed (OpenCV cannot skip to "
+                  "keyframes)", file=sys.stderr)
+        cuts = "fixed"
     settings = LongVideoSettings(chunk_s=args.chunk_s, max_chunk_s=max(180, args.chunk_s),
-                                 chapter_s=args.chapter_s, cuts=args.cuts,
-                                 ground_fps=args.ground_fps, max_new_tokens=128,
-                                 describe_max_frames=8)
+                                 min_chunk_s=min(10.0, args.chunk_s),
+                                 chapter_s=args.chapter_s, cuts=cuts,
+                                 ground_fps=args.ground_fps, max_new_tokens=args.chunk_tokens,
+                                 describe_max_frames=args.frames_per_chunk)
     store = Store(work / "chord.sqlite3")
     sampler, _ = _gpu_util() if args.device == "cuda" else (None, None)
-    ex, width = executor(args)
     out = {"clip": str(clip), "clip_s": round(info.duration_s, 1), "frames": info.frame_count,
            "size": f"{info.width}x{info.height}", "clip_bytes": clip.stat().st_size,
            "make_clip_s": round(make_s, 1), "device": args.device, "model": args.model,
-           "in_flight_jobs": width, "runs": []}
+           "cuts": cuts, "runs": []}
+
+    def save() -> None:
+        if args.out:
+            Path(args.out).write_text(json.dumps(out, indent=2))
+
+    t0 = time.perf_counter()
+    ex, width = executor(args)
+    out["workers_ready_s"], out["in_flight_jobs"] = round(time.perf_counter() - t0, 1), width
+    save()
     try:
-        if args.task in ("chapters", "both"):
-            out["runs"].append(run_chapters(args, ex, width, store, info, key, settings))
+        if args.warmup:
+            out.update(warm_up(args, ex, info, settings))
+            save()
         if args.task in ("ground", "both"):
-            out["runs"].append(run_ground(args, ex, width, store, info, key, settings))
+            out["runs"].append(run_ground(args, ex, width, store, info, key, settings, sampler))
+            save()
+        if args.task in ("chapters", "both"):
+            out["runs"].append(run_chapters(args, ex, width, store, info, key, settings,
+                                            sampler))
+            save()
     finally:
         ex.shutdown()
         rss.stop = True
         rss.join()
-    if sampler is not None:
-        out.update(_util_summary(sampler))
+        if sampler is not None and sampler.available:
+            sampler.stop()
     out["peak_rss_mib (sampled, with children)"] = round(rss.peak / 2**20, 1)
     out["maxrss_mib (kernel high-water mark, this process)"] = round(
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    save()
     print(json.dumps(out, indent=2))
     return 0
 

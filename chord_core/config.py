@@ -68,6 +68,8 @@ ENV_VARS = (
            "(600)", "LongVideoSettings.threshold_s"),
     EnvVar("CHORD_LONG_CHUNK_S", "target chunk length of long-video mode, seconds",
            "LongVideoSettings.chunk_s"),
+    EnvVar("CHORD_LONG_CHAPTER_S", "about one chapter per this many seconds in long-video "
+           "mode (300)", "LongVideoSettings.chapter_s"),
     EnvVar("CHORD_API_HOST", "address the HTTP service binds (127.0.0.1)", "ServiceSettings"),
     EnvVar("CHORD_API_PORT", "port of the HTTP service (8000)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY", "bearer key the service requires", "ServiceSettings"),

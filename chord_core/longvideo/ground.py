@@ -69,6 +69,14 @@ def join_chunks(info: VideoInfo, target: str, results: Sequence[Result]) -> Resu
                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
+def ground_run_id(video_key: str, target: str, settings: LongVideoSettings, model: str,
+                  sampling: SamplingConfig, max_new_tokens: int = 256) -> str:
+    """The id of :func:`ground_long`'s run (its rows in the store: progress, chunks)."""
+    key = {"target": target.strip(), "fps": settings.ground_fps, "tokens": max_new_tokens,
+           "chunk": settings.ground_chunk_frames, "sampling": asdict(sampling)}
+    return run_id("ground", video_key, model, key)
+
+
 def ground_long(executor: Any, store: Any, info: VideoInfo, video_key: str, target: str,
                 settings: LongVideoSettings, model: str, *, sampling: SamplingConfig,
                 in_flight: int = 2, on_progress: Any = None,
@@ -83,9 +91,7 @@ def ground_long(executor: Any, store: Any, info: VideoInfo, video_key: str, targ
     pieces = slice_plan(plan, settings.ground_chunk_frames)
     request = AnalysisRequest(info.path, "ground", target, sampling, max_new_tokens,
                               batch_size=batch_size)
-    key = {"target": target.strip(), "fps": settings.ground_fps, "tokens": max_new_tokens,
-           "chunk": settings.ground_chunk_frames, "sampling": asdict(sampling)}
-    run = run_id("ground", video_key, model, key)
+    run = ground_run_id(video_key, target, settings, model, sampling, max_new_tokens)
     runs = RunStore(store, run, Path(info.path).name)
     jobs = [ChunkJob(f"{run}-c{k:04d}", JobSpec(
         request, model=model, info=info, plan=piece,

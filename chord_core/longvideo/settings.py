@@ -4,6 +4,7 @@
 |---------------------|-----------------------------------------------------------------|
 | CHORD_LONG_VIDEO_S  | clips longer than this many seconds get long-video mode (600)   |
 | CHORD_LONG_CHUNK_S  | target chunk length in seconds (60)                             |
+| CHORD_LONG_CHAPTER_S| about one chapter per this many seconds (300)                   |
 
 The CLI's ``--long-after`` and ``--chunk-s`` override them. They are read by
 :func:`settings_from_env`, called by entry points, never at import time.
@@ -71,6 +72,9 @@ class LongVideoSettings:
             raise ConfigError(f"the chunk overlap must be ≥ 0 and below the shortest chunk "
                               f"({self.min_chunk_s} s), got {self.overlap_s}",
                               hint="use an overlap of a second or two")
+        if not 1.0 <= self.chapter_s <= 86400.0:
+            raise ConfigError(f"the chapter length must be 1–86400 s, got {self.chapter_s}",
+                              hint="e.g. --chapter-s 300 (about one chapter per 5 minutes)")
         if self.cuts not in CUT_MODES:
             raise ConfigError(f"unknown cut mode {self.cuts!r}",
                               hint=f"use one of: {', '.join(CUT_MODES)}")
@@ -118,5 +122,6 @@ def settings_from_env(env: Mapping[str, str] | None = None,
     """Settings from ``CHORD_LONG_*`` variables, then explicit ``overrides`` (None = unset)."""
     base = LongVideoSettings().with_overrides(
         threshold_s=_seconds(env, "CHORD_LONG_VIDEO_S"),
-        chunk_s=_seconds(env, "CHORD_LONG_CHUNK_S"))
+        chunk_s=_seconds(env, "CHORD_LONG_CHUNK_S"),
+        chapter_s=_seconds(env, "CHORD_LONG_CHAPTER_S"))
     return base.with_overrides(**overrides)
