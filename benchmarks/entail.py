@@ -54,29 +54,41 @@ def requests_for(paths: list[str]) -> list:
             for i, p in enumerate(paths)]
 
 
-def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int) -> dict:
+def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int,
+                     batch: int, box_scores: bool) -> dict:
     import torch
 
     from chord_core.analysis import entailment as ent
     from chord_core.analysis.engine import Engine
     from chord_core.config import ModelConfig
 
-    engine = Engine(ModelConfig(model=model, device=device, compile=False))
+    engine = Engine(ModelConfig(model=model, device=device, compile=False, batch_size=batch))
     lm = engine.load()
     reqs = requests_for(paths)
-    engine.entail_many(reqs[:32])  # warm-up
+    engine.entail_many(reqs[:64])  # warm-up (and the one check of the device-built inputs)
     t, out = timed(lambda: engine.entail_many(reqs))
     bad = [r for r in out if not hasattr(r, "entailment")]
     if bad:
         raise SystemExit(f"engine: {len(bad)} failed: {bad[:2]}")
     res = {"engine_pairs_per_s": len(reqs) / t, "visual_tokens": out[0].sampling.visual_tokens,
-           "input_wh": out[0].sampling.input_wh}
+           "input_wh": out[0].sampling.input_wh, "batch": batch,
+           "inputs_on_device": bool(getattr(lm, "_chord_image_batch", False))}
+    res.update(profile_batch(engine, lm, reqs[:batch], out[:batch]))
+    # the same engine with the processor building every batch on the CPU (before issue 13's
+    # second round): the same-run ratio of the device-built inputs and the overlap
+    object.__setattr__(lm, "_chord_image_batch", False)
+    part = reqs[:256]
+    t_cpu, _ = timed(lambda: engine.entail_many(part))
+    object.__setattr__(lm, "_chord_image_batch", res["inputs_on_device"])
+    res["engine_processor_inputs_pairs_per_s"] = len(part) / t_cpu
     ids = ent.answer_token_ids(lm.processor.tokenizer)
     frames = [engine.read_frames(o.video, o.sampling)[0][0] for o in out[:naive_pairs]]
 
     def naive() -> None:
         for img, req in zip(frames, reqs):
-            inputs = ent._inputs(lm, [img], [req.query]).to(lm.input_device)
+            text = lm.processor.apply_chat_template(ent.entail_messages(req.query),
+                                                    tokenize=False, add_generation_prompt=True)
+            inputs = ent._processor_inputs(lm, [img], [text]).to(lm.input_device)
             with torch.inference_mode():
                 gen = lm.model.generate(**inputs, max_new_tokens=1, do_sample=False,
                                         output_scores=True, return_dict_in_generate=True)
@@ -87,8 +99,28 @@ def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int
     t, _ = timed(naive)
     res["naive_pairs_per_s"] = len(frames) / t
     res["engine_over_naive"] = res["engine_pairs_per_s"] / res["naive_pairs_per_s"]
-    res.update(bench_box_scores(engine, lm))
+    if box_scores:
+        res.update(bench_box_scores(engine, lm))
     return res
+
+
+def profile_batch(engine, lm, reqs: list, results: list) -> dict:
+    """Where one batch's time goes: reading the images, building the inputs (the processor
+    on the CPU vs on the device), and the prefill. Medians of 3, GPU work included."""
+    from chord_core.analysis import entailment as ent
+    from chord_core.model.image_batch import image_batch_inputs
+
+    n = len(reqs)
+    t_read, frames = timed(lambda: [engine.read_frames(o.video, o.sampling)[0][0]
+                                    for o in results], 3)
+    texts = [lm.processor.apply_chat_template(ent.entail_messages(r.query), tokenize=False,
+                                              add_generation_prompt=True) for r in reqs]
+    t_proc, inputs = timed(lambda: ent._processor_inputs(lm, frames, texts), 3)
+    t_dev, _ = timed(lambda: image_batch_inputs(lm, frames, texts, None), 3)
+    t_pre, _ = timed(lambda: ent._prefill(lm, inputs), 3)
+    return {"profile_pairs": n, "profile_read_s": t_read, "profile_processor_inputs_s": t_proc,
+            "profile_device_inputs_s": t_dev, "profile_prefill_s": t_pre,
+            "profile_prefill_tokens": int(inputs["attention_mask"].sum())}
 
 
 def bench_box_scores(engine, lm) -> dict:
@@ -113,13 +145,14 @@ def bench_box_scores(engine, lm) -> dict:
             "box_scores_cost_pct": 100 * t_score / t_ground}
 
 
-def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool) -> float:
+def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool,
+                  batch: int = 32) -> float:
     from chord_core.config import ModelConfig
     from chord_core.runtime.jobs import JobSpec, JobState
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.workers import cpu_specs, gpu_specs
 
-    cfg = ModelConfig(model=model, batch_size=32)
+    cfg = ModelConfig(model=model, batch_size=batch)
     specs = cpu_specs(len(gpus), cfg, threads=1) if cpu else \
         gpu_specs(tuple((g,) for g in gpus), cfg)
     manager = JobManager(specs)
@@ -194,6 +227,9 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=512)
     ap.add_argument("--naive-pairs", type=int, default=32)
     ap.add_argument("--parts", default="engine,workers,service")
+    ap.add_argument("--gpus", type=int, default=2, help="measure on 1..this many GPUs")
+    ap.add_argument("--batch", type=int, default=32, help="pairs per forward pass")
+    ap.add_argument("--no-box-scores", action="store_true")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
     args = ap.parse_args()
@@ -211,13 +247,14 @@ def main() -> int:
 
     if "engine" in parts:
         res.update(bench_in_process(model, "cpu" if args.cpu else "cuda:0", paths,
-                                    4 if args.cpu else args.naive_pairs))
+                                    4 if args.cpu else args.naive_pairs, args.batch,
+                                    not args.no_box_scores))
         save()
-    counts = (1,) if args.cpu else (1, 2)
+    counts = (1,) if args.cpu else tuple(range(1, min(2, args.gpus) + 1))
     for k in counts:
         if "workers" in parts:
             res[f"workers_{k}_pairs_per_s"] = bench_workers(model, paths, tuple(range(k)),
-                                                            args.cpu)
+                                                            args.cpu, args.batch)
             save()
         if "service" in parts:
             res[f"service_{k}_pairs_per_s"] = bench_service(

@@ -1,6 +1,8 @@
 """Many entailment requests in one scoring pass: the frames of every request (one each for
-the service's images) go through the model together, ``batch_size`` pairs per forward pass,
-while a thread reads the next requests' frames. A request whose file is bad fails alone."""
+the service's images) go through the model together, ``batch_size`` pairs per forward pass.
+Reader threads decode the requests' frames ahead, and the next pass's inputs are built while
+the model runs this one (``entailment.score_batches``), so the GPU does not wait for the CPU.
+A request whose file is bad fails alone."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from chord_core.analysis.request import build_result
 from chord_core.errors import ChordError
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from chord_core.analysis.request import AnalysisRequest
 
 log = logging.getLogger(__name__)
+
+READERS = 4     # threads reading (decoding) the requests' frames ahead of the model
+MIN_BATCH = 16  # pairs per forward pass at least (one image is a short sequence)
 
 
 def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
@@ -42,17 +47,35 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
         except ChordError as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        prepared = list(pool.map(prep, range(len(requests))))
-    ready = [(i, it) for i, it in enumerate(prepared) if isinstance(it, dict)]
-    for i, it in enumerate(prepared):
-        if not isinstance(it, dict):
-            results[i] = it
-    if not ready:
-        return results  # type: ignore[return-value]
-    frames = [f for _, it in ready for f in it["frames"]]
-    statements = [it["statement"] for _, it in ready for _ in it["frames"]]
-    bodies = _score(lm, ready, frames, statements, engine.model_cfg.batch_size, cancel)
+    ready: list[tuple[int, dict]] = []
+    batch = max(engine.model_cfg.batch_size, MIN_BATCH)
+    with ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="chord-entail-read") as pool:
+        pending = [pool.submit(prep, i) for i in range(len(requests))]
+
+        def batches() -> Iterator[tuple[list, list]]:
+            """Frames in request order, ``batch`` at a time, as the readers deliver them
+            (the scorer pulls these on its input thread while the model runs)."""
+            frames: list = []
+            statements: list = []
+            for i, fut in enumerate(pending):
+                it = fut.result()
+                if not isinstance(it, dict):
+                    results[i] = it
+                    continue
+                ready.append((i, it))
+                frames.extend(it["frames"])
+                statements.extend([it["statement"]] * len(it["frames"]))
+                while len(frames) >= batch:
+                    yield frames[:batch], statements[:batch]
+                    frames, statements = frames[batch:], statements[batch:]
+            if frames:
+                yield frames, statements
+
+        try:
+            bodies = _score(lm, ready, batches(), cancel)
+        finally:
+            for fut in pending:
+                fut.cancel()
     for (i, it), body in zip(ready, bodies):
         timing = Timing(probe_s=it["probe_s"], load_s=0.0, decode_s=it["decode_s"],
                         preprocess_s=body.pop("preprocess_s"),
@@ -78,15 +101,14 @@ def _planned(req: AnalysisRequest, infos: Sequence[Any] | None, plans: Sequence[
     return info, plan or plan_sampling(info, req.task, req.sampling), probe_s
 
 
-def _score(lm: Any, ready: list, frames: list, statements: list, batch_size: int,
+def _score(lm: Any, ready: list, batches: Iterator[tuple[list, list]],
            cancel: threading.Event | None) -> list[dict]:
-    """Score all (frame, statement) pairs together, then give each request its frames'
+    """Score all (frame, statement) pairs as they come, then give each request its frames'
     scores and its share of the time (by frame count)."""
-    from chord_core.analysis.entailment import body_from_scores, score_images
+    from chord_core.analysis.entailment import body_from_scores, score_batches
 
-    scores, pre_s, run_s = score_images(lm, frames, statements, batch_size=max(batch_size, 16),
-                                        cancel=cancel)
-    bodies, at, n = [], 0, max(1, len(frames))
+    scores, pre_s, run_s = score_batches(lm, batches, cancel=cancel)
+    bodies, at, n = [], 0, max(1, len(scores))
     for _, it in ready:
         k = len(it["frames"])
         share = k / n

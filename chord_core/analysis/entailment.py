@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chord_core.errors import ConfigError
 from chord_core.types import EntailFrame, Entailment
@@ -114,31 +115,72 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
     if len(images) != len(statements):
         raise ConfigError(f"{len(images)} images but {len(statements)} statements",
                           hint="pass one statement per image")
+    step = max(1, batch_size)
+    batches = ((images[s:s + step], statements[s:s + step])
+               for s in range(0, len(images), step))
+    return score_batches(lm, batches, total=len(images), cancel=cancel, on_batch=on_batch)
+
+
+def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray], Sequence[str]]],
+                  *, total: int = 0, cancel: threading.Event | None = None,
+                  on_batch: Callable[[int, int], None] | None = None
+                  ) -> tuple[list[EntailScore], float, float]:
+    """Score batches of (images, statements), one forward pass each, while a thread builds
+    the next batch's inputs (and pulls it from ``batches``, which may still be reading
+    frames): the GPU does not wait for the CPU between passes. Returns (scores, seconds spent
+    building inputs — overlapped with the passes —, seconds in the passes)."""
     from chord_core.model.loading import _raise_if_cancelled
+
+    it = iter(batches)
+
+    def build() -> tuple[Any, float]:
+        part = next(it, None)
+        if part is None:
+            return None, 0.0
+        t = time.perf_counter()
+        return _inputs(lm, part[0], part[1]), time.perf_counter() - t
 
     scores: list[EntailScore] = []
     pre_s = run_s = 0.0
-    for start in range(0, len(images), max(1, batch_size)):
-        _raise_if_cancelled(cancel)
-        part = slice(start, start + max(1, batch_size))
-        t0 = time.perf_counter()
-        inputs = _inputs(lm, images[part], statements[part])
-        t1 = time.perf_counter()
-        scores.extend(_prefill(lm, inputs))
-        pre_s, run_s = pre_s + t1 - t0, run_s + time.perf_counter() - t1
-        if on_batch:
-            on_batch(len(scores), len(images))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chord-entail-inputs") as pool:
+        upcoming = pool.submit(build)
+        while True:
+            inputs, built_s = upcoming.result()
+            if inputs is None:
+                break
+            _raise_if_cancelled(cancel)
+            upcoming = pool.submit(build)
+            t = time.perf_counter()
+            scores.extend(_prefill(lm, inputs))
+            pre_s, run_s = pre_s + built_s, run_s + time.perf_counter() - t
+            if on_batch:
+                on_batch(len(scores), max(total, len(scores)))
     return scores, pre_s, run_s
 
 
 def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str]) -> Any:
+    """One batch's model inputs: built on the device (``model/image_batch.py``) when the
+    images have the model's size, else by the processor."""
+    from chord_core.model.image_batch import image_batch_inputs
+    from chord_core.model.inputs import check_frames
+
+    for i, img in enumerate(images):
+        check_frames(img, 3, f"image {i}")
+    processor = lm.processor
+    texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
+                                           add_generation_prompt=True) for s in statements]
+    fast = image_batch_inputs(lm, images, texts, lambda im, tx: _processor_inputs(lm, im, tx))
+    return fast if fast is not None else _processor_inputs(lm, images, texts)
+
+
+def _processor_inputs(lm: LoadedModel, images: Sequence[np.ndarray], texts: Sequence[str]
+                      ) -> Any:
+    """The processor's own path (the reference, and what a script without Chord does)."""
     from chord_core.model.inputs import check_frames, no_resize_kwargs
 
     sizes = [check_frames(img, 3, f"image {i}") for i, img in enumerate(images)]
     processor = lm.processor
-    texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
-                                           add_generation_prompt=True) for s in statements]
-    return processor(text=texts, images=list(images), padding=True, return_tensors="pt",
+    return processor(text=list(texts), images=list(images), padding=True, return_tensors="pt",
                      **no_resize_kwargs(processor.image_processor, sizes))
 
 

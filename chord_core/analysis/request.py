@@ -97,12 +97,13 @@ class AnalysisRequest:
         return cls(**data)
 
 
-def probe_input(path: str | Path) -> VideoInfo:
-    """What a file holds: a video (``video.probe``), or a still image as a one-frame clip."""
+def probe_input(path: str | Path, *, decode_images: bool = True) -> VideoInfo:
+    """What a file holds: a video (``video.probe``), or a still image as a one-frame clip
+    (``decode_images=False``: from its header only, see ``images.image_info``)."""
     from chord_core.media.images import image_info, is_image_path
     from chord_core.media.probe import probe
 
-    return image_info(path) if is_image_path(path) else probe(path)
+    return image_info(path, decode=decode_images) if is_image_path(path) else probe(path)
 
 
 def plan(video_path: str | Path, task: str, sampling: SamplingConfig | None = None

@@ -29,9 +29,11 @@ def is_image_path(path: str | Path) -> bool:
     return Path(path).suffix.lower().lstrip(".") in IMAGE_EXTENSIONS
 
 
-def image_info(path: str | Path) -> VideoInfo:
+def image_info(path: str | Path, *, decode: bool = True) -> VideoInfo:
     """The image as a one-frame clip (fps 1, duration 1 s). Raises InputError when the file
-    is not a regular, decodable image of sane size."""
+    is not a regular, decodable image of sane size. ``decode=False`` reads only the header
+    (the job manager's planning: the worker decodes it anyway, and ``read_image`` raises the
+    same InputError for a file that does not decode)."""
     from PIL import Image, UnidentifiedImageError
 
     p = Path(path)
@@ -52,7 +54,8 @@ def image_info(path: str | Path) -> VideoInfo:
                 raise InputError(f"image {p.name} is {w}×{h}, too large",
                                  hint=f"send at most {MAX_IMAGE_PIXELS // 1_000_000} MP")
             fmt = (img.format or "").lower()
-            img.load()  # decodes it: a truncated or corrupt file fails here
+            if decode:
+                img.load()  # decodes it: a truncated or corrupt file fails here
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError,
             Image.DecompressionBombError) as exc:
         raise InputError(f"{p.name} is not a readable image ({type(exc).__name__})",
@@ -65,10 +68,15 @@ def image_info(path: str | Path) -> VideoInfo:
 def read_image(path: str | Path, size_wh: tuple[int, int] | None = None) -> np.ndarray:
     """The image as a 1×H×W×3 uint8 RGB array, resized to ``size_wh`` when given."""
     import numpy as np
-    from PIL import Image, ImageOps
+    from PIL import Image, ImageOps, UnidentifiedImageError
 
-    with Image.open(path) as img:
-        img = ImageOps.exif_transpose(img).convert("RGB")
-        if size_wh is not None and img.size != tuple(size_wh):
-            img = img.resize(tuple(size_wh), Image.Resampling.BICUBIC)
-        return np.array(img, dtype=np.uint8)[None]
+    try:
+        with Image.open(path) as img:
+            img = ImageOps.exif_transpose(img).convert("RGB")
+            if size_wh is not None and img.size != tuple(size_wh):
+                img = img.resize(tuple(size_wh), Image.Resampling.BICUBIC)
+            return np.array(img, dtype=np.uint8)[None]
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError,
+            Image.DecompressionBombError) as exc:
+        raise InputError(f"{Path(path).name} is not a readable image ({type(exc).__name__})",
+                         hint=_HINT) from None

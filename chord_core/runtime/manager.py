@@ -42,6 +42,7 @@ from chord_core.runtime.messages import (
     WorkerDied,
 )
 from chord_core.runtime.scheduling import (
+    BATCHED_TASKS,
     JobEntry,
     TaskState,
     WorkerSlot,
@@ -251,7 +252,7 @@ class JobManager(JobTable):
         while not self._stop.is_set():
             try:
                 events = self._executor.events(timeout=0.05)  # wakes on a message or a death
-                with self._lock:
+                with self._lock, self._link.deferred():  # store writes after the feeding
                     for event in events:
                         self._handle(event)
                     self._respawn_due()
@@ -282,10 +283,9 @@ class JobManager(JobTable):
             self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
-        """Probe + plan queued jobs one at a time, handing work to idle workers as it goes,
-        so the first clip starts while later ones are still being probed. Describe jobs
-        that arrived together are handed out a worker batch at a time: an idle worker given
-        the first clip of a burst alone would spend a whole generate call on it."""
+        """Probe + plan queued jobs one at a time, feeding idle workers as it goes (the first
+        clip starts while later ones are probed). A burst of describe or entail jobs goes out
+        a worker batch at a time: one job alone would spend a whole model call."""
         new = [job for job in self._jobs.values()
                if not job.planned and job.status.state is JobState.QUEUED]
         batch = max((w.spec.model_cfg.batch_size for w in self._workers.values()), default=1)
@@ -298,8 +298,8 @@ class JobManager(JobTable):
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
                 log.exception("planning %s failed", job.status.job_id)
                 self._finish(job, JobState.FAILED, error=internal_error(exc))
-            describe = job.status.spec.request.task == "describe"
-            if not describe or i + 1 == len(new) or (i + 1) % batch == 0:
+            batched = job.status.spec.request.task in BATCHED_TASKS
+            if not batched or i + 1 == len(new) or (i + 1) % batch == 0:
                 self._feed_idle_workers()
 
     def _make_tasks(self, job: JobEntry) -> None:
@@ -308,7 +308,7 @@ class JobManager(JobTable):
 
         req, spec = job.status.spec.request, job.status.spec
         t = time.perf_counter()
-        job.info = spec.info or probe_input(req.video_path)
+        job.info = spec.info or probe_input(req.video_path, decode_images=False)
         job.probe_s = time.perf_counter() - t
         job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
         for kind, cost, worker, plan in job_tasks(req, job.plan, self._workers, self.balancer,

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 MIN_FRAMES_PER_CHUNK = 4
 BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a model call
+# an entail call takes this many forward passes' worth of pairs: the worker builds the next
+# pass's inputs while the model runs one, and the gap between calls is paid less often
+ENTAIL_PASSES_PER_CALL = 4
 
 
 @dataclass
@@ -95,8 +98,11 @@ def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
                 balancer: Balancer, wid: str, first: Task) -> list[str]:
     """Queued tasks that can share ``first``'s model call — same task (describe or entail),
     same model, no annotated video — up to the worker's batch size, from its own queue, then
-    from the longest other queue (the balancer is told)."""
+    from the longest other queue (the balancer is told). Entail calls take several forward
+    passes' worth (``ENTAIL_PASSES_PER_CALL``)."""
     limit = workers[wid].spec.model_cfg.batch_size
+    if first.request.task == "entail":
+        limit *= ENTAIL_PASSES_PER_CALL
 
     def fits(task: Task) -> bool:  # describes with describes, entails with entails
         r = task.request

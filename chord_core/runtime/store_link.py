@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 from chord_core.errors import ChordError
@@ -23,10 +24,31 @@ class StoreLink:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.problem: dict | None = None  # the last error, None while writes go through
+        self._held: list[tuple[str, tuple, dict]] | None = None
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Writes made inside are held and made, in order, when the block ends: the
+        dispatcher hands idle workers their next tasks first and writes the store after,
+        while the GPUs are busy again. (Writes have no return value worth waiting for.)"""
+        if self._held is not None:  # already deferring: the outer block writes them
+            yield
+            return
+        self._held = []
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            for method, args, kwargs in held:
+                self.write(method, *args, **kwargs)
 
     def write(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call ``store.<method>`` if there is a store; a failure is logged, never raised."""
+        """Call ``store.<method>`` if there is a store; a failure is logged, never raised.
+        Inside ``deferred`` the call is held until the block ends."""
         if self.store is None:
+            return None
+        if self._held is not None:
+            self._held.append((method, args, kwargs))
             return None
         try:
             return getattr(self.store, method)(*args, **kwargs)

@@ -138,12 +138,18 @@ def image_ext(data: bytes) -> str:
 
 def save_image_bytes(data: bytes) -> Path:
     """Store image bytes as a private, content-named file and check that it decodes."""
+    return save_image_probed(data)[0]
+
+
+def save_image_probed(data: bytes) -> tuple[Path, Any]:
+    """``save_image_bytes``, also returning the image's ``VideoInfo`` from that check (a job
+    given it is not probed again by the manager)."""
     if not data:
         raise InputError("the image is empty (0 bytes)", hint=_MEDIA_HINT)
     ext = image_ext(data)
     tmp, digest, _ = _write_private([data], api_uploads_dir())
     path, created = _place(tmp, digest, ext)
-    return _checked(path, created)
+    return _probed(path, created)
 
 
 def save_media_bytes(data: bytes, mime: str = "", name: str = "") -> Path:
@@ -177,16 +183,20 @@ def save_stream(chunks: Any, name: str) -> Path:
 
 def _checked(path: Path, created: bool) -> Path:
     """Probe the stored file (image decode or video probe); remove it when refused."""
+    return _probed(path, created)[0]
+
+
+def _probed(path: Path, created: bool) -> tuple[Path, Any]:
     from chord_core.analysis.request import probe_input
 
     os.chmod(path, 0o600)
     try:
-        probe_input(path)
+        info = probe_input(path)
     except ChordError:
         if created:
             path.unlink(missing_ok=True)
         raise
-    return path
+    return path, info
 
 
 def media_from_url(url: Any, *, kind: str) -> Path:

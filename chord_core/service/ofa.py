@@ -45,7 +45,7 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.errors import InputError
     from chord_core.runtime.jobs import JobSpec
-    from chord_core.service.media import decode_base64, save_image_bytes
+    from chord_core.service.media import decode_base64, save_image_probed
 
     if not isinstance(task, dict):
         raise InputError(f"task {index} is not an object",
@@ -56,9 +56,11 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
                          hint="add the image as base64 in image_data")
     statement = clean_statement(_first(task, TEXT_KEYS) or "")
     data, _ = decode_base64(image, "image_data")
-    path = save_image_bytes(data)
+    path, info = save_image_probed(data)
     request = AnalysisRequest(str(path), "entail", statement)
-    return task.get("id", index), JobSpec(request, model=None, label="api batch_predict")
+    # the image was decoded just now: the manager need not probe it again
+    return task.get("id", index), JobSpec(request, model=None, label="api batch_predict",
+                                          info=info)
 
 
 def _prepare_all(tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], list[int]]:
