@@ -165,4 +165,24 @@ ZH: dict[str, str] = {
     "box(es)": "个框", "sampled frames": "采样帧", "Jump to": "跳到", "unlinked": "未关联",
     "Click the player, then ←/→ step one frame, Space plays or pauses":
         "点击播放器后，←/→ 逐帧移动，空格键播放或暂停",
+    # long video (issue 15)
+    "Chapters": "章节", "Found": "找到",
+    "Run describes it chunk by chunk and merges the chunks into chapters.":
+        "运行时逐段描述，再把各段合并成章节。",
+    "Run grounds the whole clip in chunks at {fps} frame(s) per second.":
+        "运行时以每秒 {fps} 帧分段定位整段视频。",
+    "**Long video** — {duration} is past the long-video threshold of {threshold} "
+    "(CHORD_LONG_VIDEO_S).": "**长视频** — {duration} 超过长视频阈值 {threshold}"
+                             "（CHORD_LONG_VIDEO_S）。",
+    "Describing chunks": "正在描述各段", "Writing chapter titles": "正在写章节标题",
+    "Writing the summary": "正在写总结", "Grounding chunks": "正在定位各段",
+    "Checking frames": "正在检查帧", "Starting": "正在开始",
+    "Cancelled. Press **Run** to go on: finished chunks are kept.":
+        "已取消。按 **运行** 继续：已完成的段会保留。",
+    "**Search this video**": "**在视频中搜索**", "When does this happen?": "这件事何时发生？",
+    "e.g. a person opens the car door": "例如：有人打开车门", "Search": "搜索",
+    "Not found in the chapters checked ({n} frames).": "在检查过的章节中没有找到（{n} 帧）。",
+    "{start}–{end} · chapter {chapter} · score {score}":
+        "{start}–{end} · 第 {chapter} 章 · 得分 {score}",
+    "Chapters JSON": "章节 JSON",
 }

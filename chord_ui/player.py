@@ -31,7 +31,7 @@ def _labels() -> dict[str, str]:
     return {"player": t("Result player"), "play": t("Play"), "pause": t("Pause"),
             "prev_frame": t("Previous frame (←)"), "next_frame": t("Next frame (→)"),
             "frame": t("frame"), "boxes": t("box(es)"), "sampled": t("sampled frames"),
-            "jump_to": t("Jump to"),
+            "jump_to": t("Jump to"), "chapters": t("Chapters"), "found": t("Found"),
             "keys": t("Click the player, then ←/→ step one frame, Space plays or pauses")}
 
 
@@ -74,6 +74,35 @@ def player_data(result: Result, src: str, key: str, start_s: float = 0.0) -> dic
             "snap_s": 0.5 / fps, "max_gap_s": result_max_gap(result),
             "start_s": round(start_s, 4), "detections": dets, "rows": ordered,
             "samples": [round(x, 4) for x in times], "labels": _labels()}
+
+
+def timeline_marks(chapters: list[dict[str, Any]] | None = None,
+                   ranges: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Chapters (``start``, ``end``, ``title``: a clickable row that seeks) and found ranges
+    (``start``, ``end``, ``label``: highlighted on the timeline) for the player's data."""
+    def clean(items: list[dict[str, Any]] | None, text: str) -> list[dict[str, Any]]:
+        return [{"start": round(float(i["start"]), 4), "end": round(float(i["end"]), 4),
+                 "text": str(i.get(text, ""))[:200]} for i in items or ()]
+
+    return {"chapters": clean(chapters, "title"), "ranges": clean(ranges, "label")}
+
+
+def long_player_data(video: Any, src: str, key: str, *, chapters: list[dict[str, Any]],
+                     ranges: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The player without boxes: a long clip with its chapters (and search ranges)."""
+    fps = video.fps if video.fps > 0 else 25.0
+    return {"src": src, "key": key, "fps": fps, "duration": round(max(video.duration_s, 0.1), 4),
+            "width": max(1, video.width), "height": max(1, video.height), "snap_s": 0.5 / fps,
+            "max_gap_s": 0.0, "start_s": 0.0, "detections": [], "rows": [], "samples": [],
+            "labels": _labels()} | timeline_marks(chapters, ranges)
+
+
+def show_long_player(video: Any, video_path: str, key: str, *, chapters: list[dict[str, Any]],
+                     ranges: list[dict[str, Any]] | None = None) -> None:
+    """Mount the player for a long clip: chapters on the timeline, search ranges marked."""
+    src = media_url(video_path, f"chord-player-{key}")
+    _component()(data=long_player_data(video, src, key, chapters=chapters, ranges=ranges),
+                 key=f"player-{key}")
 
 
 @cache

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from chord_core.runtime.parallel_config import ParallelConfig
     from chord_core.runtime.store import Store
     from chord_ui.downloads import DownloadManager
+    from chord_ui.long_runs import LongRunManager
     from chord_ui.renders import RenderManager
 
 log = logging.getLogger(__name__)
@@ -152,3 +153,11 @@ def renders() -> RenderManager:
     from chord_ui.renders import RenderManager
 
     return RenderManager()
+
+
+@st.cache_resource(show_spinner=False)
+def long_runs() -> LongRunManager:
+    """Long-video runs (chapters, long grounding, search) in background threads."""
+    from chord_ui.long_runs import LongRunManager
+
+    return LongRunManager(store())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from chord_core.errors import ChordError
-from chord_ui import clip_view, inputs, job_link, progress, results, session
+from chord_ui import clip_view, inputs, job_link, long_view, progress, results, session
 from chord_ui.i18n import lang, t
 from chord_ui.wording import plan_numbers
 
@@ -38,7 +38,9 @@ if clip is not None:
     with left:
         clip_view.show_clip(clip, info)
 
-outcome = session.current_outcome(clip.key, task) if clip is not None else None
+long_clip = long_view.is_long(info, task)  # past the threshold: chapters / long grounding
+outcome = session.current_outcome(clip.key, task) if clip is not None and not long_clip \
+    else None
 running = outcome is not None and not outcome.finished
 job_link.bind(outcome.job_id if outcome is not None else None)
 
@@ -50,10 +52,13 @@ with right:
         st.caption(t("Upload a clip or give a path to see the sampling plan."))
     if not model_ok:
         st.caption(":material/info: " + t("Choose a model that is available (sidebar) to run."))
-    if outcome is None and plan is not None and model_ok and model is not None:
+    if long_clip:
+        long_view.run_panel(clip, info, task, query, model, model_ok)
+    elif outcome is None and plan is not None and model_ok and model is not None:
         job_link.offer_same_job(clip, task, query, settings, model)
-    if st.button(t("Run"), type="primary", icon=":material/play_arrow:", key="run",
-                 disabled=plan is None or not model_ok or running or model is None):
+    if not long_clip and st.button(
+            t("Run"), type="primary", icon=":material/play_arrow:", key="run",
+            disabled=plan is None or not model_ok or running or model is None):
         try:
             session.submit(clip, task, query, settings, model)
         except ChordError as exc:
@@ -63,6 +68,8 @@ with right:
     if running:
         progress.job_progress(outcome.job_id)
 
-if outcome is not None and not running:
+if long_clip:
+    long_view.show_results(clip, info, task, query, model)
+elif outcome is not None and not running:
     st.divider()
     results.show_outcome(outcome, clip)

@@ -46,6 +46,12 @@ function groupTracks(data) {
   return [...groups.values()].map((g) => g.sort((a, b) => a.t - b.t));
 }
 
+function hms(t) {
+  const h = Math.floor(t / 3600), m = Math.floor((t % 3600) / 60), s = Math.floor(t % 60);
+  const mm = String(m).padStart(h ? 2 : 1, "0"), ss = String(s).padStart(2, "0");
+  return h ? `${h}:${mm}:${ss}` : `${mm}:${ss}`;
+}
+
 function fmt(t) {
   const m = Math.floor(t / 60), s = t - 60 * m;
   return `${m}:${s.toFixed(2).padStart(5, "0")}`;
@@ -118,6 +124,7 @@ class Player {
     const tl = this.timeline;
     tl.replaceChildren();
     const pct = (t) => `${Math.min(100, Math.max(0, (100 * t) / dur))}%`;
+    this.buildChapters(pct);
     const rows = d.rows.length ? d.rows : [];
     for (const row of rows) {
       const line = make("div", "row", tl);
@@ -147,25 +154,71 @@ class Player {
         css(m, { left: pct(t), background: row.color });
       }
     }
-    const rug = make("div", "row samples", tl);
-    make("div", "name", rug).textContent = L.sampled;
-    const lane = make("div", "lane", rug);
-    for (const t of d.samples) css(make("span", "tick", lane), { left: pct(t) });
-    lane.onclick = (e) => {
-      const r = lane.getBoundingClientRect();
-      this.seek(((e.clientX - r.left) / r.width) * dur);
-    };
+    if (d.samples.length) {  // a long clip's chapters view has no sampled frames
+      const rug = make("div", "row samples", tl);
+      make("div", "name", rug).textContent = L.sampled;
+      const lane = make("div", "lane", rug);
+      for (const t of d.samples) css(make("span", "tick", lane), { left: pct(t) });
+      lane.onclick = (e) => {
+        const r = lane.getBoundingClientRect();
+        this.seek(((e.clientX - r.left) / r.width) * dur);
+      };
+    }
     const axis = make("div", "row axis", tl);
     make("div", "name", axis);
     const scale = make("div", "lane", axis);
-    const step = dur > 120 ? 30 : dur > 40 ? 10 : dur > 12 ? 2 : dur > 4 ? 1 : 0.5;
+    const step = dur > 5400 ? 900 : dur > 1800 ? 300 : dur > 600 ? 120 : dur > 120 ? 30
+      : dur > 40 ? 10 : dur > 12 ? 2 : dur > 4 ? 1 : 0.5;
     for (let t = 0; t <= dur + 1e-9; t += step) {
       const lab = make("span", "label", scale);
-      lab.textContent = `${+t.toFixed(1)} s`;
+      lab.textContent = dur > 600 ? hms(t) : `${+t.toFixed(1)} s`;
       css(lab, { left: pct(t) });
     }
     this.cursors = [...tl.querySelectorAll(".lane")].map((l) => make("span", "cursor", l));
     this.pct = pct;
+  }
+
+  // Long clips: a row of chapters (click one: the player jumps to its start) and a row of
+  // search ranges, also highlighted over the chapters row.
+  buildChapters(pct) {
+    const d = this.data, L = d.labels, tl = this.timeline;
+    const chapters = d.chapters || [], ranges = d.ranges || [];
+    if (!chapters.length && !ranges.length) return;
+    const band = (lane, item, cls, testid, title) => {
+      const b = make("button", cls, lane);
+      b.type = "button";
+      b.setAttribute("data-testid", testid);
+      b.setAttribute("data-start", String(item.start));
+      b.setAttribute("data-end", String(item.end));
+      b.title = title;
+      b.setAttribute("aria-label", `${L.jump_to} ${hms(item.start)}: ${item.text}`);
+      css(b, { left: pct(item.start), width: `max(4px, ${pct(item.end - item.start)})` });
+      b.onclick = () => { this.seek(item.start); this.box.focus(); };
+      return b;
+    };
+    if (chapters.length) {
+      const line = make("div", "row chapters", tl);
+      make("div", "name", line).textContent = L.chapters;
+      const lane = make("div", "lane", line);
+      chapters.forEach((c, n) => {
+        const b = band(lane, c, `chapter c${n % 2}`, "chord-chapter",
+                       `${n + 1}. ${c.text} (${hms(c.start)}–${hms(c.end)})`);
+        b.textContent = `${n + 1}. ${c.text}`;  // textContent: model text is never HTML
+      });
+      for (const r of ranges) {
+        css(make("span", "hl", lane), { left: pct(r.start),
+                                        width: `max(3px, ${pct(r.end - r.start)})` });
+      }
+    }
+    if (ranges.length) {
+      const line = make("div", "row found", tl);
+      make("div", "name", line).textContent = L.found;
+      const lane = make("div", "lane", line);
+      for (const r of ranges) {
+        band(lane, r, "range", "chord-range",
+             `${hms(r.start)}–${hms(r.end)}${r.text ? ` · ${r.text}` : ""}`);
+      }
+    }
   }
 
   frameDur() { return 1 / (this.data.fps > 0 ? this.data.fps : 25); }

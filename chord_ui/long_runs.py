@@ -1,0 +1,166 @@
+"""Long-video runs of the app (chapters, long grounding, search) in background threads.
+
+A long run is many jobs (one per chunk) driven by ``chord_core.longvideo`` over the app's
+shared job manager; it takes minutes, so it runs in a thread of the server, never in a
+page script. ``LongRunManager.start`` is idempotent per run key (a rerun, a second click or
+a second tab finds the run already going, or finished). Progress comes from the run's row
+in the job store (``progress``: stage, chunks done of total, time left — written by
+``longvideo.runs`` after every chunk), so it survives a reload; the thread's own last event
+is the fallback while the row does not exist yet. Finished chunks are in the store: a run
+cancelled, or cut short by a restart, resumes where it stopped when started again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from chord_core.errors import ChordError, JobCancelled
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LongRun:
+    """One run's state; read through ``snapshot`` under the manager's lock."""
+
+    key: str
+    kind: str  # chapters | ground | search
+    state: str = "running"  # running | done | failed | cancelled
+    run_id: str = ""  # the run's batch row in the store (progress, chunks)
+    event: dict[str, Any] | None = None
+    doc: Any = None  # ChaptersDoc | Result | SearchDoc
+    error: dict[str, str] | None = None
+    started: float = field(default_factory=time.time)
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"key": self.key, "kind": self.kind, "state": self.state, "run_id": self.run_id,
+                "event": self.event, "doc": self.doc, "error": self.error,
+                "elapsed_s": time.time() - self.started}
+
+
+Work = Callable[[LongRun, Callable[[Any], None]], Any]
+
+
+class LongRunManager:
+    """Thread-safe registry of long runs by key (clip content, task, query, model)."""
+
+    def __init__(self, store: Any = None) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, LongRun] = {}
+        self.store = store
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            run = self._runs.get(key)
+            return None if run is None else run.snapshot()
+
+    def start(self, key: str, kind: str, work: Work) -> bool:
+        """Run ``work(run, on_progress)`` in a thread unless this key is running or done.
+        True when this call started it. A failed or cancelled run starts again."""
+        with self._lock:
+            current = self._runs.get(key)
+            if current is not None and current.state in ("running", "done"):
+                return False
+            run = LongRun(key, kind)
+            self._runs[key] = run
+        threading.Thread(target=self._run, args=(run, work), name=f"long-{kind}",
+                         daemon=True).start()
+        log.info("long-video %s run started (%s)", kind, key)
+        return True
+
+    def cancel(self, key: str) -> None:
+        with self._lock:
+            run = self._runs.get(key)
+        if run is not None:
+            run.cancel.set()
+
+    def progress(self, key: str) -> dict[str, Any] | None:
+        """The run's progress: stage, done, total, eta_s (seconds left or None), from the
+        store's row of the run when it has one, else from the last event."""
+        snap = self.get(key)
+        if snap is None:
+            return None
+        if snap["run_id"] and self.store is not None:
+            try:
+                row = self.store.get_batch(snap["run_id"]) or {}
+            except ChordError as exc:
+                log.info("run row of %s unreadable: %s", snap["run_id"], exc)
+                row = {}
+            stored = (row.get("summary") or {}).get("progress")
+            if stored:
+                return dict(stored)
+        return snap["event"]
+
+    def _event(self, run: LongRun, event: Any) -> None:
+        with self._lock:
+            run.event = {"stage": event.stage, "done": event.done, "total": event.total,
+                         "eta_s": None, "message": event.message}
+
+    def _run(self, run: LongRun, work: Work) -> None:
+        try:
+            doc = work(run, lambda e: self._event(run, e))
+        except JobCancelled:
+            with self._lock:
+                run.state = "cancelled"
+            return
+        except ChordError as exc:
+            log.warning("long-video %s run failed: %s", run.kind, exc)
+            with self._lock:
+                run.state, run.error = "failed", exc.to_dict()
+            return
+        except Exception as exc:  # noqa: BLE001 — shown on the page, logged with traceback
+            log.exception("long-video %s run crashed", run.kind)
+            with self._lock:
+                run.state = "failed"
+                run.error = {"message": f"internal error: {type(exc).__name__}: {exc}",
+                             "hint": "this is a bug in Chord; the server log has the "
+                                     "traceback"}
+            return
+        with self._lock:
+            run.state, run.doc = "done", doc
+
+
+# -- the work of each kind (called in the run's thread) ------------------------------------
+
+def chapters_work(executor: Any, store: Any, info: Any, video_key: str, settings: Any,
+                  model: str, in_flight: int) -> Work:
+    def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
+        from chord_core.longvideo.chapters import ChaptersRun
+
+        chapters = ChaptersRun(executor, store, info, video_key, settings, model,
+                               in_flight=in_flight, on_progress=on_progress, cancel=run.cancel)
+        run.run_id = chapters.run
+        return chapters()
+
+    return work
+
+
+def ground_work(executor: Any, store: Any, info: Any, video_key: str, target: str,
+                settings: Any, model: str, in_flight: int) -> Work:
+    def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
+        from chord_core.config import SamplingConfig
+        from chord_core.longvideo.ground import ground_long, ground_run_id
+
+        sampling = SamplingConfig()
+        run.run_id = ground_run_id(video_key, target, settings, model, sampling)
+        return ground_long(executor, store, info, video_key, target, settings, model,
+                           sampling=sampling, in_flight=in_flight, on_progress=on_progress,
+                           cancel=run.cancel)
+
+    return work
+
+
+def search_work(executor: Any, store: Any, info: Any, video_key: str, doc: Any, query: str,
+                model: str, in_flight: int) -> Work:
+    def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
+        from chord_core.longvideo.search import search
+
+        return search(executor, store, info, video_key, doc, query, model,
+                      in_flight=in_flight, on_progress=on_progress, cancel=run.cancel)
+
+    return work

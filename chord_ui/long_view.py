@@ -1,0 +1,246 @@
+"""Analyze on a long clip: chapters on the timeline, per-chunk progress, search, exports.
+
+A clip longer than the long-video threshold (``CHORD_LONG_VIDEO_S``, 600 s) is not one
+prompt: **Describe** makes chapters (``chord.chapters/v1``) and **Ground** grounds the whole
+clip in chunks at 1 fps, as the CLI does. The run is many jobs on the app's shared workers,
+driven in a background thread (``chord_ui.long_runs``); this page only starts it and polls
+its progress (chunks done of total and the time left, from the run's row in the store).
+
+Finished chapters play in the in-page player with a chapters row on the timeline (a click
+jumps to the chapter) and the ranges a search found highlighted; the chapters download as
+JSON, WebVTT, SRT and Markdown. Model text is escaped everywhere (``md_escape``; the player
+sets text with ``textContent``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from chord_core.errors import ChordError
+from chord_core.types import VideoInfo
+from chord_ui import clip_view, resources
+from chord_ui.formatting import human_duration, md_escape, test_model_label
+from chord_ui.i18n import t
+from chord_ui.inputs import show_error
+from chord_ui.uploads import ClipSource, servable
+
+log = logging.getLogger(__name__)
+
+POLL_S = 1.0
+LONG_TASKS = ("describe", "ground")
+
+
+def settings() -> Any:
+    from chord_core.longvideo.settings import settings_from_env
+
+    return settings_from_env()
+
+
+def is_long(info: VideoInfo | None, task: str) -> bool:
+    """Whether Run on this clip and task starts a long-video run."""
+    if info is None or task not in LONG_TASKS or info.container == "image":
+        return False
+    try:
+        return settings().is_long(info.duration_s)
+    except ChordError as exc:  # a bad CHORD_LONG_VIDEO_S: said once in the log, clips stay short
+        log.warning("long-video mode is off: %s", exc)
+        return False
+
+
+def run_key(clip: ClipSource, task: str, query: str, model: str) -> str:
+    what = query.strip() if task == "ground" else ""
+    digest = hashlib.sha256(f"{task}\0{model}\0{what}".encode()).hexdigest()[:12]
+    return f"{clip.key}:{task}:{digest}"
+
+
+def _in_flight() -> int:
+    s = settings()
+    workers = len(resources.worker_plan().specs)
+    return s.in_flight or max(2, 2 * workers)
+
+
+def _start(clip: ClipSource, info: VideoInfo, task: str, query: str, model: str) -> None:
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_ui import long_runs as lr
+
+    if task == "ground":
+        AnalysisRequest(clip.path, "ground", query)  # an empty target is refused here
+    args = (resources.job_manager(), resources.store(), info, clip.key)
+    work = lr.chapters_work(*args, settings(), model, _in_flight()) if task == "describe" \
+        else lr.ground_work(*args, query.strip(), settings(), model, _in_flight())
+    resources.long_runs().start(run_key(clip, task, query, model),
+                                "chapters" if task == "describe" else "ground", work)
+
+
+def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: str | None,
+              model_ok: bool) -> None:
+    """The right column's Run for a long clip: what will happen, Run, live progress."""
+    s = settings()
+    what = t("Run describes it chunk by chunk and merges the chunks into chapters.") \
+        if task == "describe" else \
+        t("Run grounds the whole clip in chunks at {fps} frame(s) per second.",
+          fps=f"{s.ground_fps:g}")
+    st.info(t("**Long video** — {duration} is past the long-video threshold of {threshold} "
+              "(CHORD_LONG_VIDEO_S).", duration=human_duration(info.duration_s),
+              threshold=human_duration(s.threshold_s)) + " " + what,
+            icon=":material/view_timeline:")
+    key = run_key(clip, task, query, model or "")
+    snap = resources.long_runs().get(key)
+    running = snap is not None and snap["state"] == "running"
+    if st.button(t("Run"), type="primary", icon=":material/play_arrow:", key="run-long",
+                 disabled=not model_ok or model is None or running):
+        try:
+            _start(clip, info, task, query, model or "")
+        except ChordError as exc:
+            show_error(exc)
+        else:
+            st.rerun()
+    if running:
+        progress(key)
+
+
+def progress(key: str, box: str = "long-progress") -> None:
+    """Stage, chunks done of total, time left, Cancel — polled every second."""
+
+    @st.fragment(run_every=POLL_S)
+    def poll() -> None:
+        runs = resources.long_runs()
+        snap = runs.get(key)
+        if snap is None or snap["state"] != "running":
+            st.rerun()
+        p = runs.progress(key) or {}
+        done, total = int(p.get("done") or 0), int(p.get("total") or 0)
+        with st.container(border=True, key=box):
+            stage = _stage_name(str(p.get("stage") or ""))
+            st.markdown(f"**{md_escape(stage)}**" + (f" · {done}/{total}" if total else ""))
+            st.progress(done / total if total else 0.0)
+            text = t("Elapsed {elapsed}", elapsed=human_duration(snap["elapsed_s"]))
+            eta = p.get("eta_s")
+            text += " · " + (t("about {left} left", left=human_duration(float(eta)))
+                             if eta is not None else t("estimating the time left…"))
+            st.caption(text)
+            st.button(t("Cancel"), key=f"cancel-{key}", icon=":material/stop_circle:",
+                      on_click=resources.long_runs().cancel, args=(key,))
+
+    poll()
+
+
+def _stage_name(stage: str) -> str:
+    names = {"chunks": t("Describing chunks"), "chapters": t("Writing chapter titles"),
+             "summary": t("Writing the summary"), "grounding": t("Grounding chunks"),
+             "checking": t("Checking frames")}
+    return names.get(stage, t("Starting"))
+
+
+def show_results(clip: ClipSource, info: VideoInfo, task: str, query: str,
+                 model: str | None) -> None:
+    """The finished run of this clip and task: chapters, or the long grounding result."""
+    snap = resources.long_runs().get(run_key(clip, task, query, model or ""))
+    if snap is None or snap["state"] == "running":
+        return
+    st.divider()
+    if snap["state"] == "failed":
+        show_error(snap["error"] or {"message": "the long-video run failed"})
+        return
+    if snap["state"] == "cancelled":
+        st.info(t("Cancelled. Press **Run** to go on: finished chunks are kept."),
+                icon=":material/stop_circle:")
+        return
+    if task == "ground":
+        from chord_ui import results
+        from chord_ui.session import Outcome
+
+        results.show_outcome(Outcome(snap["run_id"] or snap["key"], "done", snap["doc"]), clip)
+        return
+    _chapters(clip, info, snap["doc"], snap["key"], model or "")
+
+
+def _chapters(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str) -> None:
+    st.subheader(t("Chapters"))
+    if doc.test_model:
+        st.warning(t("**{label}** — this output is meaningless; it only shows that the "
+                     "pipeline works.", label=t(test_model_label())), icon=":material/science:")
+    found = _search_doc(key)
+    ranges = [{"start": h.start_s, "end": h.end_s, "label": f"{h.score:.2f}"}
+              for h in (found.hits if found is not None else ())]
+    chapters = [{"start": c.start_s, "end": c.end_s, "title": c.title} for c in doc.chapters]
+    playable = clip_view.playable_path(clip, info) if servable(clip.path) else None
+    if playable is not None:
+        from chord_ui.player import show_long_player
+
+        show_long_player(info, playable, key, chapters=chapters, ranges=ranges)
+    st.markdown(md_escape(doc.summary) or t("(the model returned no text)"))
+    for n, c in enumerate(doc.chapters, 1):
+        with st.container(border=True):
+            st.markdown(f"**{n}. {md_escape(c.title)}** · {_clock(c.start_s)}–{_clock(c.end_s)}")
+            st.caption(md_escape(c.summary))
+    _search(clip, info, doc, key, model, found)
+    _exports(clip, doc, key)
+
+
+def _clock(t_s: float) -> str:
+    h, rest = divmod(int(t_s), 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def _search_key(key: str) -> str:
+    return f"long-search-{key}"
+
+
+def _search_doc(key: str) -> Any:
+    current = st.session_state.get(_search_key(key))
+    snap = resources.long_runs().get(current) if current else None
+    return snap["doc"] if snap is not None and snap["state"] == "done" else None
+
+
+def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
+            found: Any) -> None:
+    from chord_ui import long_runs as lr
+
+    st.markdown(t("**Search this video**"))
+    with st.form(f"search-form-{key}", border=False):
+        query = st.text_input(t("When does this happen?"), key=f"search-q-{key}",
+                              placeholder=t("e.g. a person opens the car door"))
+        go = st.form_submit_button(t("Search"), icon=":material/search:")
+    if go and query.strip():
+        skey = f"{key}:search:{hashlib.sha256(query.strip().encode()).hexdigest()[:12]}"
+        st.session_state[_search_key(key)] = skey
+        resources.long_runs().start(skey, "search", lr.search_work(
+            resources.job_manager(), resources.store(), info, clip.key, doc, query.strip(),
+            model, _in_flight()))
+        st.rerun()
+    current = st.session_state.get(_search_key(key))
+    snap = resources.long_runs().get(current) if current else None
+    if snap is not None and snap["state"] == "running":
+        progress(current, "search-progress")
+    elif snap is not None and snap["state"] == "failed":
+        show_error(snap["error"] or {"message": "the search failed"})
+    if found is not None:
+        if not found.hits:
+            st.caption(t("Not found in the chapters checked ({n} frames).",
+                         n=found.frames_checked))
+        for h in found.hits:
+            st.markdown(t("{start}–{end} · chapter {chapter} · score {score}",
+                          start=_clock(h.start_s), end=_clock(h.end_s), chapter=h.chapter + 1,
+                          score=f"{h.score:.2f}"))
+
+
+def _exports(clip: ClipSource, doc: Any, key: str) -> None:
+    from chord_core.longvideo import exports
+
+    stem = Path(clip.name).stem
+    cols = st.columns(4)
+    files = ((t("Chapters JSON"), exports.to_json, "chapters.json", "application/json"),
+             ("WebVTT", exports.to_vtt, "chapters.vtt", "text/vtt"),
+             ("SRT", exports.to_srt, "chapters.srt", "application/x-subrip"),
+             ("Markdown", exports.to_markdown, "chapters.md", "text/markdown"))
+    for col, (label, make, suffix, mime) in zip(cols, files):
+        col.download_button(label, make(doc), file_name=f"{stem}.{suffix}", mime=mime,
+                            key=f"export-{suffix}-{key}", on_click="ignore",
+                            icon=":material/download:", width="stretch")
