@@ -28,6 +28,7 @@ from chord_core.runtime.executors import Executor, WorkerHandle
 from chord_core.runtime.messages import (
     CancelTask,
     Event,
+    Progress,
     RunTasks,
     Stopped,
     StopWorker,
@@ -58,7 +59,47 @@ class RayWorker:
         from chord_core.runtime.workers import prepare_process, serve
 
         prepare_process(self.spec)
-        serve(self.spec, inbox, outbox, control)
+        sender = _Outbox(outbox)
+        try:
+            serve(self.spec, inbox, sender, control)
+        finally:
+            sender.close()
+
+
+class _Outbox:
+    """The worker's side of the shared outbox. Each put to a Ray queue is a round trip to
+    its actor, so progress events are sent in batches (at least every ``FLUSH_S``); any
+    other message first sends what is buffered, then itself, and returns only when the
+    queue holds it — so a result is never behind its progress, nor lost once put."""
+
+    FLUSH_S = 0.2
+
+    def __init__(self, queue: Any) -> None:
+        self._queue, self._buffer = queue, []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._flusher, daemon=True, name="chord-outbox").start()
+
+    def put(self, msg: Any) -> None:
+        with self._lock:
+            self._buffer.append(msg)
+            if not isinstance(msg, Progress):
+                self._flush()
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            self._queue.put_nowait_batch(self._buffer)
+            self._buffer = []
+
+    def _flusher(self) -> None:
+        while not self._closed.wait(self.FLUSH_S):
+            with self._lock:
+                self._flush()
 
 
 class _RayHandle(WorkerHandle):
