@@ -171,3 +171,34 @@ def test_search_ranges_are_highlighted_and_seek(browser, tmp_path: Path, artifac
     assert first.inner_text() == "1. <b>first</b>"  # model text stays text, never HTML
     page.screenshot(path=str(artifacts / "e2e-long-ranges.png"))
     page.context.close()
+
+
+def test_ground_on_a_long_clip_grounds_it_in_chunks(browser, app_url: str, artifacts: Path,
+                                                    tmp_path_factory: pytest.TempPathFactory
+                                                    ) -> None:
+    from chord_core.testing.scenes import even_times, make_scene_clip
+
+    clip = make_scene_clip(tmp_path_factory.mktemp("long-ground") / "long-ground.mp4", [],
+                           even_times(120, 10.0), size_wh=(320, 192))  # 12 s
+    page = browser.new_context(viewport=VIEW).new_page()
+    page.set_default_timeout(60_000)
+    page.goto(app_url)
+    page.get_by_role("heading", name="Analyze a clip").wait_for()
+    box = page.get_by_role("textbox", name="…or the path of a video on this machine")
+    box.fill(str(clip.path))
+    box.press("Enter")
+    page.get_by_role("radio", name="Ground a target").click()
+    target = page.get_by_role("textbox", name="Target")
+    target.fill("the yellow square")
+    target.press("Enter")
+    note = page.get_by_test_id("stAlert").filter(has_text="Long video")
+    expect(note).to_contain_text("grounds the whole clip in chunks at 1 frame(s) per second")
+    page.get_by_role("button", name=re.compile("Run")).click()
+    heading = page.get_by_role("heading", name=re.compile("the yellow square"))
+    heading.wait_for(timeout=RUN_TIMEOUT_MS)
+    # the whole clip at 1 fps: one sampled frame per second on the player's timeline
+    ticks = page.locator("[data-testid=chord-player] .samples .tick")
+    expect(ticks).to_have_count(12, timeout=30_000)
+    expect(heading).to_contain_text(re.compile("not found in 12 sampled frames|appears in"))
+    page.screenshot(path=str(artifacts / "e2e-long-ground.png"), full_page=True)
+    page.context.close()
