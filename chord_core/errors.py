@@ -79,9 +79,12 @@ class StoreError(ChordError):
 
 
 class JobCancelled(ChordError):
-    """The job was cancelled before it finished."""
+    """The job was cancelled before it finished. ``partial``: what it had done by then, when
+    that means something on its own (grounding: the frames finished — a partial Result, or
+    a GroundChunk of a split job's share); None otherwise."""
 
     exit_code = 1
+    partial: object = None
 
 
 def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:

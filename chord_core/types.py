@@ -308,6 +308,8 @@ class Result:
     method: str | None = None
     spans: tuple[tuple[float, float], ...] = ()  # two_pass: the spans (s) the first pass found
     grounded_frames: tuple[int, ...] | None = None  # two_pass: frames grounded; None = all
+    # the job was cancelled: only the frames finished before Cancel are in it (ground)
+    partial: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -331,6 +333,7 @@ class Result:
             "spans": [list(s) for s in self.spans],
             "grounded_frames": None if self.grounded_frames is None
             else list(self.grounded_frames),
+            "partial": self.partial,
         }
 
     @classmethod
@@ -362,6 +365,7 @@ class Result:
             spans=tuple((float(a), float(b)) for a, b in data.get("spans") or ()),
             grounded_frames=None if data.get("grounded_frames") is None
             else tuple(int(i) for i in data["grounded_frames"]),
+            partial=bool(data.get("partial", False)),
         )
 
 

@@ -8,8 +8,9 @@ fragment. When every clip has finished, one full rerun shows the final view with
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -32,6 +33,7 @@ from chord_ui.batch_jobs import (
     worker_rows,
 )
 from chord_ui.formatting import human_bytes, human_duration, md_escape
+from chord_ui.i18n import t
 from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
 
@@ -58,14 +60,15 @@ def keep_model_choice() -> None:
 
 def clip_inputs() -> list[PendingClip]:
     """Multi-file uploader and a folder box; returns the clips chosen so far."""
-    uploads = st.file_uploader("Upload videos", type=list(VIDEO_TYPES),
+    uploads = st.file_uploader(t("Upload videos"), type=list(VIDEO_TYPES),
                                accept_multiple_files=True, key=_uploads_key(),
-                               help="Many files at once: mp4, avi, mov, mkv or webm")
-    folder = st.text_input("…and/or a folder on this machine", key=K_FOLDER,
+                               help=t("Many files at once: mp4, avi, mov, mkv or webm"))
+    folder = st.text_input(t("…and/or a folder on this machine"), key=K_FOLDER,
                            placeholder="/data/videos",
-                           help="Every video file in the folder and its subfolders is queued; "
-                                "the folder must be under the media roots (CHORD_MEDIA_ROOTS) "
-                                f"on the machine running Chord: {roots_text()}.")
+                           help=t("Every video file in the folder and its subfolders is "
+                                  "queued; the folder must be under the media roots "
+                                  "(CHORD_MEDIA_ROOTS) on the machine running Chord: {roots}.",
+                                  roots=roots_text()))
     clips = [PendingClip(u.name, "", "upload") for u in uploads or ()]
     if folder.strip():
         try:
@@ -75,9 +78,10 @@ def clip_inputs() -> list[PendingClip]:
         else:
             clips += found
             if truncated:
-                st.caption(f":material/info: Only the first {len(found)} videos are listed "
-                           f"(at most {MAX_LISTED}, {MAX_DEPTH} folder levels deep); choose "
-                           "a smaller folder for the rest.")
+                st.caption(":material/info: " + t(
+                    "Only the first {n} videos are listed (at most {max}, {depth} folder "
+                    "levels deep); choose a smaller folder for the rest.", n=len(found),
+                    max=MAX_LISTED, depth=MAX_DEPTH))
     _preview(clips, uploads or ())
     return clips
 
@@ -89,15 +93,17 @@ def _uploads_key() -> str:
 
 def _preview(clips: Sequence[PendingClip], uploads: Sequence[Any]) -> None:
     if not clips:
-        st.caption("Add videos: upload them, or give a folder path for big local files.")
+        st.caption(t("Add videos: upload them, or give a folder path for big local files."))
         return
     sizes = {u.name: u.size for u in uploads}
     total = sum(sizes.values())
-    st.markdown(f":material/video_library: **{len(clips)} clip{'s' if len(clips) != 1 else ''}"
-                f"** ready to queue" + (f" · {human_bytes(total)} uploaded" if total else ""))
+    ready = t("**{n} clips** ready to queue" if len(clips) != 1 else "**{n} clip** ready to queue",
+              n=len(clips))
+    st.markdown(":material/video_library: " + ready
+                + (" · " + t("{size} uploaded", size=human_bytes(total)) if total else ""))
     shown = ", ".join(md_escape(c.name) for c in clips[:PREVIEW_ROWS])
     more = len(clips) - PREVIEW_ROWS
-    st.caption(shown + (f" and {more} more" if more > 0 else ""))
+    st.caption(shown + (t(" and {n} more", n=more) if more > 0 else ""))
 
 
 def _saved_clips(clips: Sequence[PendingClip]) -> list[PendingClip]:
@@ -124,11 +130,12 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
                  model: str | None, model_ok: bool) -> None:
     """The Queue button; submits every clip as one batch."""
     running = _current() is not None and _current().finished_at is None
-    label = f"Queue {len(clips)} clip{'s' if len(clips) != 1 else ''}" if clips else "Queue"
+    label = (t("Queue {n} clips" if len(clips) != 1 else "Queue {n} clip", n=len(clips))
+             if clips else t("Queue"))
     if not model_ok:
-        st.caption(":material/info: Choose a model that is available (sidebar) to run.")
+        st.caption(":material/info: " + t("Choose a model that is available (sidebar) to run."))
     if running:
-        st.caption(":material/info: A batch is running; a new one queues behind it.")
+        st.caption(":material/info: " + t("A batch is running; a new one queues behind it."))
     if st.button(label, type="primary", icon=":material/playlist_play:", key="batch_queue",
                  disabled=not clips or not model_ok or model is None):
         kept, dropped = recheck(clips)
@@ -189,10 +196,10 @@ def _live(run: BatchRun) -> None:
             st.rerun()
         _header(run, metrics, live=True)
         if resources.job_manager().model_state().get("state") == "loading":
-            st.caption(":material/hourglass_top: The workers are loading the model; clips "
-                       "start as soon as it is ready.")
+            st.caption(":material/hourglass_top: " + t(
+                "The workers are loading the model; clips start as soon as it is ready."))
         _tables(states, workers, metrics)
-        st.button("Cancel all", key="batch_cancel", icon=":material/cancel:",
+        st.button(t("Cancel all"), key="batch_cancel", icon=":material/cancel:",
                   on_click=_cancel, args=(run,))
 
     poll()
@@ -211,13 +218,13 @@ def _finished(run: BatchRun) -> None:
     _tables(states, workers, metrics)
     _failures(states)
     manager, store = resources.job_manager(), resources.store()
-    st.download_button("Download results (ZIP)",
+    st.download_button(t("Download results (ZIP)"),
                        lambda: batch_zip(run, states, metrics, manager, store),
                        file_name=f"chord-{run.batch_id}.zip", mime="application/zip",
                        key=f"zip-{run.batch_id}", on_click="ignore", type="primary",
                        icon=":material/folder_zip:",
-                       help="One chord.result/v1 JSON per clip that has a result, plus "
-                            "summary.json (states, workers, busy time, speed-up).")
+                       help=t("One chord.result/v1 JSON per clip that has a result, plus "
+                              "summary.json (states, workers, busy time, speed-up)."))
 
 
 def _save_summary(run: BatchRun, states: Sequence[Any]) -> None:
@@ -230,36 +237,40 @@ def _save_summary(run: BatchRun, states: Sequence[Any]) -> None:
 
 
 def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
-    what = "Describe" if run.task == "describe" else f"Ground “{md_escape(run.query)}”"
-    st.subheader(f"Batch · {what}")
-    st.caption(f"`{run.batch_id}` · model {md_escape(run.model)} · {metrics.total} clips")
+    what = t("Describe") if run.task == "describe" else t("Ground “{query}”",
+                                                          query=md_escape(run.query))
+    st.subheader(t("Batch") + f" · {what}")
+    st.caption(t("{id} · model {model} · {n} clips", id=f"`{run.batch_id}`",
+                 model=md_escape(run.model), n=metrics.total))
     c = metrics.counts
     done, failed, skipped = c.get("done", 0), c.get("failed", 0), c.get("skipped", 0)
     finished = done + failed + skipped + c.get("cancelled", 0)
     cols = st.columns(5)
-    cols[0].metric("Done", f"{done} / {metrics.total - skipped}")
-    cols[1].metric("Failed", failed)
-    cols[2].metric("Skipped", skipped, help="Already analysed with the same settings: "
-                                            "the stored result is reused.")
-    cols[3].metric("Throughput", f"{metrics.per_min:.1f}/min",
-                   help="Clips analysed per minute since the batch began.")
-    cols[4].metric("Speed-up", f"×{metrics.speedup:.2f}",
-                   help="Σ worker busy time / wall time since the batch began: how many "
-                        "workers were kept busy on average.")
+    cols[0].metric(t("Done"), f"{done} / {metrics.total - skipped}")
+    cols[1].metric(t("Failed"), failed)
+    cols[2].metric(t("Skipped"), skipped, help=t("Already analysed with the same settings: "
+                                                 "the stored result is reused."))
+    cols[3].metric(t("Throughput"), t("{n}/min", n=f"{metrics.per_min:.1f}"),
+                   help=t("Clips analysed per minute since the batch began."))
+    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}",
+                   help=t("Σ worker busy time / wall time since the batch began: how many "
+                          "workers were kept busy on average."))
     frac = finished / metrics.total if metrics.total else 1.0
-    took = "running for" if live else "took"
-    st.progress(frac, text=f"{finished} of {metrics.total} finished · {took} "
-                           f"{human_duration(metrics.wall_s)}")
+    took = (t("{finished} of {total} finished · running for {time}") if live
+            else t("{finished} of {total} finished · took {time}"))
+    st.progress(frac, text=took.format(finished=finished, total=metrics.total,
+                                       time=human_duration(metrics.wall_s)))
 
 
 def _tables(states: Sequence[Any], workers: Sequence[dict[str, Any]], metrics: Any) -> None:
     rows = table_rows(states)
     st.dataframe(rows, hide_index=True, key="batch_table", column_config={
-        "progress": st.column_config.ProgressColumn("progress", min_value=0, max_value=100,
+        **{k: t(k) for k in ("state", "worker", "stage", "elapsed")},
+        "progress": st.column_config.ProgressColumn(t("progress"), min_value=0, max_value=100,
                                                     format="%.0f %%"),
-        "clip": st.column_config.TextColumn("clip", width="large"),
+        "clip": st.column_config.TextColumn(t("clip"), width="large"),
     })
-    st.markdown("**Workers**")
+    st.markdown("**" + t("Workers") + "**")
     st.dataframe(worker_rows(states, workers, metrics), hide_index=True, key="batch_workers")
 
 
@@ -267,7 +278,7 @@ def _failures(states: Sequence[Any]) -> None:
     failed = [s for s in states if s.state == "failed"]
     if not failed:
         return
-    st.markdown(f"**Failed clips** ({len(failed)})")
+    st.markdown("**" + t("Failed clips") + f"** ({len(failed)})")
     for s in failed:
         err = dict(s.error or {"message": "the analysis failed"})
         message = str(err.get("message") or "failed")

@@ -68,8 +68,9 @@ def process_rows(gpus: Sequence[Any]) -> list[dict[str, Any]]:
 def _gpu_table(gpus: Sequence[Any], labels: dict[int, str]) -> None:
     pct = {"min_value": 0, "max_value": 100, "format": "%.0f %%"}
     st.dataframe(gpu_rows(gpus, labels), hide_index=True, column_config={
-        "utilisation %": st.column_config.ProgressColumn("utilisation", **pct),
-        "memory %": st.column_config.ProgressColumn("memory used", **pct),
+        **{k: t(k) for k in ("name", "memory", "temp °C", "power", "processes", "job")},
+        "utilisation %": st.column_config.ProgressColumn(t("utilisation"), **pct),
+        "memory %": st.column_config.ProgressColumn(t("memory used"), **pct),
     })
 
 
@@ -91,24 +92,24 @@ def _gpu_charts(history: dict[int, list[Any]], window_s: float, names: dict[int,
     temp = {n: _series(s, "temperature_c", now) for n, s in items}
     power = {n: _series(s, "power_w", now) for n, s in items}
     a, b = st.columns(2)
-    a.plotly_chart(history_figure(util, title="Utilisation", y_title="%", y_range=(0, 100),
+    a.plotly_chart(history_figure(util, title=t("Utilisation"), y_title="%", y_range=(0, 100),
                                   window_s=window_s), key="gpu-util",
                    config={"displayModeBar": False})
-    b.plotly_chart(history_figure(mem, title="Memory used", y_title="GiB", window_s=window_s),
+    b.plotly_chart(history_figure(mem, title=t("Memory used"), y_title="GiB", window_s=window_s),
                    key="gpu-mem", config={"displayModeBar": False})
     c, d = st.columns(2)
-    c.plotly_chart(history_figure(temp, title="Temperature", y_title="°C", window_s=window_s),
+    c.plotly_chart(history_figure(temp, title=t("Temperature"), y_title="°C", window_s=window_s),
                    key="gpu-temp", config={"displayModeBar": False})
-    d.plotly_chart(history_figure(power, title="Power", y_title="W", window_s=window_s),
+    d.plotly_chart(history_figure(power, title=t("Power"), y_title="W", window_s=window_s),
                    key="gpu-power", config={"displayModeBar": False})
 
 
 def _host(sampler: Any, window_s: float, *, heading: bool) -> None:
     latest = sampler.system_latest()
     if heading:
-        st.subheader("Host")
+        st.subheader(t("Host"))
     if latest is None:
-        st.caption("Collecting CPU/RAM readings…")
+        st.caption(t("Collecting CPU/RAM readings…"))
         return
     m1, m2 = st.columns(2)
     m1.metric("CPU", _fmt(latest.cpu_pct, ".0f", " %"))
@@ -121,7 +122,7 @@ def _host(sampler: Any, window_s: float, *, heading: bool) -> None:
                                   y_title="%", y_range=(0, 100), window_s=window_s),
                    key="host-cpu", config={"displayModeBar": False})
     b.plotly_chart(history_figure({"RAM": _series(hist, "ram_used_mib", now, MIB_PER_GIB)},
-                                  title="RAM used", y_title="GiB",
+                                  title=t("RAM used"), y_title="GiB",
                                   y_range=(0, latest.ram_total_mib / MIB_PER_GIB),
                                   window_s=window_s),
                    key="host-ram", config={"displayModeBar": False})
@@ -173,15 +174,17 @@ def startup_text(startup: dict[str, float] | None) -> str:
 
 
 def _workers(workers: Sequence[dict[str, Any]], manager: Any) -> None:
-    st.subheader("Workers")
-    st.caption(f"Chord's model runs in {len(workers)} worker process"
-               f"{'es' if len(workers) != 1 else ''}; each loads the model once and takes "
-               "jobs from the shared queue.")
-    st.dataframe(worker_table_rows(workers, manager), hide_index=True, key="workers-table")
+    st.subheader(t("Workers"))
+    st.caption(t("Chord's model runs in {n} worker process(es); each loads the model once "
+                 "and takes jobs from the shared queue.", n=len(workers)))
+    st.dataframe(worker_table_rows(workers, manager), hide_index=True, key="workers-table",
+                 column_config={k: t(k) for k in ("worker", "devices", "state", "job",
+                                                  "queued", "tasks done", "busy", "restarts",
+                                                  "ready in")})
     cluster = resources.cluster()
     for note in cluster.notes:
         st.caption(f":material/info: {note}")
-    with st.expander("Worker plan", icon=":material/account_tree:"):
+    with st.expander(t("Worker plan"), icon=":material/account_tree:"):
         for line in cluster.plan.lines:
             st.markdown(f"- {line}")
 
@@ -197,23 +200,23 @@ def dashboard() -> None:
         workers = manager.workers()
         labels = device_labels(workers, manager)
         if not sampler.available:
-            st.info(f"No NVIDIA GPU to show: {sampler.reason}. Charting CPU and RAM instead.",
-                    icon=":material/developer_board_off:")
+            st.info(t("No NVIDIA GPU to show: {reason}. Charting CPU and RAM instead.",
+                      reason=sampler.reason), icon=":material/developer_board_off:")
             _workers(workers, manager)
             _host(sampler, window, heading=True)
             return
         gpus = sampler.latest()
         if not gpus:
-            st.caption("Collecting the first GPU readings…")
+            st.caption(t("Collecting the first GPU readings…"))
             _workers(workers, manager)
             return
         _gpu_table(gpus, labels)
         procs = process_rows(gpus)
         if procs:
-            st.markdown("**Processes on the GPUs**")
+            st.markdown("**" + t("Processes on the GPUs") + "**")
             st.dataframe(procs, hide_index=True)
         else:
-            st.caption("No compute processes on the GPUs right now.")
+            st.caption(t("No compute processes on the GPUs right now."))
         _workers(workers, manager)
         _gpu_charts(sampler.history(), window, series_names(gpus, labels))
         _host(sampler, window, heading=True)

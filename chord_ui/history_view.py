@@ -2,7 +2,10 @@
 Analyze views, read a failure's message, or delete it.
 
 Rows come from the SQLite store (``resources.store``) — they survive restarts. Jobs the
-shared manager is still working on show their live state. "Open in Analyze" files the stored
+shared manager is still working on show their live state: while the page shows one, the
+table and the selected job refresh on their own every REFRESH_S seconds (a fragment; the
+rest of the page is not rerun). A cancelled grounding job keeps the frames it finished (a
+partial result), which opens in Analyze like a finished one. "Open in Analyze" files the stored
 result in the Analyze page's session state (``session.show_stored``) under the clip and task,
 then switches page: the Analyze views render it like a fresh result (frames only while the
 clip file is still there).
@@ -23,12 +26,14 @@ from chord_core.errors import ChordError
 from chord_core.types import Result
 from chord_ui import resources, session
 from chord_ui.formatting import human_duration, md_escape, summary_line
+from chord_ui.i18n import t
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
 from chord_ui.uploads import ClipSource, local_source, servable, uploads_dir
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 20
+REFRESH_S = 2.0  # while a job on the page is queued or running
 PREVIEW_CHARS = 280
 K_TABLE, K_PAGE, K_FILTER = "history_table", "history_page", "history_filter"
 K_CONFIRM, K_NOTICE = "history_confirm_delete", "history_notice"
@@ -71,7 +76,7 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
             "clip": _clip_name(r), "task": r["task"], "query": r["query"] or "—",
             "model": r["model"] or "—",
-            "state": r["state"],
+            "state": t(r["state"]),
             "duration": human_duration(dur) if dur is not None else "—"})
     return out
 
@@ -79,32 +84,53 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def history() -> None:
     """Filter, page, table with row selection, then the selected job's details."""
     store = resources.store()
-    choice = st.segmented_control("Show", list(FILTERS), format_func=FILTERS.get,
+    choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
                                   key=K_FILTER, default="all", required=True) or "all"
     state = None if choice == "all" else choice
     total = store.count_jobs(state=state)
-    _notice()
     if total == 0:
-        st.info("Nothing here yet. Analyses you run on the Analyze or Batch page appear here, "
-                "newest first.", icon=":material/history:")
+        _notice()
+        st.info(t("Nothing here yet. Analyses you run on the Analyze or Batch page appear "
+                  "here, newest first."), icon=":material/history:")
         return
     pages = max(1, math.ceil(total / PAGE_SIZE))
     page = 1
     if pages > 1:
-        page = int(st.number_input("Page", 1, pages, 1, key=K_PAGE))
+        page = int(st.number_input(t("Page"), 1, pages, 1, key=K_PAGE))
+    live = any(r["state"] in ("queued", "running") for r in _page_rows(state, page))
+    st.fragment(_table, run_every=REFRESH_S if live else None)(state, page, pages, live)
+
+
+def _page_rows(state: str | None, page: int) -> list[dict[str, Any]]:
     manager = resources.job_manager()
-    rows = [live_row(r, manager) for r in store.list_jobs(PAGE_SIZE, (page - 1) * PAGE_SIZE,
-                                                           state=state)]
-    st.caption(f"{total} analys{'es' if total != 1 else 'is'} · page {page} of {pages} · "
-               f"newest first · stored in `{store.path}`")
+    return [live_row(r, manager) for r in resources.store().list_jobs(
+        PAGE_SIZE, (page - 1) * PAGE_SIZE, state=state)]
+
+
+def _table(state: str | None, page: int, pages: int, live: bool) -> None:
+    """The page's rows and the selected job. Refreshed every REFRESH_S seconds while a job
+    on the page is unfinished; once none is, one full rerun stops the refreshing."""
+    store = resources.store()
+    _notice()  # a delete (a button in here) reruns only this fragment
+    rows = _page_rows(state, page)
+    if live and not any(r["state"] in ("queued", "running") for r in rows):
+        st.rerun(scope="app")
+    total = store.count_jobs(state=state)
+    unfinished = sum(r["state"] in ("queued", "running") for r in rows)
+    st.caption(t("{total} analyses · page {page} of {pages} · newest first · stored in "
+                 "`{path}`", total=total, page=page, pages=pages, path=store.path)
+               + (t(" · {n} unfinished: refreshed every {s} s", n=unfinished,
+                    s=f"{REFRESH_S:g}") if unfinished else ""))
+    labels = {k: t(k) for k in ("time", "task", "model", "state", "duration")}
     event = st.dataframe(table_rows(rows), hide_index=True, key=K_TABLE, on_select="rerun",
                          selection_mode="single-row", column_config={
-                             "clip": st.column_config.TextColumn("clip", width="medium"),
-                             "query": st.column_config.TextColumn("query", width="medium")})
+                             **labels,
+                             "clip": st.column_config.TextColumn(t("clip"), width="medium"),
+                             "query": st.column_config.TextColumn(t("query"), width="medium")})
     picked = [i for i in event.selection.rows if 0 <= i < len(rows)]
     if not picked:
-        st.caption(":material/touch_app: Select a row to open it in Analyze, read its error, "
-                   "or delete it.")
+        st.caption(":material/touch_app: " + t("Select a row to open it in Analyze, read its "
+                                                "error, or delete it."))
         return
     _details(rows[picked[0]])
 
@@ -121,78 +147,80 @@ def _details(row: dict[str, Any]) -> None:
         st.subheader(f"{md_escape(_clip_name(row))} · {row['task']}")
         st.caption(" · ".join(_facts(row)))
         if row["query"]:
-            st.markdown(f"**{'Target' if row['task'] == 'ground' else 'Prompt'}:** "
-                        f"{md_escape(row['query'])}")
+            what = t("Target") if row["task"] == "ground" else t("Prompt")
+            st.markdown(f"**{what}:** {md_escape(row['query'])}")
         if not servable(row["video_path"]):
-            st.caption(f":material/warning: The video file at {md_escape(row['video_path'])} "
-                       "is gone or outside the media roots; the stored result can still be "
-                       "opened (without frames).")
-        _state_message(row)
-        if state == "done":
-            _preview(job_id)
-        _actions(row, state)
+            st.caption(":material/warning: " + t(
+                "The video file at {path} is gone or outside the media roots; the stored "
+                "result can still be opened (without frames).", path=md_escape(row["video_path"])))
+        result = _stored_result(job_id) if state in ("done", "cancelled") else None
+        _state_message(row, partial=result is not None and result.partial)
+        if result is not None:
+            _preview(result)
+        _actions(row, state, has_result=result is not None)
 
 
 def _facts(row: dict[str, Any]) -> list[str]:
     when = datetime.fromtimestamp(row["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S")
-    facts = [f"`{row['job_id']}`", when, f"model {md_escape(row['model'] or '—')}"]
+    facts = [f"`{row['job_id']}`", when,
+             t("model {name}", name=md_escape(row["model"] or "—"))]
     dur = duration_s(row)
     if dur is not None:
         facts.append(human_duration(dur))
     if row.get("worker"):
-        facts.append(f"worker {md_escape(row['worker'])}")
+        facts.append(t("worker {name}", name=md_escape(row["worker"])))
     if row.get("batch_id"):
-        facts.append(f"batch `{row['batch_id']}`")
+        facts.append(t("batch {id}", id=f"`{row['batch_id']}`"))
     return facts
 
 
-def _preview(job_id: str) -> None:
+def _preview(result: Result) -> None:
     """One line of the stored result: the grounding outcome or the description's start."""
-    result = _stored_result(job_id)
-    if result is None:
-        return
     if result.task in ("ground", "entail"):
         st.markdown(md_escape(summary_line(result)))
         return
     text = " ".join(result.text.split())
     more = "…" if len(text) > PREVIEW_CHARS else ""
     st.markdown(f"> {md_escape(text[:PREVIEW_CHARS])}{more}" if text
-                else "_(the model returned no text)_")
+                else "_" + t("(the model returned no text)") + "_")
 
 
-def _state_message(row: dict[str, Any]) -> None:
+def _state_message(row: dict[str, Any], *, partial: bool = False) -> None:
     state = row["state"]
     if state == "failed":
         show_error(row.get("error") or {"message": "the analysis failed (no message kept)"})
+    elif state == "cancelled" and partial:
+        st.warning(t("Cancelled. **Partial result**: the frames finished before Cancel are "
+                     "kept."), icon=":material/incomplete_circle:")
     elif state == "cancelled":
-        st.info("This analysis was cancelled.", icon=":material/stop_circle:")
+        st.info(t("This analysis was cancelled."), icon=":material/stop_circle:")
     elif state in ("queued", "running"):
-        st.info("Still in progress; its result will be kept here when it finishes.",
+        st.info(t("Still in progress; its result will be kept here when it finishes."),
                 icon=":material/hourglass_top:")
 
 
-def _actions(row: dict[str, Any], state: str) -> None:
+def _actions(row: dict[str, Any], state: str, *, has_result: bool = False) -> None:
     job_id = row["job_id"]
     cols = st.columns([1, 1, 2])
-    if state == "done" and cols[0].button("Open in Analyze", key=f"open-{job_id}",
-                                          type="primary", icon=":material/open_in_new:",
-                                          width="stretch"):
+    if has_result and cols[0].button(t("Open in Analyze"), key=f"open-{job_id}",
+                                     type="primary", icon=":material/open_in_new:",
+                                     width="stretch"):
         if open_in_analyze(row):
             st.switch_page(ANALYZE_PAGE)
     if state in ("queued", "running"):
-        cols[1].button("Cancel", key=f"cancel-{job_id}", icon=":material/stop_circle:",
+        cols[1].button(t("Cancel"), key=f"cancel-{job_id}", icon=":material/stop_circle:",
                        on_click=_cancel, args=(job_id,), width="stretch")
         return
     if st.session_state.get(K_CONFIRM) != job_id:
-        cols[1].button("Delete…", key=f"delete-{job_id}", icon=":material/delete:",
+        cols[1].button(t("Delete…"), key=f"delete-{job_id}", icon=":material/delete:",
                        on_click=_ask_delete, args=(job_id,), width="stretch")
         return
-    st.warning("Delete this analysis and its stored result? This cannot be undone.",
+    st.warning(t("Delete this analysis and its stored result? This cannot be undone."),
                icon=":material/warning:")
     yes, no = st.columns([1, 3])
-    yes.button("Yes, delete", key="confirm_delete", type="primary", on_click=_delete,
+    yes.button(t("Yes, delete"), key="confirm_delete", type="primary", on_click=_delete,
                args=(job_id, _clip_name(row)))
-    no.button("Keep it", key="cancel_delete", on_click=_ask_delete, args=(None,))
+    no.button(t("Keep it"), key="cancel_delete", on_click=_ask_delete, args=(None,))
 
 
 def _ask_delete(job_id: str | None) -> None:
@@ -212,7 +240,7 @@ def _delete(job_id: str, name: str) -> None:
         return
     st.session_state[K_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
     if deleted:
-        st.session_state[K_NOTICE] = f"Deleted the analysis of {name}."
+        st.session_state[K_NOTICE] = t("Deleted the analysis of {name}.", name=name)
         log.info("deleted job %s from the store", job_id)
 
 
@@ -246,7 +274,7 @@ def open_in_analyze(row: dict[str, Any]) -> bool:
     if result is None:
         show_error({"message": f"the stored result of {row['job_id']} could not be read",
                     "hint": "run the analysis again; the store may come from another "
-                            "Chord version"})
+                            "Chord version"})  # said in Chinese by chord_ui.messages
         return False
     clip = clip_for(row)
     st.session_state[K_CLIP] = clip
@@ -254,6 +282,7 @@ def open_in_analyze(row: dict[str, Any]) -> bool:
     st.session_state[K_TASK] = row["task"]
     st.session_state[K_TARGET if row["task"] == "ground" else K_PROMPT] = row["query"]
     elapsed = duration_s(row) or result.timing.total_s
-    session.show_stored(clip, row["task"], session.Outcome(row["job_id"], "done", result,
+    state = "cancelled" if row["state"] == "cancelled" else "done"  # cancelled: partial
+    session.show_stored(clip, row["task"], session.Outcome(row["job_id"], state, result,
                                                            None, elapsed))
     return True

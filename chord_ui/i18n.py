@@ -1,7 +1,8 @@
 """The interface language: English or Simplified Chinese.
 
 Every label, help text and message the pages show goes through ``t(english, **fields)``: the
-English text is the key, ``chord_ui.locale_zh.ZH`` holds its Chinese. The language is the
+English text is the key, ``chord_ui.locale_zh.ZH`` (Analyze) and
+``chord_ui.locale_zh_pages.ZH_PAGES`` (the other pages) hold its Chinese. The language is the
 user's choice (the sidebar switch, kept in the URL as ``?lang=zh`` so a reload or a shared
 link keeps it), else the browser's language (``st.context.locale``). Results, JSON exports
 and everything ``chord_core`` stores stay in English whatever the interface shows.
@@ -14,7 +15,10 @@ from typing import Any
 
 import streamlit as st
 
-from chord_ui.locale_zh import ZH
+from chord_ui.locale_zh import ZH as _ZH_ANALYZE
+from chord_ui.locale_zh_pages import ZH_PAGES
+
+ZH: dict[str, str] = {**ZH_PAGES, **_ZH_ANALYZE}  # every Chinese text the pages look up
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ def job_progress(job_id: str) -> None:
     def poll() -> None:
         manager = resources.job_manager()
         status = manager.status(job_id)
-        if status.state.finished:
+        if status.state.finished and not status.settling:
             st.rerun()
         left_s = time_left_s(status.events)
         with st.container(border=True, key="job-progress"):
@@ -47,8 +47,9 @@ def job_progress(job_id: str) -> None:
                 fraction = progress_fraction(status.events, status.state.value)
                 st.progress(progress_value(fraction, status.elapsed_s, left_s))
                 st.caption(_times(status, left_s, manager))
-                st.button(t("Cancel"), key=f"cancel-{job_id}", on_click=_cancel,
-                          args=(job_id,), icon=":material/stop_circle:")
+                if not status.state.finished:
+                    st.button(t("Cancel"), key=f"cancel-{job_id}", on_click=_cancel,
+                              args=(job_id,), icon=":material/stop_circle:")
             with right:
                 resource_strip()
 
@@ -71,6 +72,8 @@ def _times(status: JobStatus, left_s: float | None, manager: object) -> str:
 
 def _headline(status: JobStatus) -> str:
     """Stage line; before the first event a running job is loading its model."""
+    if status.settling:
+        return t("Cancelled — keeping the frames finished so far…")
     event = status.last_event
     if event is None and status.state.value == "running":
         model_state = resources.job_manager().model_state()

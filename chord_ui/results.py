@@ -57,8 +57,9 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
                   elapsed=human_duration(outcome.elapsed_s)), icon=":material/stop_circle:")
         if outcome.result is None:
             return
-        st.warning(t("**Partial result** — only the frames finished before Cancel are in it."),
-                   icon=":material/incomplete_circle:")
+        if outcome.result.partial:
+            st.warning(t("**Partial result** — only the frames finished before Cancel are "
+                         "in it."), icon=":material/incomplete_circle:")
     result = outcome.result
     if result is None:
         return

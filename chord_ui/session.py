@@ -35,10 +35,11 @@ class Outcome:
     result: Result | None = None
     error: dict[str, str] | None = None
     elapsed_s: float = 0.0
+    settling: bool = False  # cancelled; the frames it finished are still on their way
 
     @property
     def finished(self) -> bool:
-        return self.state in FINISHED_STATES
+        return self.state in FINISHED_STATES and not self.settling
 
 
 def _jobs() -> dict[str, str]:
@@ -129,7 +130,8 @@ def job_outcome(job_id: str) -> Outcome | None:
         status = resources.job_manager().status(job_id)
     except KeyError:
         return _stored_outcome(job_id)
-    return Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s)
+    return Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s,
+                   status.settling)
 
 
 def _stored_outcome(job_id: str) -> Outcome | None:
@@ -138,7 +140,7 @@ def _stored_outcome(job_id: str) -> Outcome | None:
     if row is None:
         return None
     result = None
-    if row["state"] == "done":
+    if row["state"] in ("done", "cancelled"):  # cancelled: a partial result, if any
         doc = store.get_result(job_id)
         try:
             result = Result.from_dict(doc) if doc is not None else None

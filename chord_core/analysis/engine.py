@@ -14,14 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from chord_core.analysis.describe_batch import DESCRIBE_BATCH
-from chord_core.analysis.ground_chunks import FrameOutput, GroundChunk, assemble_ground
+from chord_core.analysis.ground_chunks import GroundChunk, assemble_ground, merge_chunks
 from chord_core.analysis.request import (
-    GROUND_MAX_NEW_TOKENS,
     AnalysisRequest,
     Clock,
     ProgressFn,
@@ -34,7 +34,7 @@ from chord_core.config import (
     SamplingConfig,
     injected_oom_faults,
 )
-from chord_core.errors import ResourceError
+from chord_core.errors import JobCancelled, ResourceError
 from chord_core.types import (
     ModelInfo,
     Result,
@@ -156,8 +156,16 @@ class Engine:
         load_s = time.perf_counter() - t
         if fresh:
             clock.emit("placed", f"model {lm.info.id} {lm.placement}")
-        body, sampling_plan, warnings, decode_s = self._run_with_budget(
-            lm, info, sampling_plan, request, clock)
+        try:
+            body, sampling_plan, warnings, decode_s = self._run_with_budget(
+                lm, info, sampling_plan, request, clock)
+        except JobCancelled as exc:  # per-frame grounding keeps the frames done, as a Result
+            chunk, exc.partial = exc.partial, None
+            if isinstance(chunk, GroundChunk) and request.ground_method == "per_frame":
+                exc.partial = merge_chunks(request, info, sampling_plan, [chunk], lm.info,
+                                           probe_s=probe_s, t0=time.time() - clock.elapsed(),
+                                           partial=True)
+            raise
         timing = Timing(probe_s=probe_s, load_s=load_s, decode_s=decode_s,
                         preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
                         postprocess_s=body.pop("postprocess_s", 0.0),
@@ -309,36 +317,11 @@ class Engine:
 
     def _ground_frames(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
                        request: AnalysisRequest, clock: Clock) -> GroundChunk:
-        from chord_core.model import loading as m
-        n = sampling_plan.num_frames
-        clock.emit("grounding_frames", f"frame 0/{n}", 0, n)
-        reductions: list[str] = []
-        batch = [request.batch_size or self.model_cfg.batch_size]
-        t = time.perf_counter()
+        from chord_core.analysis.frame_ground import ground_frames
 
-        def run():
-            return m.ground_images(
-                lm, list(frames), request.query, batch_size=batch[0],
-                max_new_tokens=min(request.max_new_tokens, GROUND_MAX_NEW_TOKENS),
-                min_new_tokens=request.min_new_tokens,
-                on_batch=lambda done, total: clock.emit(
-                    "grounding_frames", f"frame {done}/{total}", done, total),
-                cancel=clock.cancel)
-
-        outputs = self._oom_guard(run, reductions, batch)
-        outs = tuple(FrameOutput(idx, ts, o.text, tuple(o.input_wh)) for o, idx, ts in
-                     zip(outputs, sampling_plan.frame_indices, sampling_plan.timestamps_s))
-        generate_s, score_s = time.perf_counter() - t, 0.0
-        if request.score_boxes:
-            from chord_core.analysis.box_scores import score_outputs
-
-            clock.emit("scoring", "scoring the boxes")
-            outs, score_s = self._oom_guard(lambda: score_outputs(
-                lm, outs, frames, request.query, batch_size=max(batch[0], 16),
-                cancel=clock.cancel), reductions, batch)
-        return GroundChunk(outs, preprocess_s=sum(getattr(o, "preprocess_s", 0.0)
-                                                  for o in outputs),
-                           generate_s=generate_s, score_s=score_s, warnings=tuple(reductions))
+        return ground_frames(lm, sampling_plan, frames, request, clock,
+                             batch_size=request.batch_size or self.model_cfg.batch_size,
+                             guard=self._oom_guard)
 
     def _oom_guard(self, call: Callable, reductions: list[str], batch: list[int] | None = None):
         """Run a model call; on CUDA out-of-memory free the cache and retry with half the

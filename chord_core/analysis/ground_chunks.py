@@ -8,7 +8,7 @@ over all of them in frame order — the same code the single-clip path runs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from chord_core.analysis import grounding as g
@@ -72,14 +72,31 @@ def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
             "score_s": sum(c.score_s for c in chunks)}
 
 
+def done_frames(sampling_plan: SamplingPlan, chunks: Sequence[GroundChunk]
+                ) -> tuple[SamplingPlan, str]:
+    """The plan cut down to the frames the chunks hold (a cancelled job's frames done, in
+    frame order, with the times they were read at), and the note saying so."""
+    outs = sorted((o for c in chunks for o in c.outputs), key=lambda o: o.frame_index)
+    done = replace(sampling_plan, frame_indices=tuple(o.frame_index for o in outs),
+                   timestamps_s=tuple(o.t_s for o in outs))
+    return done, (f"partial result: the job was cancelled after {len(outs)} of "
+                  f"{sampling_plan.num_frames} planned frames were grounded; only those are in it")
+
+
 def merge_chunks(request: AnalysisRequest, info: VideoInfo, sampling_plan: SamplingPlan,
                  chunks: Sequence[GroundChunk], model: ModelInfo, *, probe_s: float,
-                 t0: float) -> Result:
+                 t0: float, partial: bool = False) -> Result:
     """One grounding Result from the chunks of a split job (``t0``: when it was planned,
-    wall-clock seconds)."""
+    wall-clock seconds). ``partial``: the job was cancelled and the chunks hold only the
+    frames done by then; the result lists just those frames and says it is partial."""
+    note = ""
+    if partial:
+        sampling_plan, note = done_frames(sampling_plan, chunks)
     body = assemble_ground(info, sampling_plan, request.query, chunks, model.coords)
     timing = Timing(probe_s=probe_s, decode_s=sum(c.decode_s for c in chunks),
                     preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
                     score_s=body.pop("score_s", 0.0), total_s=time.time() - t0)
-    warnings = tuple(info.warnings) + tuple(sampling_plan.notes) + tuple(body.pop("warnings"))
-    return build_result(request, info, sampling_plan, model, timing, warnings, **body)
+    warnings = ((note,) if note else ()) + tuple(info.warnings) + tuple(sampling_plan.notes) \
+        + tuple(body.pop("warnings"))
+    return build_result(request, info, sampling_plan, model, timing, warnings, partial=partial,
+                        **body)

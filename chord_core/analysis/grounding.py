@@ -217,7 +217,7 @@ def _salvage(text: str, start: int, end: int | None, pairs: dict[int, int | None
     if not opens:
         items.extend(_keyed_items(span))
     if cut:
-        warns.append(f"the answer was cut off (raise max new tokens); kept {len(items)} "
+        warns.append(f"the answer was cut off at the per-frame length limit; kept {len(items)} "
                      f"complete item(s), dropped the rest: {_snip(span[-40:])}")
     elif not items and not warns and (opens or _KEYED.search(span)):
         warns.append(f"no boxes could be read from the answer: {_snip(span)}")

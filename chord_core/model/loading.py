@@ -344,12 +344,15 @@ def ground_images(lm: LoadedModel, images: Sequence[np.ndarray], target: str, *,
                   batch_size: int = 8, max_new_tokens: int = 256,
                   min_new_tokens: int | None = None,
                   on_batch: Callable[[int, int], None] | None = None,
-                  cancel: threading.Event | None = None) -> list[GroundOutput]:
+                  cancel: threading.Event | None = None,
+                  into: list[GroundOutput] | None = None) -> list[GroundOutput]:
     """Ground ``target`` in each image (one request per image, batched). Returns one output
-    per image, in order; ``on_batch(done_images, total_images)`` after each batch."""
+    per image, in order; ``on_batch(done_images, total_images)`` after each batch. ``into``
+    (a list) receives the outputs as each batch ends, so a caller still has the finished
+    ones when a cancel (JobCancelled) stops the loop."""
     if batch_size < 1:
         raise ConfigError(f"batch size must be ≥ 1, got {batch_size}", hint="use --batch-size 8")
-    outputs: list[GroundOutput] = []
+    outputs: list[GroundOutput] = [] if into is None else into
     total = len(images)
     for start in range(0, total, batch_size):
         _raise_if_cancelled(cancel)

@@ -79,6 +79,9 @@ class JobStatus:
     result: Result | None = None
     error: dict[str, str] | None = None
     worker: str | None = None
+    # cancelled, and its workers are still handing back the frames they finished (the
+    # partial result lands in ``result`` within moments; ``settling`` then turns False)
+    settling: bool = False
 
     @property
     def elapsed_s(self) -> float:

@@ -23,6 +23,7 @@ from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
 from chord_core.errors import ChordError, internal_error
 from chord_core.runtime import crashes
 from chord_core.runtime.balancer import Balancer
+from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
 from chord_core.runtime.jobs import (
     MAX_EVENTS_KEPT,
@@ -131,20 +132,11 @@ class JobManager(JobTable):
             job = self._jobs.get(job_id)
             if job is None or job.status.state.finished:
                 return False
-            self._drop_tasks(job)
+            drop_tasks(job, self._tasks, self._workers, keep=True)
             self._finish(job, JobState.CANCELLED)
+            # the partial result now, or once its grounding tasks hand back their frames
+            settle(job, self._tasks, self._workers, self._link)
             return True
-
-    def _drop_tasks(self, job: JobEntry) -> None:
-        """Stop the job's tasks: running ones are cancelled, queued ones taken off."""
-        for tid in job.tasks:
-            ts = self._tasks[tid]
-            handle = self._workers[ts.worker].handle if ts.worker else None
-            if ts.state == "running" and handle is not None:
-                handle.cancel(tid)
-            elif ts.state == "pending" and ts.worker:
-                dequeue(self._workers, ts)
-            ts.state = "failed"
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Block until every worker has loaded its model (or failed to)."""
@@ -233,11 +225,14 @@ class JobManager(JobTable):
 
     def _requeue_after_death(self, w: WorkerSlot) -> None:
         """Re-queue what the dead worker ran (``scheduling.requeue_after_death``); the jobs of
-        tasks that have now died alone MAX_ATTEMPTS times fail, naming their clip."""
+        tasks that have now died alone MAX_ATTEMPTS times fail, naming their clip. A
+        cancelled task it was stopping hands back nothing."""
+        for tid in [t for t in w.batch if self._tasks[t].state == "stopping"]:
+            self._stopped(self._tasks[tid], None)
         for ts in requeue_after_death(w, self._tasks, MAX_ATTEMPTS):
             self.balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
             job = self._jobs[ts.task.job_id]
-            self._drop_tasks(job)
+            drop_tasks(job, self._tasks, self._workers)
             if not job.status.state.finished:
                 err = crashes.poisoned_clip_error(ts.task.request.video_path, ts.attempts,
                                                   w.spec.worker_id)
@@ -256,6 +251,7 @@ class JobManager(JobTable):
                     for event in events:
                         self._handle(event)
                     self._respawn_due()
+                    settle_overdue(self._jobs, self._tasks, self._workers, self._link)
                     self._plan_new_jobs()
                     self._feed_idle_workers()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
@@ -276,7 +272,7 @@ class JobManager(JobTable):
         elif isinstance(msg, Done):
             self._on_done(w, msg.task_id, msg.payload, msg.busy_s)
         elif isinstance(msg, Failed):
-            self._on_failed(w, msg.task_id, msg.error)
+            self._on_failed(w, msg.task_id, msg.error, msg.partial)
         elif isinstance(msg, Stopped):
             w.state = "stopped"
         elif isinstance(msg, WorkerDied) and w.state not in ("failed", "stopped"):
@@ -373,6 +369,8 @@ class JobManager(JobTable):
         w.ended(tid)
         w.busy_s, w.tasks_done, w.deaths_in_row = w.busy_s + busy_s, w.tasks_done + 1, 0
         ts = self._tasks.get(tid)
+        if ts is not None and ts.state == "stopping":  # finished as the cancel arrived
+            return self._stopped(ts, payload)
         if ts is None or ts.state != "running":
             return  # cancelled meanwhile, or a duplicate after a restart: ignore
         ts.state, ts.payload = "done", payload
@@ -385,9 +383,11 @@ class JobManager(JobTable):
         elif all(self._tasks[t].state == "done" for t in job.tasks):
             self._finish(job, JobState.DONE, result=self._merge(job, w))
 
-    def _on_failed(self, w: WorkerSlot, tid: str, error: dict) -> None:
+    def _on_failed(self, w: WorkerSlot, tid: str, error: dict, partial: Any = None) -> None:
         w.ended(tid)
         ts = self._tasks.get(tid)
+        if ts is not None and ts.state == "stopping":  # cancelled: with its finished frames
+            return self._stopped(ts, partial)
         if ts is None or ts.state != "running":
             return
         ts.state = "failed"
@@ -397,6 +397,10 @@ class JobManager(JobTable):
             cancelled = error.get("type") == "JobCancelled"
             self._finish(job, JobState.CANCELLED if cancelled else JobState.FAILED,
                          error=None if cancelled else error)
+
+    def _stopped(self, ts: TaskState, payload: Any) -> None:
+        ts.state, ts.payload = "stopped", payload
+        settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
 
     def _merge(self, job: JobEntry, w: WorkerSlot) -> Result:
         chunks: list[GroundChunk] = [self._tasks[t].payload for t in job.tasks]

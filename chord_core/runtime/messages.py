@@ -70,9 +70,13 @@ class Done:
 
 @dataclass(frozen=True)
 class Failed:
+    """``partial``: a cancelled grounding task's frames finished by then, as ``Done``'s
+    payload would be (a partial Result, or a GroundChunk); None for anything else."""
+
     worker_id: str
     task_id: str
     error: dict[str, str]
+    partial: Any = None
 
 
 @dataclass(frozen=True)

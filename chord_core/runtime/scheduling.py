@@ -74,7 +74,9 @@ class TaskState:
 
     task: Task
     worker: str | None = None
-    state: str = "pending"           # pending | running | done | failed
+    # pending | running | done | failed; a cancelled grounding task: stopping (its worker
+    # was told) → stopped (it answered, ``payload`` = the frames it had finished, or None)
+    state: str = "pending"
     attempts: int = 0                # times its worker died while it ran alone
     solo: bool = False               # run it alone (it was in a batch whose worker died)
     last_event: ProgressEvent | None = None
@@ -92,6 +94,7 @@ class JobEntry:
     plan: Any = None
     t0: float = 0.0
     probe_s: float = 0.0
+    settle_by: float = 0.0           # cancelled: monotonic time to stop waiting for partials
 
 
 def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],

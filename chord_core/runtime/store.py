@@ -13,7 +13,8 @@ front, so two writers wait for each other instead of failing with "database is l
 
 States: queued → running → done | failed | cancelled; running → queued (``requeue_running``
 after a crash); failed | cancelled → queued (retry). ``done`` is only reached through
-``save_result``, so a done job always has its result. Times are seconds since the epoch.
+``save_result``, so a done job always has its result; a cancelled job may have one too
+(``save_result(state="cancelled")``: the frames it finished, marked ``partial``). Times are seconds since the epoch.
 
 Damage: a store file that is empty (0 bytes), not SQLite at all, or fails SQLite's quick
 check is moved aside as ``chord.sqlite3.corrupt-<time>`` and a fresh store is started; the
@@ -275,12 +276,16 @@ class Store:
             raise KeyError(f"no job {job_id!r}")
         return str(row["state"])
 
-    def save_result(self, job_id: str, result: Mapping[str, Any] | Any) -> None:
+    def save_result(self, job_id: str, result: Mapping[str, Any] | Any, *,
+                    state: str = "done") -> None:
         """Store the job's ``chord.result/v1`` document and mark it done — one transaction.
-        Saving again replaces the stored result (never a second copy)."""
+        Saving again replaces the stored result (never a second copy). ``state``
+        "cancelled": a cancelled job's partial result (the job stays cancelled)."""
         doc = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         if doc.get("schema") != SCHEMA:
             raise ValueError(f"not a {SCHEMA} document (schema={doc.get('schema')!r})")
+        if state not in ("done", "cancelled"):
+            raise ValueError(f"a result is saved as done or cancelled, not {state!r}")
         text = json.dumps(doc, ensure_ascii=False)
         with self._write() as conn:
             old = self._current_state(conn, job_id)
@@ -291,8 +296,9 @@ class Store:
                 "INSERT INTO results (job_id, result_json, created_at) VALUES (?, ?, ?) "
                 "ON CONFLICT (job_id) DO UPDATE SET result_json = excluded.result_json, "
                 "created_at = excluded.created_at", (job_id, text, now))
-            conn.execute("UPDATE jobs SET state = 'done', finished_at = ?, error_json = NULL "
-                         "WHERE job_id = ?", (now, job_id))
+            conn.execute("UPDATE jobs SET state = ?, finished_at = COALESCE(?, finished_at), "
+                         "error_json = NULL WHERE job_id = ?",
+                         (state, now if old != state or state == "done" else None, job_id))
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE job_id = ?",

@@ -333,9 +333,10 @@ def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
                                      info=task.info, sampling_plan=task.plan,
                                      probe_s=task.probe_s)
         outbox.put(Done(worker_id, task.task_id, payload, time.perf_counter() - t0))
-    except JobCancelled:
+    except JobCancelled as exc:  # with what it had done, when that means something alone
         outbox.put(Failed(worker_id, task.task_id,
-                          {"type": "JobCancelled", "message": "cancelled", "hint": ""}))
+                          {"type": "JobCancelled", "message": "cancelled", "hint": ""},
+                          partial=exc.partial))
     except ChordError as exc:
         outbox.put(Failed(worker_id, task.task_id, exc.to_dict()))
     except Exception as exc:  # noqa: BLE001 — one bad task must not take the worker down

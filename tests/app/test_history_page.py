@@ -188,3 +188,38 @@ def test_filter_and_pages(new_app, own_store, show: str, rows: int, pages: int) 
     if pages > 1:
         paged[0].set_value(2).run()
         assert list(_table(at)["clip"]) == [f"c{i:03d}.mp4" for i in range(4, -1, -1)]
+
+
+def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server, app_clip,
+                                                            tmp_path, truth_engine) -> None:
+    """A cancelled grounding job that kept its finished frames (stored as cancelled, with a
+    ``partial`` result) says so in History and opens in Analyze under the partial banner."""
+    import dataclasses
+
+    from chord_core.types import Result
+
+    path = _clip(tmp_path, app_clip)
+    done_id = _run(app_server["manager"], path, "ground", "green square")
+    store = app_server["store"]
+    full = Result.from_dict(store.get_result(done_id))
+    kept = full.sampling.frame_indices[:3]
+    part = dataclasses.replace(
+        full, partial=True, sampling=dataclasses.replace(
+            full.sampling, frame_indices=kept, timestamps_s=full.sampling.timestamps_s[:3]),
+        detections=tuple(d for d in full.detections if d.frame_index in kept))
+    job_id = f"job-{uuid.uuid4().hex[:12]}"
+    cut = tmp_path / f"cut-{path.name}"
+    shutil.copyfile(path, cut)
+    store.add_job(job_id, video_path=str(cut), task="ground", query="green square",
+                  model="test", spec={"label": cut.name}, state="running")
+    store.update_state(job_id, "cancelled")
+    store.save_result(job_id, dataclasses.replace(part, video=dataclasses.replace(
+        part.video, path=str(cut))).to_dict(), state="cancelled")
+    at = _select(_history(new_app), cut.name)
+    assert not at.exception
+    assert any("Partial result" in w.value for w in at.warning), [w.value for w in at.warning]
+    at.button(key=f"open-{job_id}").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Analyze a clip"
+    assert any(w.value.startswith("**Partial result**") for w in at.warning)
+    assert any(i.value.startswith("Cancelled after") for i in at.info)

@@ -11,8 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from chord_core.types import ProgressEvent
-from chord_ui.i18n import browser_lang, translate
-from chord_ui.locale_zh import ZH
+from chord_ui.i18n import ZH, browser_lang, translate
 from chord_ui.wording import grouped_notes, plan_words, queue_position, time_left_s
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +46,8 @@ def test_placeholders_match(text: str) -> None:
     assert not re.search(r"[A-Za-z]{4,}", re.sub(r"\{\w*\}|\*\*|`[^`]*`|CHORD_\w+|Qwen\S*|"
                                                   r"Hugging Face|Hub|PyAV|H\.264|JSON|CSV|MP4|"
                                                   r"config\.json|safetensors|fps|GiB|GPU|NVIDIA|"
-                                                  r"Chord|chord batch|mp4|avi|mov|mkv|webm", "",
+                                                  r"Chord|chord batch|chord\.result/v1|summary\.json|"
+                                                  r"mp4|avi|mov|mkv|webm", "",
                                                   ZH[text])), ZH[text]
 
 
@@ -129,3 +129,33 @@ def test_player_data_is_plain_json(app_clip: Path) -> None:
     assert data["snap_s"] == pytest.approx(0.5 / info.fps)
     js = (ROOT / "chord_ui" / "static" / "player.js").read_text()
     assert "innerHTML" not in js and "insertAdjacentHTML" not in js
+
+
+def test_words_looked_up_at_run_time_have_chinese() -> None:
+    """Texts the pages pass to t() as variables: job states, History filters, the columns of
+    the History, Batch, GPUs and statement-check tables, and the verdict words."""
+    from chord_core.runtime.store import STATES
+    from chord_ui import batch_jobs, entail_view, gpu_view, history_view
+    from chord_ui.formatting import VERDICT_WORDS
+
+    row = {"job_id": "j", "submitted_at": 0.0, "started_at": None, "finished_at": None,
+           "state": "queued", "task": "ground", "query": "", "model": "", "spec": {},
+           "video_name": "c.mp4"}
+    frame = SimpleNamespace(t_s=0.0, frame_index=0, label="neutral", entailment=0.1,
+                            neutral=0.8, contradiction=0.1)
+    result = SimpleNamespace(entailment=SimpleNamespace(frames=[frame]))
+    gpu = SimpleNamespace(index=0, name="H200", cuda_ordinal=0, utilization_pct=1.0,
+                          memory_pct=1.0, memory_used_mib=1.0, memory_total_mib=2.0,
+                          temperature_c=30.0, power_w=1.0, power_limit_w=2.0, processes=(),
+                          job="")
+    words = [*history_view.FILTERS.values(), *STATES, "skipped", *VERDICT_WORDS,
+             *VERDICT_WORDS.values(), *history_view.table_rows([row])[0],
+             *entail_view.moments_rows(result)[0], *gpu_view.gpu_rows([gpu], {})[0],
+             *gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready"}], None)[0]]
+    clip_state = SimpleNamespace(clip=SimpleNamespace(name="c.mp4"), state="running",
+                                 worker=None, stage="", progress=0.0, elapsed_s=0.0)
+    words += [*batch_jobs.table_rows([clip_state])[0]]
+    # shown as they are (GPU, CUDA, pid), or under a label of their own (the progress bars)
+    shown_otherwise = {"GPU", "CUDA", "pid", "memory %", "utilisation %"}
+    missing = sorted({w for w in words if w not in ZH} - shown_otherwise)
+    assert not missing, missing

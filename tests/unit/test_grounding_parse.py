@@ -153,9 +153,12 @@ def test_warning_names_the_item() -> None:
     assert "swapped" in result.warnings[0]
 
 
-def test_truncation_warning_says_how_to_fix() -> None:
+def test_truncation_warning_names_the_fixed_limit() -> None:
+    """Grounding answers are capped per frame whatever the slider says: the note names that
+    limit and gives no advice to raise max new tokens (nobody could follow it)."""
     result = parse_boxes(f"[{DOG}, {{\"bbox_2d\": [1", WH)
-    assert "cut off" in result.warnings[0] and "max new tokens" in result.warnings[0]
+    assert "cut off at the per-frame length limit" in result.warnings[0]
+    assert "max new tokens" not in result.warnings[0]
 
 
 FULL = f"```json\n[\n  {DOG},\n  {CAT},\n  " '{"point_2d": [320, 240], "label": "dog"}\n]\n```'
