@@ -134,8 +134,7 @@ class JobManager(JobTable):
                 return False
             drop_tasks(job, self._tasks, self._workers, keep=True)
             self._finish(job, JobState.CANCELLED)
-            # the partial result now, or once its grounding tasks hand back their frames
-            settle(job, self._tasks, self._workers, self._link)
+            settle(job, self._tasks, self._workers, self._link)  # now, or when tasks answer
             return True
 
     def wait_ready(self, timeout: float = 600.0) -> None:
