@@ -9,14 +9,16 @@ charts CPU and RAM.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import streamlit as st
 
 from chord_ui import resources
 from chord_ui.figures import history_figure
 from chord_ui.formatting import human_duration, plot_escape
+from chord_ui.i18n import t
 
 REFRESH_S = 1.5
 MIB_PER_GIB = 1024.0
@@ -181,6 +183,12 @@ def _workers(workers: Sequence[dict[str, Any]], manager: Any) -> None:
                  column_config={k: t(k) for k in ("worker", "devices", "state", "job",
                                                   "queued", "tasks done", "busy", "restarts",
                                                   "ready in")})
+    nodes = manager.nodes()
+    if nodes:  # the workers run on a Ray cluster
+        st.markdown(f"**{t('Cluster nodes')}**")
+        st.dataframe([{"node": n["address"] + (" (head)" if n["head"] else ""),
+                       "CPUs": n["cpus"], "GPUs": n["gpus"]} for n in nodes],
+                     hide_index=True, key="nodes-table")
     cluster = resources.cluster()
     for note in cluster.notes:
         st.caption(f":material/info: {note}")
