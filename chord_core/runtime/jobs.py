@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from chord_core.analysis.request import AnalysisRequest
+from chord_core.errors import ChordError
 from chord_core.types import ProgressEvent, Result, SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -99,20 +100,32 @@ class JobStatus:
 
 class JobTable:
     """What every executor shares: a table of jobs (``_jobs[id].status``) under ``_lock``,
-    and the read side of the executor interface (status / jobs / wait)."""
+    and the read side of the executor interface (status / jobs / wait). Finished jobs let
+    go of (``retention.py``) are read back from ``_archive``, the store that holds them."""
 
     _jobs: dict[str, Any]
     _lock: Any
+    _archive: Any = None
 
     def status(self, job_id: str) -> JobStatus:
         with self._lock:
-            if job_id not in self._jobs:
-                raise KeyError(f"no job {job_id!r}")
-            return self._jobs[job_id].status
+            entry = self._jobs.get(job_id)
+        if entry is not None:
+            return entry.status
+        stored = stored_status(self._archive, job_id) if self._archive is not None else None
+        if stored is None:
+            raise KeyError(f"no job {job_id!r}")
+        return stored
 
     def jobs(self) -> list[JobStatus]:
+        """The jobs held in memory (unfinished ones, and the latest finished ones)."""
         with self._lock:
             return [j.status for j in self._jobs.values()]
+
+    def holding(self) -> Any:
+        """The table's lock: ``with table.holding(): submit(a); submit(b)`` makes the
+        dispatcher see the jobs together (one burst, batched together)."""
+        return self._lock
 
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
         """Block until the job finishes (tests and the CLI); returns its final status."""
@@ -124,3 +137,20 @@ class JobTable:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
             time.sleep(0.05)
+
+
+def stored_status(store: Any, job_id: str) -> JobStatus | None:
+    """A finished job as the store holds it (its result included), or None."""
+    row = store.get_job(job_id)
+    if row is None or row["state"] not in FINISHED_STATES:
+        return None
+    try:
+        spec = JobSpec.from_dict(row["spec"])
+        doc = store.get_result(job_id)
+        result = Result.from_dict(doc) if doc else None
+    except (KeyError, TypeError, ValueError, ChordError) as exc:
+        log.warning("stored job %s cannot be read back (%s)", job_id, exc)
+        return None
+    return JobStatus(job_id, spec, JobState(row["state"]), row["submitted_at"] or 0.0,
+                     row["started_at"], row["finished_at"], result=result,
+                     error=row["error"], worker=row["worker"])

@@ -21,7 +21,7 @@ from typing import Any
 
 from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
 from chord_core.errors import ChordError, internal_error
-from chord_core.runtime import crashes
+from chord_core.runtime import crashes, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
@@ -247,6 +247,7 @@ class JobManager(JobTable):
             try:
                 events = self._executor.events(timeout=0.05)  # wakes on a message or a death
                 with self._lock, self._link.deferred():  # store writes after the feeding
+                    retention.evict_finished(self, self._tasks, self._link)  # writes all made
                     for event in events:
                         self._handle(event)
                     self._respawn_due()
@@ -278,9 +279,8 @@ class JobManager(JobTable):
             self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
-        """Probe + plan queued jobs one at a time, feeding idle workers as it goes (the first
-        clip starts while later ones are probed). A burst of describe or entail jobs goes out
-        a worker batch at a time: one job alone would spend a whole model call."""
+        """Probe + plan queued jobs, feeding idle workers as it goes (the first clip starts
+        early); a describe or entail burst goes out a worker batch at a time (not one alone)."""
         new = [job for job in self._jobs.values()
                if not job.planned and job.status.state is JobState.QUEUED]
         batch = max((w.spec.model_cfg.batch_size for w in self._workers.values()), default=1)

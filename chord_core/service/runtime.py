@@ -64,9 +64,13 @@ class ServiceRuntime:
     _tokenizer: Any = field(default=None, repr=False)
 
     async def submit(self, specs: Sequence[JobSpec]) -> list[str]:
-        """Queue all specs first (so the manager can batch them), off the event loop: the
-        manager stores each job in SQLite before it returns."""
-        return await run_in_threadpool(lambda: [self.manager.submit(s) for s in specs])
+        """Queue all specs at once (the dispatcher sees them together and batches them),
+        off the event loop: the manager stores each job in SQLite before it returns."""
+        def submit_all() -> list[str]:
+            with self.manager.holding():
+                return [self.manager.submit(s) for s in specs]
+
+        return await run_in_threadpool(submit_all)
 
     async def wait_all(self, job_ids: Sequence[str], timeout_s: float,
                        gone: Callable[[], Awaitable[bool]] | None = None) -> list[JobStatus]:
