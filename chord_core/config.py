@@ -133,7 +133,7 @@ GROUND_FPS_DEFAULT = 2.0
 # Grounding runs every frame as its own image request: a per-frame token cap keeps each
 # request cheap while leaving enough resolution for boxes (≈ 1 MP at most).
 GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
-MAX_NEW_TOKENS_RANGE = (128, 2048)
+MAX_NEW_TOKENS_RANGE = (128, 2048)  # the app's choices; a request may ask for 1 and up
 MAX_NEW_TOKENS_DEFAULT = 512
 MAX_QUERY_CHARS = 2_000  # a target or prompt longer than this is refused before loading
 # "fast": static KV cache + CUDA-graph decode (fastgen.py); "generate": transformers' own loop.
@@ -245,7 +245,7 @@ def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: obj
 
 
 def check_max_new_tokens(value: int) -> int:
-    lo, hi = MAX_NEW_TOKENS_RANGE
+    lo, hi = 1, MAX_NEW_TOKENS_RANGE[1]  # short answers too (the API's max_tokens: 16)
     if not (lo <= value <= hi):
         raise ConfigError(f"max new tokens must be between {lo} and {hi}, got {value}",
                           hint=f"use --max-new-tokens {MAX_NEW_TOKENS_DEFAULT} (default)")

@@ -6,8 +6,8 @@ One request = one image or one clip (``image_url`` / ``video_url`` parts: data U
 
 What is honoured and what is not, said once here and in each answer's ``chord.notes``:
 decoding is greedy (any ``temperature``, ``top_p`` accepted and noted); ``n`` must be 1;
-``max_tokens`` below the engine's minimum generation length (128) is applied by cutting the
-answer with the model's tokenizer (``finish_reason: length``); ``stream: true`` sends the
+``max_tokens`` is the job's generation limit (``finish_reason: length`` when it was reached;
+the default is 512); ``stream: true`` sends the
 answer as SSE chunks once the job is done (the workers do not stream tokens), ending with
 ``data: [DONE]``; ``usage.prompt_tokens`` = the visual tokens of the sampling plan + the
 question's tokens (the chat template's few tokens are not counted). When the answer holds
@@ -119,7 +119,7 @@ async def chat_completions(request: Request, body: ChatBody) -> Any:
     limit, notes = _check(body, rt.model)
     question, media = split_messages(body.messages)
     path = await _media(media)
-    asked = max(MAX_NEW_TOKENS_RANGE[0], limit)
+    asked = limit  # the model stops there: nothing is generated only to be cut
     spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=asked),
                    model=None, label="api chat")
     (job_id,) = await rt.submit([spec])
@@ -143,7 +143,7 @@ def _completion(rt: Any, job_id: str, result: Any, question: str, limit: int, as
                 notes: list[str]) -> dict[str, Any]:
     text, cut = rt.truncate_tokens(result.text or "", limit) if limit < asked else \
         (result.text or "", False)
-    completion = min(limit, rt.count_tokens(text)) if cut else rt.count_tokens(text)
+    completion = min(limit, rt.count_tokens(text))  # the model wrote at most ``limit``
     finish = "length" if cut or completion >= asked else "stop"
     if result.model.test_model:
         notes = [*notes, "test model — random weights; its text is meaningless"]

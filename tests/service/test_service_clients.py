@@ -126,11 +126,17 @@ def test_openai_client_chat_and_stream_give_the_same_answer(server, media) -> No
 
 
 def test_openai_client_max_tokens_cuts_the_answer(server, media) -> None:
+    from chord_core.runtime.store import Store
+
     resp = _client(server).chat.completions.create(
         model="chord", messages=_image_message(media, "Describe every detail."), max_tokens=5)
     assert resp.usage.completion_tokens <= 5
     notes = resp.model_extra["chord"]["notes"]
     assert any("random weights" in n for n in notes)
+    # the job itself stopped at 5 new tokens (none generated only to be cut away)
+    with Store(server.data / "chord.sqlite3") as store:
+        job = store.get_job(resp.model_extra["chord"]["job_id"])
+    assert job["spec"]["request"]["max_new_tokens"] == 5
 
 
 def test_openai_client_video_by_path_under_the_media_roots(server, media) -> None:
