@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 READERS = 4     # threads reading (decoding) the requests' frames ahead of the model
-MIN_BATCH = 16  # pairs per forward pass at least (one image is a short sequence)
+MIN_BATCH = 32  # pairs per forward pass at least, whatever batch_size (one pair: ~300 tokens)
 
 
 def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.runtime.balancer import Balancer, plan_cost
 from chord_core.runtime.executors import WorkerHandle
 from chord_core.runtime.jobs import JobStatus
@@ -104,8 +105,8 @@ def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
     from the longest other queue (the balancer is told). Entail calls take several forward
     passes' worth (``ENTAIL_PASSES_PER_CALL``)."""
     limit = workers[wid].spec.model_cfg.batch_size
-    if first.request.task == "entail":
-        limit *= ENTAIL_PASSES_PER_CALL
+    if first.request.task == "entail":  # passes of at least entail_batch.MIN_BATCH pairs
+        limit = max(limit, ENTAIL_MIN_BATCH) * ENTAIL_PASSES_PER_CALL
 
     def fits(task: Task) -> bool:  # describes with describes, entails with entails
         r = task.request
