@@ -310,6 +310,8 @@ class Result:
     grounded_frames: tuple[int, ...] | None = None  # two_pass: frames grounded; None = all
     # the job was cancelled: only the frames finished before Cancel are in it (ground)
     partial: bool = False
+    # describe: the tokens the model read (template, question and visual) and wrote
+    tokens: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -334,6 +336,7 @@ class Result:
             "grounded_frames": None if self.grounded_frames is None
             else list(self.grounded_frames),
             "partial": self.partial,
+            "tokens": dict(self.tokens) if self.tokens is not None else None,
         }
 
     @classmethod
@@ -366,6 +369,8 @@ class Result:
             grounded_frames=None if data.get("grounded_frames") is None
             else tuple(int(i) for i in data["grounded_frames"]),
             partial=bool(data.get("partial", False)),
+            tokens={k: int(v) for k, v in data["tokens"].items()} if data.get("tokens")
+            else None,
         )
 
 

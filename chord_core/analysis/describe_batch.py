@@ -164,7 +164,9 @@ def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[Analysis
                         preprocess_s=out.preprocess_s, generate_s=out.generate_s,
                         total_s=time.perf_counter() - it["t0"])
         results[i] = build_result(req, it["info"], it["plan"], lm.info, timing,
-                                  it["warnings"], text=out.text, raw_outputs=(out.text,))
+                                  it["warnings"], text=out.text, raw_outputs=(out.text,),
+                                  tokens={"prompt": out.prompt_tokens,
+                                          "completion": out.new_tokens})
 
 
 def _at(seq: Any, i: int) -> Any:

@@ -272,7 +272,8 @@ class Engine:
             min_new_tokens=request.min_new_tokens, cancel=clock.cancel), reductions)
         clock.emit("generating", f"{out.new_tokens} tokens generated", 1, 1)
         return {"text": out.text, "raw_outputs": (out.text,), "preprocess_s": out.preprocess_s,
-                "generate_s": out.generate_s, "warnings": reductions}
+                "generate_s": out.generate_s, "warnings": reductions,
+                "tokens": {"prompt": out.prompt_tokens, "completion": out.new_tokens}}
 
     def _entail(self, lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
                 request: AnalysisRequest, clock: Clock) -> dict:

@@ -9,8 +9,8 @@ decoding is greedy (any ``temperature``, ``top_p`` accepted and noted); ``n`` mu
 ``max_tokens`` is the job's generation limit (``finish_reason: length`` when it was reached;
 the default is 512); ``stream: true`` sends the
 answer as SSE chunks once the job is done (the workers do not stream tokens), ending with
-``data: [DONE]``; ``usage.prompt_tokens`` = the visual tokens of the sampling plan + the
-question's tokens (the chat template's few tokens are not counted). When the answer holds
+``data: [DONE]``; ``usage`` holds the tokens the model really read (chat template, question
+and visual tokens) and wrote, from the job's result. When the answer holds
 box JSON (ask for it in words: "give the bbox_2d of the dog as JSON"), ``chord.boxes`` holds
 the boxes normalised to 0–1 of the image or frame (read in the model family's convention:
 input pixels for Qwen2.5-VL, 0–1000 for Qwen3-VL).
@@ -119,8 +119,8 @@ async def chat_completions(request: Request, body: ChatBody) -> Any:
     limit, notes = _check(body, rt.model)
     question, media = split_messages(body.messages)
     path = await _media(media)
-    asked = limit  # the model stops there: nothing is generated only to be cut
-    spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=asked),
+    # the model stops at max_tokens: nothing is generated only to be cut away
+    spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=limit),
                    model=None, label="api chat")
     (job_id,) = await rt.submit([spec])
     try:
@@ -131,7 +131,7 @@ async def chat_completions(request: Request, body: ChatBody) -> Any:
                                          "CHORD_API_TIMEOUT_S", {"Retry-After": "10"}) from None
     if st.result is None:
         raise from_job_error(st.error)
-    doc = _completion(rt, job_id, st.result, question, limit, asked, notes)
+    doc = _completion(rt, job_id, st.result, question, limit, notes)
     if not body.stream:
         return doc
     usage = bool((body.stream_options or {}).get("include_usage"))
@@ -139,15 +139,16 @@ async def chat_completions(request: Request, body: ChatBody) -> Any:
                              headers={"Cache-Control": "no-cache"})
 
 
-def _completion(rt: Any, job_id: str, result: Any, question: str, limit: int, asked: int,
+def _completion(rt: Any, job_id: str, result: Any, question: str, limit: int,
                 notes: list[str]) -> dict[str, Any]:
-    text, cut = rt.truncate_tokens(result.text or "", limit) if limit < asked else \
-        (result.text or "", False)
-    completion = min(limit, rt.count_tokens(text))  # the model wrote at most ``limit``
-    finish = "length" if cut or completion >= asked else "stop"
+    text = result.text or ""
+    tokens = result.tokens or {}  # what the model really read and wrote (describe jobs)
+    completion = tokens["completion"] if "completion" in tokens else \
+        min(limit, rt.count_tokens(text))
+    finish = "length" if completion >= limit else "stop"
     if result.model.test_model:
         notes = [*notes, "test model — random weights; its text is meaningless"]
-    prompt = result.sampling.visual_tokens + rt.count_tokens(question)
+    prompt = tokens.get("prompt") or result.sampling.visual_tokens + rt.count_tokens(question)
     return {"id": f"chatcmpl-{job_id}", "object": "chat.completion", "created": int(time.time()),
             "model": rt.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},

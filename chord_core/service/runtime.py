@@ -125,17 +125,6 @@ class ServiceRuntime:
             return len(text.split())
         return len(tok.encode(text, add_special_tokens=False).ids)
 
-    def truncate_tokens(self, text: str, limit: int) -> tuple[str, bool]:
-        """The first ``limit`` tokens of ``text`` and whether it was cut."""
-        tok = self._load_tokenizer()
-        if tok is None:
-            words = text.split()
-            return (" ".join(words[:limit]), True) if len(words) > limit else (text, False)
-        enc = tok.encode(text, add_special_tokens=False)
-        if len(enc.ids) <= limit:
-            return text, False
-        return tok.decode(enc.ids[:limit]), True
-
     def _load_tokenizer(self) -> Any:
         if self._tokenizer is None:
             self._tokenizer = _find_tokenizer(self.model) or False

@@ -76,6 +76,9 @@ def test_describe_through_api(engine, clips):
     assert doc["task"] == "describe" and doc["raw_outputs"] == [doc["text"]]
     assert doc["sampling"]["fps"] == pytest.approx(2.0, rel=0.2)  # ≤ 10 s clip → 2 fps
     assert doc["timing"]["generate_s"] > 0
+    # what the model read (visual tokens + the chat template's text) and wrote
+    assert doc["tokens"]["prompt"] > doc["sampling"]["visual_tokens"]
+    assert 0 < doc["tokens"]["completion"] <= 128
 
 
 def test_describe_timing_metadata_reaches_the_processor(engine, clips):
@@ -211,7 +214,9 @@ def test_describe_many_batches_and_isolates_bad_files(engine, clips, tmp_path):
     for req, res in zip(reqs[:2] + reqs[3:], good):
         jsonschema.validate(res.to_dict(), SCHEMA)
         assert res.video.path == req.video_path and res.task == "describe"
-        assert res.text == engine.analyze(req).text  # batching changes no answer
+        alone = engine.analyze(req)
+        assert res.text == alone.text  # batching changes no answer
+        assert res.tokens == alone.tokens  # nor what it counts (padding is not read)
 
 
 def test_describe_many_splits_on_oom_and_on_one_clips_error(tiny_model_dir, clips,

@@ -136,7 +136,12 @@ def test_openai_client_max_tokens_cuts_the_answer(server, media) -> None:
     # the job itself stopped at 5 new tokens (none generated only to be cut away)
     with Store(server.data / "chord.sqlite3") as store:
         job = store.get_job(resp.model_extra["chord"]["job_id"])
+        doc = store.get_result(job["job_id"])
     assert job["spec"]["request"]["max_new_tokens"] == 5
+    # usage is what the model read and wrote, as the job's result records it
+    assert 0 < doc["tokens"]["completion"] <= 5
+    assert resp.usage.completion_tokens == doc["tokens"]["completion"]
+    assert resp.usage.prompt_tokens == doc["tokens"]["prompt"] > doc["sampling"]["visual_tokens"]
 
 
 def test_openai_client_video_by_path_under_the_media_roots(server, media) -> None:
