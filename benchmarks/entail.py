@@ -152,7 +152,7 @@ def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.workers import cpu_specs, gpu_specs
 
-    cfg = ModelConfig(model=model, batch_size=batch)
+    cfg = ModelConfig(model=model, batch_size=batch, compile=False)  # entail never decodes
     specs = cpu_specs(len(gpus), cfg, threads=1) if cpu else \
         gpu_specs(tuple((g,) for g in gpus), cfg)
     manager = JobManager(specs)
