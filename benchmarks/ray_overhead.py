@@ -6,7 +6,7 @@ Starts its own one-node Ray cluster (``ray start --head --block``, stopped at th
 they are ready (not timed), then times submitting every clip until the last result. Prints
 JSON: seconds, clips/min and the Ray/local ratio of the same run.
 
-    python benchmarks/ray_overhead.py [--clips 24] [--workers 2] [--task ground]
+    python benchmarks/ray_overhead.py [--clips 24] [--workers 2] [--task ground] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--clips", type=int, default=24)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--task", default="ground", choices=("ground", "describe"))
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="local and Ray runs alternate this many times (load drifts)")
     args = ap.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -83,13 +85,17 @@ def main() -> None:
                             start_new_session=True)
     try:
         time.sleep(8)  # the head's GCS and raylet come up
-        local = run_batch("local", clips, args, None)
-        ray_run = run_batch("ray", clips, args, f"127.0.0.1:{port}")
+        runs = []
+        for _ in range(args.repeats):
+            local = run_batch("local", clips, args, None)
+            ray_run = run_batch("ray", clips, args, f"127.0.0.1:{port}")
+            runs.append({"local": local, "ray": ray_run,
+                         "ray_over_local_time": round(ray_run["batch_s"] / local["batch_s"], 3)})
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait(60)
-    print(json.dumps({"local": local, "ray": ray_run,
-                      "ray_over_local_time": round(ray_run["batch_s"] / local["batch_s"], 3),
+    ratios = sorted(r["ray_over_local_time"] for r in runs)
+    print(json.dumps({"runs": runs, "ratio_median": ratios[len(ratios) // 2],
                       "cpu_count": os.cpu_count()}, indent=2))
 
 

@@ -48,7 +48,6 @@ from chord_core.runtime.scheduling import (
     TaskState,
     WorkerSlot,
     batch_mates,
-    dequeue,
     job_event,
     job_tasks,
     requeue_after_death,

@@ -289,7 +289,7 @@ class Store:
         text = json.dumps(doc, ensure_ascii=False)
         with self._write() as conn:
             old = self._current_state(conn, job_id)
-            if old not in ("queued", "running", "done"):
+            if old not in ("queued", "running", state):
                 raise ValueError(f"job {job_id} is {old}; a result cannot be saved for it")
             now = time.time()
             conn.execute(

@@ -75,7 +75,7 @@ def truth_job(app_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
 
 @pytest.fixture(scope="module")
 def browser(app_url: str):  # noqa: ANN201
-    from conftest import CHROMIUM, CHROMIUM_ARGS
+    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

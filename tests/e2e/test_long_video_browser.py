@@ -43,7 +43,7 @@ def app_server(_long_env, app_server):  # the shared server fixture, started wit
 
 @pytest.fixture(scope="module")
 def browser(app_url: str):  # noqa: ANN201
-    from conftest import CHROMIUM, CHROMIUM_ARGS
+    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

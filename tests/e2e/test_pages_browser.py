@@ -54,7 +54,7 @@ def _page(browser, locale: str = "en-US"):  # noqa: ANN001, ANN202
 
 @pytest.fixture(scope="module")
 def browser(app_url: str):  # noqa: ANN201
-    from conftest import CHROMIUM, CHROMIUM_ARGS
+    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
