@@ -157,8 +157,20 @@ def _load_config(path: str) -> Any:
                               "id") from exc
 
 
+# transformers' loading switches process-wide state (weight-init and device contexts) on and
+# off; two threads loading at once can leave it switched, and every model built afterwards
+# in the process loses its tied output head. One load at a time per process.
+_LOAD_LOCK = threading.Lock()
+
+
 def load_model(cfg: ModelConfig) -> LoadedModel:
-    """Resolve, place and load the model and its processor. Raises ChordError subclasses."""
+    """Resolve, place and load the model and its processor. Raises ChordError subclasses.
+    Loads in one process run one at a time (``_LOAD_LOCK``)."""
+    with _LOAD_LOCK:
+        return _load_model(cfg)
+
+
+def _load_model(cfg: ModelConfig) -> LoadedModel:
     laps = Laps()
     lap = laps.lap
 

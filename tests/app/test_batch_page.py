@@ -200,6 +200,13 @@ class _FakeManager:
                  "queued": 2, "busy_s": 75.0, "tasks_done": 4, "restarts": 1, "speed": 1.0,
                  "pid": 12}]
 
+    def nodes(self) -> list[dict]:
+        """As a manager on a two-node Ray cluster reports them."""
+        return [{"node_id": "a1", "address": "10.0.0.1", "cpus": 16.0, "gpus": 2.0,
+                 "head": True},
+                {"node_id": "b2", "address": "10.0.0.2", "cpus": 16.0, "gpus": 1.0,
+                 "head": False}]
+
     def status(self, job_id: str):
         from chord_core.analysis.request import AnalysisRequest
         from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
@@ -235,6 +242,9 @@ def test_gpus_page_marks_the_job_on_each_gpu(new_app, monkeypatch) -> None:
     assert [t["name"] for t in util["data"]] == [
         "GPU 0", "GPU 1 · street.mp4 (ground) on gpu1-2", "GPU 2 · street.mp4 (ground) on gpu1-2"]
     assert any("worker" in m.value for m in at.markdown)  # the plan lines
+    nodes = next(d.value for d in at.dataframe if "GPUs" in d.value.columns)
+    assert list(nodes["node"]) == ["10.0.0.1 (head)", "10.0.0.2"]
+    assert list(nodes["GPUs"]) == [2.0, 1.0]
 
 
 # -- the workers behind the pages ------------------------------------------------------------

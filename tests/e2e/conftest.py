@@ -44,7 +44,11 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, P
     tmp = tmp_path_factory.mktemp("e2e")
     port = _free_port()
     # the tests' own folders are the media roots a user would configure for their videos
-    env = dict(os.environ, CHORD_MODEL="test", CHORD_CACHE_DIR=str(tmp / "cache"),
+    # tests/app's session fixture keeps its settings in the environment until the session
+    # ends (one CPU worker, its engine stand-in): the app started here must not take them
+    inherited = {k: v for k, v in os.environ.items()
+                 if k not in ("CHORD_CPU_WORKERS", "CHORD_TEST_ENGINE_MODE")}
+    env = dict(inherited, CHORD_MODEL="test", CHORD_CACHE_DIR=str(tmp / "cache"),
                CHORD_DATA_DIR=str(tmp / "data"), HF_HUB_OFFLINE="1",
                CHORD_MEDIA_ROOTS=str(tmp_path_factory.getbasetemp()))
     log = (tmp / "server.log").open("w")
