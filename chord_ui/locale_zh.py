@@ -89,7 +89,7 @@ ZH: dict[str, str] = {
     "The probability that the box shows the target, checked by the model on the box's crop; "
     "lets you filter weak boxes. Slower.":
         "框内是目标的概率，由模型在框的裁剪图上检查；可用来过滤弱框。速度较慢。",
-    "Statement": "陈述", "e.g. a person opens the car door": "例如：一个人打开车门",
+    "Statement": "陈述",
     "Chord checks it on every sampled frame: a probability curve over time, an overall "
     "verdict, and the moments that support or contradict it.":
         "Chord 在每个采样帧上检查它：给出随时间变化的概率曲线、总体结论，以及支持或否定它的时刻。",
@@ -115,7 +115,7 @@ ZH: dict[str, str] = {
     "Waiting for the worker": "等待工作进程", "Probing": "探测文件", "Sampling": "采样",
     "Loading model": "加载模型", "Reading frames": "读取帧", "Preparing frames": "准备帧",
     "Generating": "生成中", "Looking for the target": "查找目标", "Tracking": "跟踪",
-    "Rendering": "渲染", "Done": "完成", "Starting": "启动中", "Working": "处理中",
+    "Rendering": "渲染", "Done": "完成", "Working": "处理中",
     "{stage}: frame {done}/{total}": "{stage}：第 {done}/{total} 帧",
     "Loading model {model}": "正在加载模型 {model}",
     "Next in line: waiting for a free worker": "下一个就轮到它：等待空闲的工作进程",
