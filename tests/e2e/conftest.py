@@ -81,20 +81,26 @@ def app_url(app_server: dict[str, Path | str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser_page(app_url: str) -> Iterator[object]:
-    """A Playwright page in headless system Chromium, 1440×1800 (tall: Streamlit scrolls
-    inside the page, so full-page screenshots only show the viewport)."""
+def browser(app_url: str) -> Iterator[object]:
+    """Headless system Chromium, once per test module (after the module's app is up)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                     headless=True)
-        page = browser.new_page(viewport={"width": 1440, "height": 1800})
-        page.set_default_timeout(60_000)
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
+                               headless=True)
         try:
-            yield page
+            yield b
         finally:
-            browser.close()
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(browser: object) -> Iterator[object]:
+    """A page 1440×1800 (tall: Streamlit scrolls inside the page, so full-page screenshots
+    only show the viewport)."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1800})
+    page.set_default_timeout(60_000)
+    yield page
 
 
 @pytest.fixture(scope="session")

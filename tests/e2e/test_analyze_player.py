@@ -73,20 +73,6 @@ def truth_job(app_server, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return {"job_id": job_id, "result": result, "clip": clip, "fps": 25.0}
 
 
-@pytest.fixture(scope="module")
-def browser(app_url: str):  # noqa: ANN201
-    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                               headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 def _page(browser, locale: str = "en-US"):  # noqa: ANN001, ANN202
     ctx = browser.new_context(viewport=VIEW, locale=locale)
     page = ctx.new_page()

@@ -42,20 +42,6 @@ def app_server(_long_env, app_server):  # the shared server fixture, started wit
     return app_server
 
 
-@pytest.fixture(scope="module")
-def browser(app_url: str):  # noqa: ANN201
-    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                               headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 def _player_time(player) -> float:  # noqa: ANN001
     return float(player.locator("video").evaluate("v => v.currentTime"))
 

@@ -52,20 +52,6 @@ def _page(browser, locale: str = "en-US"):  # noqa: ANN001, ANN202
     return page
 
 
-@pytest.fixture(scope="module")
-def browser(app_url: str):  # noqa: ANN201
-    from e2e_browser import CHROMIUM, CHROMIUM_ARGS
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                               headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 def _stored_job(app_server, clip: Path, state: str = "running") -> str:
     """A job in the app's store, as another Chord process (or a run before a restart)
     leaves it: the History page reads the store."""
