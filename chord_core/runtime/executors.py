@@ -102,6 +102,24 @@ class Executor(ABC):
         return []
 
 
+class QueueHandle(WorkerHandle):
+    """A handle that talks to its worker through an ``inbox`` and a ``control`` queue (any
+    object with ``put``: multiprocessing, ``queue`` or Ray queues)."""
+
+    inbox: Any
+    control: Any
+
+    def run(self, tasks: list[Any]) -> None:
+        self.inbox.put(RunTasks(tuple(tasks)))
+
+    def cancel(self, task_id: str) -> None:
+        self.control.put(CancelTask(task_id))
+
+    def stop(self) -> None:
+        self.inbox.put(StopWorker())
+        self.control.put(StopWorker())
+
+
 def stop_all(handles: list[WorkerHandle], *, abort: bool, timeout: float) -> None:
     """Ask every worker to stop after the task in hand (``abort``: terminate now), wait up to
     ``timeout`` s (2 s when aborting), then kill what is left."""
@@ -137,21 +155,12 @@ class _PipeOutbox:
         self.__init__(state["conn"])
 
 
-class _ProcessHandle(WorkerHandle):
+class _ProcessHandle(QueueHandle):
     def __init__(self, worker_id: str, proc: Any, inbox: Any, control: Any, reader: Any) -> None:
         self.worker_id, self.proc, self.inbox, self.control = worker_id, proc, inbox, control
         self.reader: Any = reader
         self.reported = False  # its end (Stopped or WorkerDied) was told
 
-    def run(self, tasks: list[Any]) -> None:
-        self.inbox.put(RunTasks(tuple(tasks)))
-
-    def cancel(self, task_id: str) -> None:
-        self.control.put(CancelTask(task_id))
-
-    def stop(self) -> None:
-        self.inbox.put(StopWorker())
-        self.control.put(StopWorker())
 
     def terminate(self) -> None:
         self.proc.terminate()
@@ -234,24 +243,15 @@ class ProcessExecutor(Executor):
 
 # -- threads of this process ----------------------------------------------------------------
 
-class _ThreadHandle(WorkerHandle):
+class _ThreadHandle(QueueHandle):
     def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue,
                  control: queue.Queue) -> None:
         self.worker_id, self.thread, self.inbox, self.control = worker_id, thread, inbox, control
         self.reported = False
 
-    def run(self, tasks: list[Any]) -> None:
-        self.inbox.put(RunTasks(tuple(tasks)))
-
-    def cancel(self, task_id: str) -> None:
-        self.control.put(CancelTask(task_id))
-
-    def stop(self) -> None:
-        self.inbox.put(StopWorker())
-        self.control.put(StopWorker())
 
     # A thread cannot be killed: stopping asks it to end after the task in hand.
-    terminate = kill = stop
+    terminate = kill = QueueHandle.stop
 
     def join(self, timeout: float) -> bool:
         self.thread.join(timeout)

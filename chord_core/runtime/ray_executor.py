@@ -24,14 +24,11 @@ import socket
 import threading
 from typing import Any
 
-from chord_core.runtime.executors import Executor, WorkerHandle
+from chord_core.runtime.executors import Executor, QueueHandle, WorkerHandle
 from chord_core.runtime.messages import (
-    CancelTask,
     Event,
     Progress,
-    RunTasks,
     Stopped,
-    StopWorker,
     WorkerDied,
 )
 from chord_core.runtime.workers import WorkerSpec
@@ -102,7 +99,7 @@ class _Outbox:
                 self._flush()
 
 
-class _RayHandle(WorkerHandle):
+class _RayHandle(QueueHandle):
     def __init__(self, worker_id: str, actor: Any, run_ref: Any, inbox: Any, control: Any,
                  where_ref: Any, group: Any) -> None:
         self.worker_id, self.actor, self.run_ref = worker_id, actor, run_ref
@@ -110,15 +107,6 @@ class _RayHandle(WorkerHandle):
         self.reported = False  # its end (Stopped or WorkerDied) was told
         self._where: dict[str, Any] | None = None
 
-    def run(self, tasks: list[Any]) -> None:
-        self.inbox.put(RunTasks(tuple(tasks)))
-
-    def cancel(self, task_id: str) -> None:
-        self.control.put(CancelTask(task_id))
-
-    def stop(self) -> None:
-        self.inbox.put(StopWorker())
-        self.control.put(StopWorker())
 
     def terminate(self) -> None:
         self.kill()
