@@ -46,6 +46,7 @@ from chord_core.types import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from chord_core.media.read_ahead import ReadAhead
     from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class Engine:
         self._lm: LoadedModel | None = loaded
         self._lock = threading.Lock()
         self._faults_left = injected_oom_faults()
+        self._ahead: ReadAhead | None = None  # frames of the worker's next tasks, read early
 
     # -- model ------------------------------------------------------------------------
     @property
@@ -124,6 +126,7 @@ class Engine:
     def unload(self) -> None:
         with self._lock:
             self._lm = None
+        self.expect([])
         from chord_core.model.loading import release_memory
 
         release_memory()
@@ -225,24 +228,35 @@ class Engine:
 
         return entail_many(self, requests, infos=infos, plans=plans, cancel=cancel)
 
+    def expect(self, upcoming: Sequence[tuple[VideoInfo | None, SamplingPlan | None]], *,
+               now: Sequence[tuple[VideoInfo | None, SamplingPlan | None]] = ()) -> None:
+        """Start reading the frames of the tasks expected next (the worker's queue behind
+        the tasks ``now`` in hand) on a background thread; see ``media/read_ahead.py``."""
+        if self._ahead is None:
+            if not upcoming:
+                return
+            from chord_core.media.read_ahead import ReadAhead
+
+            self._ahead = ReadAhead()
+        self._ahead.expect(upcoming, now=now)
+
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
-        from chord_core.media.images import read_image
+        from chord_core.media.read_ahead import read_plan
         from chord_core.media.sampling import adopt_decoded_times
-        from chord_core.media.video import read_frames_timed
 
         n = sampling_plan.num_frames
         t = time.perf_counter()
         clock.emit("decoding", f"reading {n} frames", 0, n)
-        if info.container == "image":
-            frames, read, decoded = read_image(info.path, sampling_plan.input_wh), (0,), (0.0,)
+        ahead = self._ahead.take(info, sampling_plan, clock.cancel) if self._ahead else None
+        if ahead is not None:  # read while the previous task ran: only the wait counts
+            frames, read, decoded, decode_s = ahead
+            clock.emit("decoding", f"{len(read)} frames read ahead", n, n)
         else:
-            frames, read, decoded = read_frames_timed(
-                info.path, sampling_plan.frame_indices, sampling_plan.input_wh,
-                on_progress=lambda done, total: clock.emit("decoding", f"frame {done}/{total}",
-                                                           done, total),
-                cancel=clock.cancel)
-        decode_s = time.perf_counter() - t
+            frames, read, decoded = read_plan(
+                info, sampling_plan, clock.cancel, lambda done, total: clock.emit(
+                    "decoding", f"frame {done}/{total}", done, total))
+            decode_s = time.perf_counter() - t
         warnings: list[str] = list(info.warnings) + list(sampling_plan.notes)
         if tuple(read) != tuple(sampling_plan.frame_indices):
             missing = sorted(set(sampling_plan.frame_indices) - set(read))

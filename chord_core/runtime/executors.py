@@ -43,8 +43,9 @@ class WorkerHandle(ABC):
     worker_id: str
 
     @abstractmethod
-    def run(self, tasks: list[Any]) -> None:
-        """Hand the worker its next tasks (one, or a batch sharing a model call)."""
+    def run(self, tasks: list[Any], ahead: tuple[Any, ...] = ()) -> None:
+        """Hand the worker its next tasks (one, or a batch sharing a model call), and the
+        tasks queued behind them (``RunTasks.ahead``)."""
 
     @abstractmethod
     def cancel(self, task_id: str) -> None:
@@ -109,8 +110,8 @@ class QueueHandle(WorkerHandle):
     inbox: Any
     control: Any
 
-    def run(self, tasks: list[Any]) -> None:
-        self.inbox.put(RunTasks(tuple(tasks)))
+    def run(self, tasks: list[Any], ahead: tuple[Any, ...] = ()) -> None:
+        self.inbox.put(RunTasks(tuple(tasks), tuple(ahead)))
 
     def cancel(self, task_id: str) -> None:
         self.control.put(CancelTask(task_id))

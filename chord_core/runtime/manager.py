@@ -52,6 +52,7 @@ from chord_core.runtime.scheduling import (
     job_tasks,
     requeue_after_death,
     steal,
+    upcoming,
     workers_model_state,
 )
 from chord_core.runtime.store_link import StoreLink
@@ -328,8 +329,8 @@ class JobManager(JobTable):
                 ts = self._tasks[t]
                 ts.worker, ts.state = wid, "running"
                 self._start_job(ts.task.job_id, wid)
-            w.batch = batch
-            w.handle.run([self._tasks[t].task for t in batch])
+            w.batch, ahead = batch, upcoming(w, self._tasks, len(batch))  # read meanwhile
+            w.handle.run([self._tasks[t].task for t in batch], ahead)
 
     def _fail_orphans(self) -> None:
         """If no worker can run anything, queued jobs fail with the load error."""

@@ -19,9 +19,12 @@ from chord_core.types import ProgressEvent
 
 @dataclass(frozen=True)
 class RunTasks:
-    """Run these tasks: one task, or several describe/entail tasks sharing one model call."""
+    """Run these tasks: one task, or several describe/entail tasks sharing one model call.
+    ``ahead``: the tasks queued behind them for this worker, whose frames it reads while the
+    model runs these (a hint: they may still go to another worker)."""
 
     tasks: tuple[Any, ...]  # runtime.workers.Task
+    ahead: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

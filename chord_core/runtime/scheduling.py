@@ -28,6 +28,7 @@ BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a mod
 # an entail call takes this many forward passes' worth of pairs: the worker builds the next
 # pass's inputs while the model runs one, and the gap between calls is paid less often
 ENTAIL_PASSES_PER_CALL = 4
+READ_AHEAD_TASKS = 2  # queued tasks a worker is told about at least (``upcoming``)
 
 
 @dataclass
@@ -130,6 +131,14 @@ def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
                     balancer.move(task.cost, donor.spec.worker_id, wid)
                 mates.append(tid)
     return mates
+
+
+def upcoming(w: WorkerSlot, tasks: dict[str, TaskState], n: int) -> tuple[Task, ...]:
+    """The tasks at the head of ``w``'s queue, about as many as it was just given (``n``;
+    at least ``READ_AHEAD_TASKS``): what it will probably run next, so it can read their
+    frames meanwhile (``RunTasks.ahead``)."""
+    head = [tasks[t].task for t in list(w.queue)[:max(n, READ_AHEAD_TASKS)] if t in tasks]
+    return tuple(t for t in head if t.info is not None and t.plan is not None)
 
 
 def steal(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer: Balancer,

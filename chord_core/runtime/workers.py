@@ -242,6 +242,9 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
         engine = _engine_for(engine, spec, tasks, outbox, engine_factory)
         if engine is None:
             continue
+        if hasattr(engine, "expect"):  # read the next tasks' frames while these run
+            engine.expect([(t.info, t.plan) for t in msg.ahead if t.model == tasks[0].model],
+                          now=[(t.info, t.plan) for t in tasks])
         current["cancel"] = threading.Event()
         if len(tasks) == 1:
             current["task"] = tasks[0].task_id
