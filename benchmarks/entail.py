@@ -50,8 +50,11 @@ def make_images(folder: Path, n: int, side: int) -> list[str]:
 def requests_for(paths: list[str]) -> list:
     from chord_core.analysis.request import AnalysisRequest
 
-    return [AnalysisRequest(p, "entail", f"the picture shows object number {i}")
-            for i, p in enumerate(paths)]
+    return [AnalysisRequest(p, "entail", statement(i)) for i, p in enumerate(paths)]
+
+
+def statement(i: int) -> str:  # the same texts in process and through the service
+    return f"the picture shows object number {i}"
 
 
 def bench_in_process(model: str, device: str, paths: list[str], naive_pairs: int,
@@ -120,7 +123,8 @@ def profile_batch(engine, lm, reqs: list, results: list) -> dict:
     t_pre, _ = timed(lambda: ent._prefill(lm, inputs), 3)
     return {"profile_pairs": n, "profile_read_s": t_read, "profile_processor_inputs_s": t_proc,
             "profile_device_inputs_s": t_dev, "profile_prefill_s": t_pre,
-            "profile_prefill_tokens": int(inputs["attention_mask"].sum())}
+            "profile_prefill_tokens": int(inputs["attention_mask"].sum()),
+            "tokens_per_pair": int(inputs["attention_mask"].sum()) / n}
 
 
 def bench_box_scores(engine, lm) -> dict:
@@ -200,7 +204,7 @@ def bench_service(model: str, paths: list[str], gpus: str, cpu: bool) -> float |
         else:
             raise SystemExit("service did not become ready")
         images = [base64.b64encode(Path(p).read_bytes()).decode() for p in paths]
-        bodies = [json.dumps({"tasks": [{"image_data": img, "text": f"object {i + k}"}
+        bodies = [json.dumps({"tasks": [{"image_data": img, "text": statement(i + k)}
                                         for k, img in enumerate(images[i:i + 64])]}).encode()
                   for i in range(0, len(images), 64)]
 
@@ -223,7 +227,10 @@ def bench_service(model: str, paths: list[str], gpus: str, cpu: bool) -> float |
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="7b", choices=("3b", "7b"))
-    ap.add_argument("--ckpt", default="/tmp/chord-rand-{shape}")
+    ap.add_argument("--ckpt", default="/tmp/chord-rand-{shape}{vocab}")
+    ap.add_argument("--vocab", metavar="FILE",
+                    help="build the checkpoint with this BPE rank file's vocabulary "
+                         "(Qwen's qwen.tiktoken): real prompt lengths")
     ap.add_argument("--pairs", type=int, default=512)
     ap.add_argument("--naive-pairs", type=int, default=32)
     ap.add_argument("--parts", default="engine,workers,service")
@@ -234,13 +241,16 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
     args = ap.parse_args()
     parts = args.parts.split(",")
-    model = "test" if args.cpu else args.ckpt.format(shape=args.shape)
+    model = "test" if args.cpu else args.ckpt.format(shape=args.shape,
+                                                      vocab="-vocab" if args.vocab else "")
     if not args.cpu and not (Path(model) / "config.json").exists():
+        vocab = ["--vocab", str(Path(args.vocab).resolve())] if args.vocab else []
         subprocess.run([sys.executable, "-m", "chord_core", "make-tiny-model", model, "--shape",
-                        args.shape, "--device", "cuda"], check=True, cwd=ROOT)
+                        args.shape, "--device", "cuda", *vocab], check=True, cwd=ROOT)
     n = 24 if args.cpu else args.pairs
     paths = make_images(Path("/tmp/chord-entail"), n, 448)
-    res: dict = {"shape": "tiny" if args.cpu else args.shape, "pairs": n}
+    res: dict = {"shape": "tiny" if args.cpu else args.shape, "pairs": n,
+                 "vocabulary": Path(args.vocab).name if args.vocab else "small test BPE"}
 
     def save() -> None:
         Path(args.out).write_text(json.dumps(res, indent=2, default=str))

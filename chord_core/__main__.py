@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(qwen2.5-vl), 2b/4b/8b (qwen3-vl)")
     p.add_argument("--device", default="cpu", help="where to initialise the weights")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab", metavar="FILE", help="take the vocabulary from a BPE rank file "
+                   "(Qwen's qwen.tiktoken): real prompt lengths for benchmarks (qwen2.5-vl)")
     return parser
 
 
@@ -259,7 +261,8 @@ def cmd_make_tiny_model(args: argparse.Namespace) -> int:
     from chord_core.testing.checkpoints import family_builder
 
     build = family_builder(args.family)[1]  # shape checked there (ConfigError, exit 2)
-    path = build(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device)
+    extra = {"vocab_file": args.vocab} if args.vocab else {}
+    path = build(Path(args.dir), shape=args.shape, seed=args.seed, device=args.device, **extra)
     print(f"wrote random-weight {args.family} {args.shape} checkpoint to {path}",
           file=sys.stderr)
     return 0

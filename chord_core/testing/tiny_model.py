@@ -131,7 +131,37 @@ def _vocab_and_merges() -> tuple[dict[str, int], list[tuple[str, str]]]:
     return vocab, merges
 
 
-def _build_tokenizer(extra: tuple[str, ...] = ()
+def _ranked_vocab(path: str | Path) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Vocabulary and merges from a BPE rank file (one ``base64(token) rank`` per line, the
+    format Qwen's ``qwen.tiktoken`` ships in). Merging the adjacent pair whose join has the
+    lowest rank is byte-level BPE with every in-vocabulary split of a token as a merge,
+    ordered by the token's rank: so the token counts are the real tokenizer's."""
+    import base64
+
+    ranks: dict[bytes, int] = {}
+    for line in Path(path).read_text(encoding="ascii").splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    if sorted(ranks.values()) != list(range(len(ranks))):
+        from chord_core.errors import ConfigError
+
+        raise ConfigError(f"{path} is not a BPE rank file (ranks are not 0..n-1)",
+                          hint="pass Qwen's qwen.tiktoken or a file in its format")
+    symbols = _byte_symbols()
+
+    def text(token: bytes) -> str:
+        return "".join(symbols[b] for b in token)
+
+    merges: list[tuple[str, str]] = []
+    for token, _ in sorted(ranks.items(), key=lambda kv: kv[1]):
+        splits = [(ranks[token[:i]], ranks[token[i:]], token[:i], token[i:])
+                  for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges += [(text(a), text(b)) for _, _, a, b in sorted(splits)]
+    return {text(t): r for t, r in ranks.items()}, merges
+
+
+def _build_tokenizer(extra: tuple[str, ...] = (), vocab_file: str | Path | None = None
                      ) -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
     from tokenizers import (
         AddedToken,
@@ -144,7 +174,7 @@ def _build_tokenizer(extra: tuple[str, ...] = ()
         processors,
     )
 
-    vocab, merges = _vocab_and_merges()
+    vocab, merges = _ranked_vocab(vocab_file) if vocab_file else _vocab_and_merges()
     tok = Tokenizer(models.BPE(vocab=dict(vocab), merges=list(merges), unk_token=None,
                                fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
@@ -186,10 +216,12 @@ def _tokenizer_config(ids: dict[str, int], extra: tuple[str, ...] = (),
 
 
 def _write_tokenizer(out: Path, extra: tuple[str, ...] = (),
-                     chat_template: str = CHAT_TEMPLATE) -> dict[str, int]:
+                     chat_template: str = CHAT_TEMPLATE, vocab_file: str | Path | None = None
+                     ) -> dict[str, int]:
     """tokenizer.json, tokenizer_config.json, vocab.json, merges.txt; returns special ids.
-    ``extra``: added (non-special) tokens a later family appends (Qwen3's ``<think>``…)."""
-    tok, vocab, merges = _build_tokenizer(extra)
+    ``extra``: added (non-special) tokens a later family appends (Qwen3's ``<think>``…);
+    ``vocab_file``: a BPE rank file to take the vocabulary from (``_ranked_vocab``)."""
+    tok, vocab, merges = _build_tokenizer(extra, vocab_file)
     tok.save(str(out / "tokenizer.json"), pretty=True)
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS + EXTRA_TOKENS + extra}
     ids["__len__"] = tok.get_vocab_size(with_added_tokens=True)
@@ -352,11 +384,14 @@ def _save_weights(out: Path, tensors: dict[str, Any]) -> None:
 
 # -- public API -----------------------------------------------------------------------------
 def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
-                     device: str = "cpu", dtype: Any = None) -> Path:
+                     device: str = "cpu", dtype: Any = None,
+                     vocab_file: str | Path | None = None) -> Path:
     """Write a random-weight Qwen2.5-VL checkpoint (official file layout) into ``out_dir``.
 
     ``shape`` is ``tiny`` (< 2 MB, CPU tests) or ``3b``/``7b`` (real shapes; build them with
     ``device="cuda"``). The same ``seed`` gives byte-identical weights on the same device.
+    ``vocab_file``: the real vocabulary from a BPE rank file (Qwen's ``qwen.tiktoken``), so
+    benchmarks see real prompt lengths; by default a small byte-level one.
     """
     import torch
 
@@ -367,7 +402,7 @@ def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
                           hint=f"use one of: {', '.join(SHAPES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ids = _write_tokenizer(out)
+    ids = _write_tokenizer(out, vocab_file=vocab_file)
     config_dict = _model_config(shape, ids)
     _write_json(out / "config.json", config_dict)
     _write_json(out / "generation_config.json", _generation_config(ids))

@@ -202,3 +202,46 @@ def test_readme_labels_random_weights(built: Path) -> None:
     assert tm.TEST_MODEL_LABEL == "test model — random weights"
     assert tm.TEST_MODEL_LABEL in (built / "README.md").read_text()
     assert is_random_weights(built)
+
+
+def _reference_bpe(word: bytes, ranks: dict[bytes, int]) -> list[bytes]:
+    """Rank-file BPE as its format defines it: join the adjacent pair whose join ranks lowest."""
+    parts = [word[i:i + 1] for i in range(len(word))]
+    while True:
+        joins = [(ranks[a + b], i) for i, (a, b) in enumerate(zip(parts, parts[1:]))
+                 if a + b in ranks]
+        if not joins:
+            return parts
+        _, i = min(joins)
+        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+
+
+def test_a_rank_file_vocabulary_tokenizes_as_its_ranks_say(tmp_path: Path) -> None:
+    """``--vocab`` (Qwen's qwen.tiktoken in benchmarks): the checkpoint's tokenizer splits
+    text exactly as greedy lowest-rank merging over the file's ranks does, and the special
+    tokens come right after the vocabulary (where the official ids are)."""
+    import base64
+
+    from tokenizers import Tokenizer
+
+    ranks = {bytes([b]): b for b in range(256)}
+    for token in (b"he", b"ll", b"hell", b"hello", b" w", b"or", b" wor", b" world",
+                  b"el", b"lo", b"llo", b" the", b"th", b" t", b"the"):
+        ranks.setdefault(token, len(ranks))
+    rank_file = tmp_path / "ranks.tiktoken"
+    rank_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n"
+                                 for t, r in ranks.items()), encoding="ascii")
+    out = tm.build_checkpoint(tmp_path / "ck", shape="tiny", vocab_file=rank_file)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    for word in ("hello", "hell", "shell", "llo", "othello", "hellohello", "helo", "ollhe"):
+        got = [tok.id_to_token(i) for i in tok.encode(word, add_special_tokens=False).ids]
+        want = _reference_bpe(word.encode(), ranks)
+        assert [tok.token_to_id(t) for t in got] == [ranks[p] for p in want], (word, got)
+    sentence = " hello world the other"
+    ids = tok.encode(sentence, add_special_tokens=False).ids
+    assert tok.decode(ids) == sentence
+    assert tok.token_to_id("<|endoftext|>") == len(ranks)
+    bad = tmp_path / "bad.tiktoken"
+    bad.write_text("aGk= 5\n", encoding="ascii")
+    with pytest.raises(ConfigError, match="not a BPE rank file"):
+        tm.build_checkpoint(tmp_path / "ck2", shape="tiny", vocab_file=bad)
