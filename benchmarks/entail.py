@@ -165,12 +165,17 @@ def bench_workers(model: str, paths: list[str], gpus: tuple[int, ...], cpu: bool
         reqs = requests_for(paths)
         warm = [manager.submit(JobSpec(r)) for r in reqs[:64]]
         [manager.wait(j, 600) for j in warm]
+        busy0 = sum(w["busy_s"] for w in manager.workers())
         t0 = time.perf_counter()
         ids = [manager.submit(JobSpec(r)) for r in reqs]
         finals = [manager.wait(j, 600) for j in ids]
         wall = time.perf_counter() - t0
         if any(f.state is not JobState.DONE for f in finals):
             raise SystemExit("workers: some entail jobs failed")
+        busy = sum(w["busy_s"] for w in manager.workers()) - busy0
+        print(f"workers on {len(gpus)} GPU(s): {len(reqs) / wall:.1f} pairs/s; the workers "
+              f"were in model calls {100 * busy / wall / len(gpus):.0f} % of the wall time",
+              file=sys.stderr)
         return len(reqs) / wall
     finally:
         manager.shutdown()

@@ -163,6 +163,7 @@ def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[
     images have the model's size, else by the processor."""
     from chord_core.model.image_batch import image_batch_inputs
     from chord_core.model.inputs import check_frames
+    from chord_core.model.positions import add_host_positions
 
     for i, img in enumerate(images):
         check_frames(img, 3, f"image {i}")
@@ -170,7 +171,8 @@ def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[
     texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
                                            add_generation_prompt=True) for s in statements]
     fast = image_batch_inputs(lm, images, texts, lambda im, tx: _processor_inputs(lm, im, tx))
-    return fast if fast is not None else _processor_inputs(lm, images, texts)
+    return add_host_positions(lm, fast if fast is not None
+                              else _processor_inputs(lm, images, texts))
 
 
 def _processor_inputs(lm: LoadedModel, images: Sequence[np.ndarray], texts: Sequence[str]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import types
+import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -35,6 +36,7 @@ def install(model: Any) -> int:
     if visual is None:
         return 0
     changed = 0
+    shared: OrderedDict = OrderedDict()  # layouts seen by every layer of this tower
     for module in visual.modules():
         if type(module).__name__ not in _CLASS_NAMES or not hasattr(module, "qkv"):
             continue
@@ -50,7 +52,7 @@ def install(model: Any) -> int:
         if rope is None:
             continue
         module._chord_rope = rope
-        module._chord_index = OrderedDict()
+        module._chord_index = shared
         module._chord_original = module.forward
         module.forward = types.MethodType(_grouped_forward, module)
         changed += 1
@@ -105,11 +107,13 @@ def grouped_attention(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,
                       cache: OrderedDict | None = None) -> Any:
     """Attention of [seq, heads, dim] tensors within each [cu[i], cu[i+1]) span, one SDPA call
     per distinct span length. ``cache`` keeps the gather indices of recent layouts (the same
-    layout repeats in every layer of one forward)."""
+    layout repeats in every layer of one forward), and the spans of the ``cu_seqlens`` tensor
+    itself: every layer gets the same tensor, and reading it back from the GPU once per
+    layer would make the host wait for the GPU 32 times a forward."""
     import torch
     import torch.nn.functional as F
 
-    bounds = tuple(int(x) for x in cu_seqlens.tolist())
+    bounds = _bounds(cu_seqlens, cache)
     groups = cache.get(bounds) if cache is not None else None
     if groups is None:
         spans: dict[int, list[int]] = {}
@@ -123,7 +127,7 @@ def grouped_attention(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,
             groups.append((length, len(starts), None if whole else idx.to(q.device)))
         if cache is not None:
             cache[bounds] = groups
-            while len(cache) > 4:
+            while len(cache) > 8:
                 cache.popitem(last=False)
     heads, dim = q.shape[1], q.shape[2]
     if len(groups) == 1 and groups[0][2] is None:  # one span covering everything
@@ -138,3 +142,18 @@ def grouped_attention(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,
         o = F.scaled_dot_product_attention(gather(q), gather(k), gather(v), scale=scale)
         out.index_copy_(0, idx, o.transpose(1, 2).reshape(count * length, heads, dim))
     return out
+
+
+def _bounds(cu_seqlens: Any, cache: OrderedDict | None) -> tuple[int, ...]:
+    """``cu_seqlens`` as ints, read once per tensor object (a new forward's tensor, even at a
+    reused address, is read again: the entry holds a weak reference to its own tensor)."""
+    key = ("tensor", id(cu_seqlens))
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None and hit[0]() is cu_seqlens:
+        return hit[1]
+    bounds = tuple(int(x) for x in cu_seqlens.tolist())
+    if cache is not None:
+        cache[key] = (weakref.ref(cu_seqlens), bounds)
+        while len(cache) > 8:
+            cache.popitem(last=False)
+    return bounds

@@ -119,3 +119,38 @@ def test_a_truncated_image_fails_alone_in_the_worker(tmp_path, tiny_model_dir) -
     with pytest.raises(InputError):
         Engine(ModelConfig(model="test", device="cpu")).analyze(
             AnalysisRequest(str(cut), "entail", "a thing"))
+
+
+def test_rope_positions_from_the_host_give_the_same_scores(lm) -> None:
+    """``model/positions.py``: the positions worked out on the host are the model's own, and
+    a pass given them scores exactly as one left to work them out (both tiny families)."""
+    from chord_core.model.positions import add_host_positions
+
+    object.__setattr__(lm, "_chord_host_positions", None)
+    images = _images(lm, [(4, 4), (3, 5), (4, 4)], seed=3)
+    texts = _texts(lm, ["a", "a much longer statement about the picture", "b c"])
+    plain = ent._processor_inputs(lm, images, texts)
+    given = add_host_positions(lm, ent._processor_inputs(lm, images, texts))
+    assert lm._chord_host_positions is True and "position_ids" in given
+    assert "position_ids" not in plain
+    ids, mask = plain["input_ids"], plain["attention_mask"]
+    assert given["position_ids"].shape[-2:] == ids.shape  # (3 or 4, rows, length)
+    time_axis = given["position_ids"][-3]  # (t, h, w): rows are left-padded, time starts at
+    for row, m in zip(time_axis, mask):    # each row's first real token and never goes back
+        real = row[m.bool()]
+        assert int(real[0]) == 0 and bool((real[1:] >= real[:-1]).all())
+    a, b = ent._prefill(lm, plain), ent._prefill(lm, given)
+    assert a == b  # probabilities, answer mass and prompt tokens, exactly
+
+
+def test_a_model_without_a_rope_index_keeps_its_inputs() -> None:
+    from chord_core.model.positions import add_host_positions
+
+    class Bare:
+        model = object()
+        input_device = "cpu"
+
+    bare = Bare()
+    inputs = {"input_ids": torch.ones(1, 3, dtype=torch.long)}
+    assert add_host_positions(bare, inputs) is inputs and "position_ids" not in inputs
+    assert bare._chord_host_positions is False  # not tried again

@@ -251,3 +251,19 @@ def test_warm_up_prepares_every_padded_batch_size(lm, monkeypatch):
         ({batch_bucket(b) for b in sizes}, max_len)))
     Engine(ModelConfig(model="test", device="cpu", batch_size=32), loaded=lm).warmup()
     assert asked == [({1}, 16_384), ({2, 4, 8, 16, 32}, 4_096)]  # 16: batches of 9–16
+
+
+def test_span_bounds_are_read_once_per_tensor_and_never_stale():
+    """Every vision layer gets the same ``cu_seqlens`` tensor: its spans are read once (one
+    host wait per forward, not one per layer); a new tensor — a new forward, perhaps at a
+    freed tensor's address — is read again."""
+    from collections import OrderedDict
+
+    cache: OrderedDict = OrderedDict()
+    for step in range(20):  # new tensors, some reusing freed memory and ids
+        cu = torch.tensor([0, 4 + step % 3, 10 + step], dtype=torch.int32)
+        want = tuple(int(x) for x in cu.tolist())
+        assert fastvision._bounds(cu, cache) == want
+        assert fastvision._bounds(cu, cache) == want  # the second read comes from the cache
+        del cu
+    assert len(cache) <= 8

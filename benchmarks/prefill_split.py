@@ -1,0 +1,87 @@
+"""Where one entailment pass's prefill goes (issue 13): the vision tower against the language
+model, and how busy the GPU is inside the pass.
+
+    python3 benchmarks/prefill_split.py --model /tmp/chord-rand-7b --pairs 32 --out $OUT/split.json
+
+One pass of ``--pairs`` 448×448 images with their statements, as ``entailment._prefill`` runs
+it; medians of 5. ``vision_s``: the vision tower alone on the same pixels; ``lm_s`` = pass −
+vision. ``gpu_busy_pct``: CUDA kernel time over the pass's wall time (torch profiler, one
+pass); below 100 the GPU waited for the host. The top kernels are listed by time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--pairs", type=int, default=32)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "split.json"))
+    args = ap.parse_args()
+    import numpy as np
+    import torch
+
+    from chord_core.analysis import entailment as ent
+    from chord_core.analysis.engine import Engine
+    from chord_core.config import ModelConfig
+
+    lm = Engine(ModelConfig(model=args.model, device=args.device, compile=False)).load()
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (448, 448, 3), dtype=np.uint8) for _ in range(args.pairs)]
+    statements = [f"the picture shows object number {i}" for i in range(args.pairs)]
+    inputs = ent._inputs(lm, images, statements).to(lm.input_device)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+
+    def timed(fn, n=5):
+        fn()
+        sync()
+        laps = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            sync()
+            laps.append(time.perf_counter() - t)
+        return statistics.median(laps)
+
+    model = lm.model.model if hasattr(lm.model, "model") else lm.model
+    with torch.inference_mode():
+        t_pass = timed(lambda: ent._prefill(lm, inputs))
+        t_vis = timed(lambda: model.get_image_features(inputs["pixel_values"],
+                                                       inputs["image_grid_thw"]))
+    res = {"pairs": args.pairs, "tokens": int(inputs["attention_mask"].sum()),
+           "pass_s": t_pass, "vision_s": t_vis, "lm_s": t_pass - t_vis,
+           "pairs_per_s_ceiling": args.pairs / t_pass}
+    if args.device.startswith("cuda"):
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t = time.perf_counter()
+            ent._prefill(lm, inputs)
+            sync()
+            wall = time.perf_counter() - t
+        events = [e for e in prof.key_averages() if e.device_type.name == "CUDA"]
+        kernel_us = sum(e.self_device_time_total for e in events)
+        res["gpu_busy_pct"] = 100 * kernel_us / 1e6 / wall
+        res["top_kernels"] = [(e.key[:90], round(e.self_device_time_total / 1e3, 2), e.count)
+                              for e in sorted(events, key=lambda e: -e.self_device_time_total)[:15]]
+        res["top_cpu_ops"] = [(e.key[:60], round(e.self_cpu_time_total / 1e3, 2), e.count)
+                              for e in sorted(prof.key_averages(),
+                                              key=lambda e: -e.self_cpu_time_total)[:12]]
+    Path(args.out).write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
