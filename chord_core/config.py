@@ -64,6 +64,8 @@ ENV_VARS = (
            "chord_ui/resources.py"),
     EnvVar("CHORD_DETERMINISTIC", "`1`: deterministic kernels in workers (bit-identical "
            "replicas, slightly slower)", "workers"),
+    EnvVar("CHORD_READ_AHEAD", "`0`: workers do not read the next tasks' frames while the "
+           "model runs (default on)", "workers"),
     EnvVar("CHORD_LONG_VIDEO_S", "clips longer than this many seconds get long-video mode "
            "(600)", "LongVideoSettings.threshold_s"),
     EnvVar("CHORD_LONG_CHUNK_S", "target chunk length of long-video mode, seconds",
@@ -273,6 +275,12 @@ def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
     """``CHORD_DETERMINISTIC=1``: workers ask torch/cuBLAS for deterministic kernels, so
     replicas and re-runs give bit-identical greedy outputs (slightly slower)."""
     return _truthy(env_value("CHORD_DETERMINISTIC", env))
+
+
+def read_ahead_mode(env: Mapping[str, str] | None = None) -> bool:
+    """Workers read the frames of the tasks queued behind the one they run (default);
+    ``CHORD_READ_AHEAD=0`` turns it off (a host short of memory, or a comparison)."""
+    return env_value("CHORD_READ_AHEAD", env).lower() not in ("0", "false", "no", "off")
 
 
 def normalise_strategy(name: str) -> str:

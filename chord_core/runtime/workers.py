@@ -26,7 +26,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.config import ModelConfig, deterministic_mode, env_value
+from chord_core.config import (
+    ModelConfig,
+    deterministic_mode,
+    env_value,
+    read_ahead_mode,
+)
 from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.runtime import lifeline
 from chord_core.runtime.messages import (
@@ -231,6 +236,7 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
     t0 = time.perf_counter() if t0 is None else t0
     engine = _start_engine(spec, outbox, t0, engine_factory)
     current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
+    read_ahead = read_ahead_mode()
     threading.Thread(target=_control_loop, args=(control, current), daemon=True,
                      name=f"chord-{spec.worker_id}-control").start()
     while True:
@@ -242,7 +248,7 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
         engine = _engine_for(engine, spec, tasks, outbox, engine_factory)
         if engine is None:
             continue
-        if hasattr(engine, "expect"):  # read the next tasks' frames while these run
+        if read_ahead and hasattr(engine, "expect"):  # the next tasks' frames, meanwhile
             engine.expect([(t.info, t.plan) for t in msg.ahead if t.model == tasks[0].model],
                           now=[(t.info, t.plan) for t in tasks])
         current["cancel"] = threading.Event()

@@ -27,7 +27,9 @@ def ground(clip: str) -> AnalysisRequest:
                            max_new_tokens=8)
 
 
-def test_queued_jobs_take_frames_read_ahead(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("switch", ["", "0"], ids=["default", "CHORD_READ_AHEAD=0"])
+def test_queued_jobs_take_frames_read_ahead(tiny_model_dir, tmp_path, monkeypatch, switch):
+    monkeypatch.setenv("CHORD_READ_AHEAD", switch)
     clips = [str(make_video(tmp_path / f"c{i}.mp4", duration_s=2.0, fps=10.0,
                             size_wh=(96, 72), seed=i).path) for i in range(4)]
     m = JobManager(cpu_specs(1, CFG, threads=1), store=None, executor=ThreadExecutor())
@@ -44,7 +46,10 @@ def test_queued_jobs_take_frames_read_ahead(tiny_model_dir, tmp_path):
     assert all(st.state is JobState.DONE for st in done), [st.error for st in done]
     ahead = [any("read ahead" in ev.message for ev in st.events) for st in done]
     # the first job starts on an empty queue; each one after it was queued behind another
-    assert not ahead[0] and all(ahead[2:]), ahead
+    if switch == "0":
+        assert not any(ahead), ahead
+    else:
+        assert not ahead[0] and all(ahead[2:]), ahead
     plain = Engine(CFG)
     for clip, st in zip(clips, done):
         want = plain.analyze(ground(clip))
