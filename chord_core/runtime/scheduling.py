@@ -27,7 +27,7 @@ MIN_FRAMES_PER_CHUNK = 4
 BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a model call
 # an entail call takes this many forward passes' worth of pairs: the worker builds the next
 # pass's inputs while the model runs one, and the gap between calls is paid less often
-ENTAIL_PASSES_PER_CALL = 8
+ENTAIL_PASSES_PER_CALL = 4
 READ_AHEAD_TASKS = 2  # queued tasks a worker is told about at least (``upcoming``)
 
 
