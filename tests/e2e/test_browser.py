@@ -43,6 +43,10 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Pa
     page.locator("[data-testid=chord-player]").wait_for()  # the player with its timeline
     # elements of one rerun arrive in order: wait for the last before counting any
     page.get_by_role("button", name=re.compile("Make annotated MP4")).wait_for()
+    # download buttons can reach a loaded browser after the button beside them (a full-suite
+    # run once counted none here): wait for each before counting
+    for label in ("Result JSON", "Detections CSV"):
+        page.get_by_role("button", name=re.compile(label)).wait_for()
     assert page.locator("[data-testid=chord-player]").count() == 1
     assert page.locator("[data-testid=chord-player] video").count() == 1
     downloads = page.locator("[data-testid=stDownloadButton]")
