@@ -227,6 +227,10 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _falsy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"0", "false", "no", "off"}
+
+
 def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: object) -> ModelConfig:
     """ModelConfig from ``CHORD_*`` variables, then explicit ``overrides`` (None = unset)."""
     def get(name: str) -> str:
@@ -280,7 +284,7 @@ def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
 def read_ahead_mode(env: Mapping[str, str] | None = None) -> bool:
     """Workers read the frames of the tasks queued behind the one they run (default);
     ``CHORD_READ_AHEAD=0`` turns it off (a host short of memory, or a comparison)."""
-    return env_value("CHORD_READ_AHEAD", env).lower() not in ("0", "false", "no", "off")
+    return not _falsy(env_value("CHORD_READ_AHEAD", env))
 
 
 def normalise_strategy(name: str) -> str:

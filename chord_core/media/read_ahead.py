@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 READ_AHEAD_BYTES = 1 << 30  # frames held ahead at most (the first expected read always)
 
 
-
 def read_plan(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | None = None,
               on_progress: Callable[[int, int], None] | None = None
               ) -> tuple[np.ndarray, tuple[int, ...], tuple[float, ...]]:
@@ -48,8 +47,11 @@ def read_plan(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | Non
                              on_progress=on_progress, cancel=cancel)
 
 
-def read_key(info: VideoInfo, plan: SamplingPlan) -> tuple | None:
-    """What identifies one read, or None when the file cannot be looked at now."""
+def read_key(info: VideoInfo | None, plan: SamplingPlan | None) -> tuple | None:
+    """What identifies one read, or None when there is none (a task not planned yet, or a
+    file that cannot be looked at now)."""
+    if info is None or plan is None:
+        return None
     try:
         st = os.stat(info.path)
     except OSError:
@@ -89,12 +91,12 @@ class ReadAhead:
         total = 0
         with self._cv:
             for info, plan in now:
-                key = read_key(info, plan) if info is not None and plan is not None else None
+                key = read_key(info, plan)
                 if key in self._reads:
                     wanted.append(self._reads[key])
                     total += self._reads[key].nbytes
         for info, plan in items:
-            key = read_key(info, plan) if info is not None and plan is not None else None
+            key = read_key(info, plan)
             if key is None or any(r.key == key for r in wanted):
                 continue
             w, h = plan.input_wh
@@ -123,7 +125,7 @@ class ReadAhead:
         it is running; None when it was not expected, failed, or ``cancel`` was set."""
         key = read_key(info, plan)
         with self._cv:
-            r = self._reads.pop(key, None) if key is not None else None
+            r = self._reads.pop(key, None)
             if r is None or not r.started:  # not begun: the task reads it itself, now
                 return None
             r.taken = True
@@ -144,9 +146,6 @@ class ReadAhead:
         """Every expected read has finished (or failed)."""
         with self._cv:
             return all(r.done.is_set() for r in self._reads.values())
-
-    def close(self) -> None:
-        self.expect([])
 
     def _drop(self, key: tuple) -> None:
         r = self._reads.pop(key)

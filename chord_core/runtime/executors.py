@@ -162,7 +162,6 @@ class _ProcessHandle(QueueHandle):
         self.reader: Any = reader
         self.reported = False  # its end (Stopped or WorkerDied) was told
 
-
     def terminate(self) -> None:
         self.proc.terminate()
 
@@ -249,7 +248,6 @@ class _ThreadHandle(QueueHandle):
                  control: queue.Queue) -> None:
         self.worker_id, self.thread, self.inbox, self.control = worker_id, thread, inbox, control
         self.reported = False
-
 
     # A thread cannot be killed: stopping asks it to end after the task in hand.
     terminate = kill = QueueHandle.stop
