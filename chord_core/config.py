@@ -73,7 +73,7 @@ ENV_VARS = (
     EnvVar("CHORD_LONG_CHAPTER_S", "about one chapter per this many seconds in long-video "
            "mode (300)", "LongVideoSettings.chapter_s"),
     EnvVar("CHORD_API_HOST", "address the HTTP service binds (127.0.0.1)", "ServiceSettings"),
-    EnvVar("CHORD_API_PORT", "port of the HTTP service (8000)", "ServiceSettings"),
+    EnvVar("CHORD_API_PORT", "port of the HTTP service (8080)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY", "bearer key the service requires", "ServiceSettings"),
     EnvVar("CHORD_API_NO_AUTH", "`1`: serve without a key off localhost (explicit opt-out)",
            "ServiceSettings"),
@@ -81,6 +81,8 @@ ENV_VARS = (
            "ServiceSettings"),
     EnvVar("CHORD_API_MAX_TASKS", "most jobs one request may hold", "ServiceSettings"),
     EnvVar("CHORD_API_TIMEOUT_S", "longest a blocking request waits", "ServiceSettings"),
+    EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
+           "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
     EnvVar("CHORD_ALLOWED_HOSTS", "more Host names the app and the service accept "
            "(DNS-rebinding guard; `,`-separated)", "ServiceSettings, start_service.sh"),
     EnvVar("CHORD_HOST", "address the browser app binds (launcher; localhost)",

@@ -7,6 +7,7 @@
     media.py         paths under the media roots, base64 / data URLs / uploads to private files
     jobs_routes.py   /health, /v1/models, /v1/jobs (submit, status, result, cancel, events)
     ofa.py           OFA-VE's POST /batch_predict (visual entailment, many pairs at once)
+    readers.py       processes that read heavy request bodies beside the dispatcher
     chat.py          OpenAI-compatible POST /v1/chat/completions (incl. streaming)
     cli.py           the serve subcommand
 

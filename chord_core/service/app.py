@@ -82,9 +82,11 @@ def require_key(request: Request) -> None:
                        "started with (CHORD_API_KEY)", {"WWW-Authenticate": "Bearer"})
 
 
-def create_app(runtime: Any, settings: ServiceSettings) -> FastAPI:
-    """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store)."""
+def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> FastAPI:
+    """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store); request
+    bodies are read by ``readers`` (a started ``Readers``; None: this process's threads)."""
     from chord_core.service import chat, jobs_routes, ofa
+    from chord_core.service.readers import Readers
 
     app = FastAPI(title="Chord service", version="1",
                   description="Video understanding on Qwen2.5-VL: jobs, OFA-VE batch "
@@ -93,6 +95,7 @@ def create_app(runtime: Any, settings: ServiceSettings) -> FastAPI:
                   # machine, so only the schema is served
                   docs_url=None, redoc_url=None)
     app.state.runtime, app.state.settings = runtime, settings
+    app.state.readers = readers if readers is not None else Readers(0)
     install_handlers(app)
     app.add_api_route("/health", jobs_routes.health, methods=["GET"])
     guarded = [Depends(require_key)]

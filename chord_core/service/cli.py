@@ -33,6 +33,9 @@ def add_parser(sub: Any, model_args: Any) -> None:
                    help="most /batch_predict tasks per request (default 64)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds a waiting request may take (default 300)")
+    p.add_argument("--readers", type=int, default=None,
+                   help="processes that read /batch_predict bodies beside the dispatcher "
+                        "(default: 1 per 4 cores, 1–4; 0: threads; $CHORD_API_READERS)")
     g = p.add_argument_group("workers")
     g.add_argument("--config", default=None, help="multigpu_config.yaml")
     g.add_argument("--gpus", default=None, help="CUDA ordinals to use, e.g. 0,1")
@@ -52,7 +55,8 @@ def _settings(args: argparse.Namespace) -> Any:
     body = None if args.max_body_mb is None else int(args.max_body_mb * MIB)
     return settings_from_env(host=args.host, port=args.port, api_key=args.api_key,
                              no_auth=args.no_auth, max_body_bytes=body,
-                             max_tasks=args.max_tasks, request_timeout_s=args.timeout)
+                             max_tasks=args.max_tasks, request_timeout_s=args.timeout,
+                             readers=args.readers)
 
 
 def _check_installed() -> None:
@@ -84,6 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chord_core.config import model_config_from_env
     from chord_core.runtime.parallel_config import load_parallel_config
     from chord_core.service.app import create_app
+    from chord_core.service.readers import Readers
     from chord_core.service.runtime import start_runtime
 
     settings = _settings(args)  # refused here, before any worker starts
@@ -92,6 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "batch_size_per_gpu": args.batch_size})
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
+    readers = Readers(settings.readers).start()  # they import while the workers load
     runtime = start_runtime(cfg, parallel, executor=args.executor,
                             ray_address=args.ray_address)
     for line in runtime.plan_lines:
@@ -100,10 +106,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"Chord service: http://{settings.host}:{settings.port} ({auth}); workers are "
           "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
     try:
-        uvicorn.run(create_app(runtime, settings), host=settings.host, port=settings.port,
+        uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,
                     timeout_graceful_shutdown=5)
     finally:
+        readers.close()
         runtime.manager.shutdown(timeout=10.0)
         if runtime.store is not None:
             runtime.store.close()

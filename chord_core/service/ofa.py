@@ -7,16 +7,20 @@ awaited, so the manager scores them in shared prefill batches over every worker.
 never costs the others their answers. A prediction carries OFA-VE's word (``entailment``:
 yes / maybe / no), the label name (entailment / neutral / contradiction), ``confidence`` (the
 verdict's probability) and all three ``probabilities``.
+
+The body is read in a reader process (``readers.py``): its JSON, the base64, the check of
+every image and the files written — the service process queues the jobs that come back.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
-from starlette.concurrency import run_in_threadpool
 
 from chord_core.errors import ChordError
 from chord_core.service.http_errors import ApiError, from_chord_error, job_error_entry
@@ -30,9 +34,22 @@ TEXT_KEYS = ("text", "statement", "hypothesis")
 
 
 class BatchBody(BaseModel):
+    """The request's schema (for /openapi.json; the body itself is read in a reader)."""
     model_config = ConfigDict(extra="allow")
 
     tasks: list[Any]
+
+
+@dataclass
+class BatchIntake:
+    """A read request: the output slots (bad tasks' error entries filled in) and the ids,
+    job specs and slots of the good tasks — or why the whole request is refused."""
+
+    out: list[Any] = field(default_factory=list)
+    ids: list[Any] = field(default_factory=list)
+    specs: list[Any] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
+    refusal: tuple[int, str, str] | None = None
 
 
 def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
@@ -63,21 +80,37 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
                                           info=info)
 
 
-def _prepare_all(tasks: list[Any]) -> tuple[list[Any], list[Any], list[Any], list[int]]:
-    """Every task checked and stored (one thread call for the lot): the output slots with
-    the bad tasks' error entries filled in, and the ids, specs and slots of the good ones."""
-    out: list[Any] = [None] * len(tasks)
-    ids, specs, slots = [], [], []
+def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
+    """A request body read and every task checked and stored (in a reader process)."""
+    shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return BatchIntake(refusal=(400, "the request body is not valid JSON",
+                                    shape + " with Content-Type: application/json"))
+    if not isinstance(doc, dict):
+        return BatchIntake(refusal=(422, "the body is not a JSON object", shape))
+    tasks = doc.get("tasks")
+    if not isinstance(tasks, list):
+        what = "is missing" if tasks is None else "is not a list"
+        return BatchIntake(refusal=(422, f"tasks {what}", shape))
+    if not tasks:
+        return BatchIntake(refusal=(400, "tasks is empty", shape))
+    if len(tasks) > max_tasks:
+        return BatchIntake(refusal=(
+            413, f"{len(tasks)} tasks in one request; the limit is {max_tasks}",
+            "split them over several requests (CHORD_API_MAX_TASKS sets the limit)"))
+    read = BatchIntake(out=[None] * len(tasks))
     for i, task in enumerate(tasks):
         try:
             task_id, spec = _prepare(i, task)
         except ChordError as exc:
             api = from_chord_error(exc)
             tid = task.get("id", i) if isinstance(task, dict) else i
-            out[i] = {"id": tid, "error": api.message, "hint": api.hint}
+            read.out[i] = {"id": tid, "error": api.message, "hint": api.hint}
             continue
-        ids.append(task_id), specs.append(spec), slots.append(i)
-    return out, ids, specs, slots
+        read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
+    return read
 
 
 def prediction(task_id: Any, status: Any) -> dict[str, Any]:
@@ -92,17 +125,19 @@ def prediction(task_id: Any, status: Any) -> dict[str, Any]:
             "job_id": status.job_id}
 
 
-@router.post("/batch_predict")
-async def batch_predict(request: Request, body: BatchBody) -> dict[str, Any]:
+_BODY_SCHEMA = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": BatchBody.model_json_schema()}}}}
+
+
+@router.post("/batch_predict", openapi_extra=_BODY_SCHEMA)
+async def batch_predict(request: Request) -> dict[str, Any]:
     """Visual entailment for many image + statement pairs in one request."""
     settings, rt = request.app.state.settings, request.app.state.runtime
-    if not body.tasks:
-        raise ApiError(400, "tasks is empty", 'send {"tasks": [{"image_data": …, "text": …}]}')
-    if len(body.tasks) > settings.max_tasks:
-        raise ApiError(413, f"{len(body.tasks)} tasks in one request; the limit is "
-                            f"{settings.max_tasks}",
-                       "split them over several requests (CHORD_API_MAX_TASKS sets the limit)")
-    out, ids, specs, slots = await run_in_threadpool(_prepare_all, body.tasks)
+    read = await request.app.state.readers.run(read_batch, await request.body(),
+                                                settings.max_tasks)
+    if read.refusal:
+        raise ApiError(*read.refusal)
+    out, ids, specs, slots = read.out, read.ids, read.specs, read.slots
     if specs:
         job_ids = await rt.submit(specs)
         try:

@@ -7,6 +7,7 @@ default: it binds 127.0.0.1; any other address needs an API key (Bearer) or an e
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -20,6 +21,12 @@ DEFAULT_PORT = 8080
 DEFAULT_MAX_BODY_MB = 256
 DEFAULT_MAX_TASKS = 64
 DEFAULT_TIMEOUT_S = 300.0
+MAX_READERS = 32
+
+
+def default_readers(cpus: int | None = None) -> int:
+    """Request-reader processes: one per 4 cores, 1 to 4 (one reads one body at a time)."""
+    return min(4, max(1, (cpus or os.cpu_count() or 2) // 4))
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,7 @@ class ServiceSettings:
     max_tasks: int = DEFAULT_MAX_TASKS
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     allowed_hosts: tuple[str, ...] = field(default_factory=tuple)
+    readers: int = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -49,6 +57,10 @@ class ServiceSettings:
         if not self.request_timeout_s > 0:
             raise ConfigError(f"the per-request time must be positive, got "
                               f"{self.request_timeout_s}", hint="set CHORD_API_TIMEOUT_S, e.g. 300")
+        if not 0 <= self.readers <= MAX_READERS:
+            raise ConfigError(f"reader processes must be 0–{MAX_READERS}, got {self.readers}",
+                              hint="set CHORD_API_READERS (0: read request bodies on the "
+                                   "service's threads), or leave it unset for the default")
         if not self.is_local and not self.api_key and not self.no_auth:
             raise ConfigError(f"refusing to listen on {self.host} without an API key",
                               hint="set CHORD_API_KEY (or --api-key) so callers must send "
@@ -95,6 +107,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object
                                       DEFAULT_MAX_BODY_MB) * MIB),
         "max_tasks": int(_number(env, "CHORD_API_MAX_TASKS", int, DEFAULT_MAX_TASKS)),
         "request_timeout_s": _number(env, "CHORD_API_TIMEOUT_S", float, DEFAULT_TIMEOUT_S),
+        "readers": int(_number(env, "CHORD_API_READERS", int, default_readers())),
         "allowed_hosts": tuple(h.strip() for h in env_value("CHORD_ALLOWED_HOSTS", env)
                                .split(",") if h.strip()),
     }

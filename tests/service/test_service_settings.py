@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from chord_core.errors import ConfigError
-from chord_core.service.settings import MIB, ServiceSettings, settings_from_env
+from chord_core.service.settings import (
+    MIB,
+    ServiceSettings,
+    default_readers,
+    settings_from_env,
+)
 
 
 def test_defaults_are_local_and_bounded() -> None:
@@ -27,6 +32,13 @@ def test_variables_then_flags() -> None:
     assert (flagged.port, flagged.max_tasks, flagged.api_key) == (9100, 4, "other-key")
 
 
+@pytest.mark.parametrize("cpus,readers", [(1, 1), (2, 1), (8, 2), (16, 4), (128, 4)])
+def test_request_readers_scale_with_the_cores_then_stop(cpus, readers) -> None:
+    assert default_readers(cpus) == readers
+    assert settings_from_env({"CHORD_API_READERS": "0"}).readers == 0
+    assert settings_from_env({"CHORD_API_READERS": "0"}, readers=3).readers == 3
+
+
 def test_all_interfaces_with_a_key_accept_any_host() -> None:
     assert ServiceSettings(host="0.0.0.0", api_key="k").host_allowlist() == ["*"]
     assert ServiceSettings(host="::", no_auth=True).host_allowlist() == ["*"]
@@ -40,8 +52,10 @@ def test_all_interfaces_with_a_key_accept_any_host() -> None:
     ({"CHORD_API_TIMEOUT_S": "-1"}, {}, "positive"),
     ({}, {"max_body_bytes": 10}, "at least 1 KiB"),
     ({}, {"port": 70000}, "0–65535"),
+    ({"CHORD_API_READERS": "-1"}, {}, "reader processes must be 0–32"),
+    ({}, {"readers": 99}, "reader processes must be 0–32"),
 ], ids=["public-no-key", "flag-host-no-key", "bad-port", "zero-tasks", "negative-timeout",
-        "tiny-body", "port-range"])
+        "tiny-body", "port-range", "negative-readers", "too-many-readers"])
 def test_bad_settings_are_refused_with_a_hint(env, overrides, words) -> None:
     with pytest.raises(ConfigError) as info:
         settings_from_env(env, **overrides)

@@ -1,0 +1,72 @@
+"""Reader processes: a ``/batch_predict`` body is read outside the service process (its
+dispatcher keeps the interpreter lock for feeding the workers), a reader that dies costs only
+the request it was reading, and a refused body says what is wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from chord_core.service.http_errors import ApiError
+from chord_core.service.ofa import read_batch
+from chord_core.service.readers import Readers
+
+
+def _png() -> str:
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (40, 50, 3), dtype=np.uint8)
+                    ).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_body_is_read_in_a_reader_and_a_dead_reader_costs_one_request(
+        tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))  # the readers are spawned with it
+    body = json.dumps({"tasks": [{"image_data": _png(), "text": "a cat", "id": "good"},
+                                 {"image_data": "%%%", "text": "a cat"}]}).encode()
+    readers = Readers(1).start()
+
+    async def scenario() -> None:
+        first = await readers.run(os.getpid)
+        assert first != os.getpid()
+        read = await readers.run(read_batch, body, 8)
+        assert read.refusal is None and read.ids == ["good"] and read.slots == [0]
+        stored = Path(read.specs[0].request.video_path)
+        assert stored.is_file() and stored.is_relative_to(tmp_path)  # written by the reader
+        assert read.specs[0].info.width == 50 and read.specs[0].info.height == 40
+        assert read.out[1]["id"] == 1 and "base64" in read.out[1]["error"]
+        with pytest.raises(ApiError) as info:  # the reader dies mid-request
+            await readers.run(os._exit, 3)
+        assert info.value.status == 500 and "send the request again" in info.value.hint
+        again = await readers.run(os.getpid)  # a new reader serves the next request
+        assert again not in (first, os.getpid())
+        assert (await readers.run(read_batch, body, 8)).ids == ["good"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        readers.close()
+
+
+@pytest.mark.parametrize("body,status,words", [
+    (b"tasks=1", 400, "not valid JSON"),
+    (b"\xff\xfe{", 400, "not valid JSON"),
+    (b"[1, 2]", 422, "not a JSON object"),
+    (b"{}", 422, "tasks is missing"),
+    (b'{"tasks": {"a": 1}}', 422, "tasks is not a list"),
+    (b'{"tasks": []}', 400, "tasks is empty"),
+    (json.dumps({"tasks": [{}] * 9}).encode(), 413, "9 tasks in one request; the limit is 8"),
+], ids=["form", "not-utf8", "array", "no-tasks", "tasks-object", "empty", "too-many"])
+def test_a_refused_body_says_what_is_wrong(body, status, words) -> None:
+    read = read_batch(body, 8)
+    assert read.refusal is not None and not read.specs
+    got_status, message, hint = read.refusal
+    assert got_status == status and words in message and "tasks" in hint + message
