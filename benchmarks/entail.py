@@ -9,6 +9,8 @@
   1 and 2 GPUs (what the app and the service run);
 - ``service-1`` / ``service-2``: ``POST /batch_predict`` to ``python -m chord_core serve`` on
   1 and 2 GPUs, with the overhead against the same jobs submitted in-process;
+- ``service-threads`` (part ``service-threads``): the same on 1 GPU with the bodies read on
+  the service's own threads (``CHORD_API_READERS=0``) instead of its reader processes;
 - ``box-scores``: what scoring grounding boxes costs against grounding the same frames.
 
 ``--cpu`` runs it all on the CPU with the test model (a harness check, not a figure).
@@ -187,15 +189,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def bench_service(model: str, paths: list[str], gpus: str, cpu: bool) -> float | None:
-    """pairs/s through POST /batch_predict, 64 tasks per request, 4 requests in flight."""
+def bench_service(model: str, paths: list[str], gpus: str, cpu: bool,
+                  readers: str | None = None) -> float | None:
+    """pairs/s through POST /batch_predict, 64 tasks per request, 4 requests in flight;
+    ``readers`` sets CHORD_API_READERS (None: the service's default)."""
     from concurrent.futures import ThreadPoolExecutor
 
     port = _free_port()
     cmd = [sys.executable, "-m", "chord_core", "serve", "--port", str(port), "--model", model]
     cmd += ["--cpu-workers", "1"] if cpu else ["--gpus", gpus]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "CHORD_BATCH_SIZE": "32"})
+                            text=True, env={**os.environ, "CHORD_BATCH_SIZE": "32",
+                                            **({"CHORD_API_READERS": readers} if readers
+                                               else {})})
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 400
@@ -277,6 +283,13 @@ def main() -> int:
             if f"workers_{k}_pairs_per_s" in res:
                 res[f"service_{k}_overhead_pct"] = 100 * (
                     1 - res[f"service_{k}_pairs_per_s"] / res[f"workers_{k}_pairs_per_s"])
+            save()
+        if "service-threads" in parts and k == 1:
+            res["service_1_threads_pairs_per_s"] = bench_service(model, paths, "0", args.cpu,
+                                                                 readers="0")
+            if res.get("service_1_pairs_per_s"):
+                res["service_1_readers_over_threads"] = (res["service_1_pairs_per_s"]
+                                                         / res["service_1_threads_pairs_per_s"])
             save()
     if "workers_2_pairs_per_s" in res:
         res["workers_2_over_1"] = res["workers_2_pairs_per_s"] / res["workers_1_pairs_per_s"]
