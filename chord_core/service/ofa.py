@@ -8,14 +8,16 @@ never costs the others their answers. A prediction carries OFA-VE's word (``enta
 yes / maybe / no), the label name (entailment / neutral / contradiction), ``confidence`` (the
 verdict's probability) and all three ``probabilities``.
 
-The body is read in a reader process (``readers.py``): its JSON, the base64, the check of
-every image and the files written — the service process queues the jobs that come back.
+The body is spooled to a private file as it arrives and read in a reader process
+(``readers.py``): its JSON, the base64, the check of every image and the files written —
+the service process queues the jobs that come back.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from chord_core.errors import ChordError
 from chord_core.service.http_errors import ApiError, from_chord_error, job_error_entry
+from chord_core.service.readers import spool_body
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -31,6 +34,7 @@ router = APIRouter()
 OFA_WORD = {"entailment": "yes", "neutral": "maybe", "contradiction": "no"}
 IMAGE_KEYS = ("image_data", "image")
 TEXT_KEYS = ("text", "statement", "hypothesis")
+CHECK_THREADS = 4  # threads per request that decode, check and store its images
 
 
 class BatchBody(BaseModel):
@@ -80,14 +84,23 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
                                           info=info)
 
 
+def read_batch_file(path: str, max_tasks: int) -> BatchIntake:
+    """``read_batch`` on a spooled body (the route removes the file afterwards)."""
+    with open(path, "rb") as fh:
+        return read_batch(fh.read(), max_tasks)
+
+
 def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
-    """A request body read and every task checked and stored (in a reader process)."""
+    """A request body read and every task checked and stored (in a reader process). The
+    tasks are checked on a few threads: Pillow, hashing and file writes let go of the
+    interpreter lock, so a request's images are checked side by side."""
     shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         return BatchIntake(refusal=(400, "the request body is not valid JSON",
                                     shape + " with Content-Type: application/json"))
+    del body
     if not isinstance(doc, dict):
         return BatchIntake(refusal=(422, "the body is not a JSON object", shape))
     tasks = doc.get("tasks")
@@ -101,16 +114,24 @@ def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
             413, f"{len(tasks)} tasks in one request; the limit is {max_tasks}",
             "split them over several requests (CHORD_API_MAX_TASKS sets the limit)"))
     read = BatchIntake(out=[None] * len(tasks))
-    for i, task in enumerate(tasks):
-        try:
-            task_id, spec = _prepare(i, task)
-        except ChordError as exc:
-            api = from_chord_error(exc)
-            tid = task.get("id", i) if isinstance(task, dict) else i
-            read.out[i] = {"id": tid, "error": api.message, "hint": api.hint}
-            continue
-        read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
+    with ThreadPoolExecutor(min(CHECK_THREADS, len(tasks))) as pool:
+        checked = list(pool.map(_checked, range(len(tasks)), tasks))
+    for i, (task_id, spec, entry) in enumerate(checked):
+        if entry is not None:
+            read.out[i] = entry
+        else:
+            read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
     return read
+
+
+def _checked(index: int, task: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+    """(id, JobSpec, None) for a good task; (None, None, its error entry) for a bad one."""
+    try:
+        return (*_prepare(index, task), None)
+    except ChordError as exc:
+        api = from_chord_error(exc)
+        tid = task.get("id", index) if isinstance(task, dict) else index
+        return None, None, {"id": tid, "error": api.message, "hint": api.hint}
 
 
 def prediction(task_id: Any, status: Any) -> dict[str, Any]:
@@ -133,8 +154,12 @@ _BODY_SCHEMA = {"requestBody": {"required": True, "content": {
 async def batch_predict(request: Request) -> dict[str, Any]:
     """Visual entailment for many image + statement pairs in one request."""
     settings, rt = request.app.state.settings, request.app.state.runtime
-    read = await request.app.state.readers.run(read_batch, await request.body(),
-                                                settings.max_tasks)
+    spooled = await spool_body(request)
+    try:
+        read = await request.app.state.readers.run(read_batch_file, str(spooled),
+                                                    settings.max_tasks)
+    finally:
+        spooled.unlink(missing_ok=True)
     if read.refusal:
         raise ApiError(*read.refusal)
     out, ids, specs, slots = read.out, read.ids, read.specs, read.slots

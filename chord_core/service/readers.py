@@ -4,8 +4,9 @@ A ``/batch_predict`` request of 64 images of 448×448 is ≈ 51 MB of JSON. Pars
 decoding the base64, checking every image and storing it costs ≈ 13 ms a task on one core.
 In the service process that work holds the interpreter lock that the manager's dispatcher
 thread needs to hand the workers their next batch, so the GPUs waited while a request was
-read. Now a small pool of spawned processes reads the bodies; the service process only takes
-the bytes off the socket and queues the jobs that come back.
+read. Now the service process only writes the body, as it arrives, to a private spool file
+(``spool_body``: it is never whole in this process's memory, and nothing big is pickled),
+and a small pool of spawned processes reads it; the jobs that come back are queued.
 
 ``Readers(0)`` reads on the service's own threads (what the tests of the routes alone use).
 A reader that dies (killed, out of memory) costs only the request it was reading: that
@@ -18,9 +19,11 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from starlette.concurrency import run_in_threadpool
@@ -29,6 +32,23 @@ from chord_core.service.http_errors import ApiError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SPOOL_BUFFER = 1 << 20
+
+
+async def spool_body(request: Any) -> Path:
+    """The request's body, written as it arrives to a private file (0600) in the API's
+    uploads folder; the caller removes it. The body limit counts it as it comes."""
+    from chord_core.service.media import api_uploads_dir
+
+    fd, name = tempfile.mkstemp(dir=api_uploads_dir(), prefix=".body-")
+    try:
+        with os.fdopen(fd, "wb", buffering=SPOOL_BUFFER) as fh:
+            async for chunk in request.stream():
+                fh.write(chunk)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
 
 
 def _ready() -> int:

@@ -189,6 +189,15 @@ def test_huge_bodies_are_refused_while_read(server) -> None:
     r = httpx.post(server.url + "/v1/jobs", content=chunks(),
                    headers={"content-type": "multipart/form-data; boundary=zz"})
     _error(r, 413)
+
+    def json_chunks():  # a /batch_predict body is spooled to a file as it arrives
+        yield b'{"tasks": [{"text": "a cat", "image_data": "'
+        for _ in range(MAX_BODY_MB * 4 + 1):
+            yield b"QUJD" * (64 * 1024)
+    r = httpx.post(server.url + "/batch_predict", content=json_chunks(),
+                   headers={"content-type": "application/json"})
+    assert "too large" in _error(r, 413)["error"]
+    assert not list((server.data / "uploads" / "api").glob(".body-*"))  # spool removed
     assert httpx.get(server.url + "/health").status_code == 200  # still serving
 
 

@@ -73,6 +73,7 @@ def test_a_bad_task_never_costs_the_others_their_answers(server, media) -> None:
             assert p["error"] and "hint" in p and "Traceback" not in p["error"]
     assert "base64" in preds[1]["error"] and "empty" in preds[2]["error"]
     assert preds[0]["probabilities"] == pytest.approx(preds[7]["probabilities"], abs=1e-6)
+    assert not list((server.data / "uploads" / "api").glob(".body-*"))  # spooled body removed
 
 
 @pytest.mark.parametrize("body,status", [
