@@ -225,11 +225,19 @@ def bench_service(model: str, paths: list[str], gpus: str, cpu: bool,
             with urllib.request.urlopen(req, timeout=600) as r:
                 return len(json.loads(r.read())["predictions"])
 
+        def busy() -> float:  # seconds the workers have spent in model calls
+            with urllib.request.urlopen(base + "/health", timeout=10) as r:
+                return sum(w["busy_s"] for w in json.loads(r.read())["workers"])
+
         post(bodies[0])  # warm-up
-        t0 = time.perf_counter()
+        busy0, t0 = busy(), time.perf_counter()
         with ThreadPoolExecutor(4) as pool:
             done = sum(pool.map(post, bodies))
-        return done / (time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        share = (busy() - busy0) / wall / (1 if cpu else len(gpus.split(",")))
+        print(f"service on GPUs {gpus}: {done / wall:.1f} pairs/s; the workers were in model "
+              f"calls {100 * share:.0f} % of the wall time", file=sys.stderr)
+        return done / wall
     finally:
         proc.terminate()
         proc.wait(30)

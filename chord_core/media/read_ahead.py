@@ -79,6 +79,7 @@ class ReadAhead:
     def __init__(self, *, max_bytes: int = READ_AHEAD_BYTES) -> None:
         self.max_bytes = max_bytes
         self._cv = threading.Condition()
+        self._expecting = threading.Lock()  # the worker's loop and its control thread
         self._reads: dict[tuple, _Read] = {}
         self._thread: threading.Thread | None = None
         self.stats = {"expected": 0, "hits": 0, "waited_s": 0.0, "read_s": 0.0, "dropped": 0}
@@ -87,6 +88,11 @@ class ReadAhead:
                now: Sequence[tuple[VideoInfo | None, SamplingPlan | None]] = ()) -> None:
         """The reads the next tasks will want, in the order they will want them. ``now``:
         the tasks about to take theirs (kept when expected before, never started here)."""
+        with self._expecting:
+            self._expect(items, now)
+
+    def _expect(self, items: Sequence[tuple[VideoInfo | None, SamplingPlan | None]],
+                now: Sequence[tuple[VideoInfo | None, SamplingPlan | None]]) -> None:
         wanted: list[_Read] = []
         total = 0
         with self._cv:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from chord_core.runtime.messages import (
     CancelTask,
     Event,
+    Expect,
     RunTasks,
     Stopped,
     StopWorker,
@@ -50,6 +51,10 @@ class WorkerHandle(ABC):
     @abstractmethod
     def cancel(self, task_id: str) -> None:
         """Ask the worker to stop the task it is running (if it is that one)."""
+
+    def expect(self, call: str, ahead: tuple[Any, ...]) -> None:
+        """While the worker runs the call that began with task ``call``: the tasks now
+        queued behind it, to read ahead (a hint; an executor may ignore it)."""
 
     @abstractmethod
     def stop(self) -> None:
@@ -115,6 +120,9 @@ class QueueHandle(WorkerHandle):
 
     def cancel(self, task_id: str) -> None:
         self.control.put(CancelTask(task_id))
+
+    def expect(self, call: str, ahead: tuple[Any, ...]) -> None:
+        self.control.put(Expect(call, tuple(ahead)))
 
     def stop(self) -> None:
         self.inbox.put(StopWorker())

@@ -48,11 +48,12 @@ from chord_core.runtime.scheduling import (
     TaskState,
     WorkerSlot,
     batch_mates,
+    hand_out,
+    hint_busy,
     job_event,
     job_tasks,
     requeue_after_death,
     steal,
-    upcoming,
     workers_model_state,
 )
 from chord_core.runtime.store_link import StoreLink
@@ -86,9 +87,7 @@ class JobManager(JobTable):
         self._split = split_ground
         self._link = StoreLink(store)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
-        self._stop = threading.Event()
-        self._abort = False
-        self._stop_timeout = 10.0
+        self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
         if store is not None:
             self._resume_from_store()
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
@@ -254,6 +253,7 @@ class JobManager(JobTable):
                     settle_overdue(self._jobs, self._tasks, self._workers, self._link)
                     self._plan_new_jobs()
                     self._feed_idle_workers()
+                    hint_busy(self._workers, self._tasks)  # jobs queued behind a call
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
         self._stop_workers()
@@ -329,8 +329,7 @@ class JobManager(JobTable):
                 ts = self._tasks[t]
                 ts.worker, ts.state = wid, "running"
                 self._start_job(ts.task.job_id, wid)
-            w.batch, ahead = batch, upcoming(w, self._tasks, len(batch))  # read meanwhile
-            w.handle.run([self._tasks[t].task for t in batch], ahead)
+            hand_out(w, self._tasks, batch)
 
     def _fail_orphans(self) -> None:
         """If no worker can run anything, queued jobs fail with the load error."""

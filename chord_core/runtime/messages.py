@@ -33,6 +33,16 @@ class CancelTask:
 
 
 @dataclass(frozen=True)
+class Expect:
+    """Sent on the control channel while a call runs: the tasks now queued behind it (jobs
+    queued since the call was handed out), whose frames to read meanwhile. ``call`` is the
+    first task id of the call it was worked out for; a worker on another call ignores it."""
+
+    call: str
+    tasks: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
 class StopWorker:
     """Finish the task in hand, then exit."""
 

@@ -49,6 +49,8 @@ class WorkerSlot:
     respawn_at: float = 0.0          # monotonic time of the next start while "restarting"
     deaths_in_row: int = 0           # deaths without a finished task in between (back-off)
     start_failures: int = 0          # deaths before "ready", in a row
+    call: tuple[str, int] = ("", 0)  # the call in hand: its first task id and its size
+    hinted: tuple[str, ...] = ()     # the task ids it was last told to read ahead
 
     @property
     def current(self) -> str | None:
@@ -139,6 +141,27 @@ def upcoming(w: WorkerSlot, tasks: dict[str, TaskState], n: int) -> tuple[Task, 
     frames meanwhile (``RunTasks.ahead``)."""
     head = [tasks[t].task for t in list(w.queue)[:max(n, READ_AHEAD_TASKS)] if t in tasks]
     return tuple(t for t in head if t.info is not None and t.plan is not None)
+
+
+def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> None:
+    """Send ``w`` the call ``batch`` with the tasks queued behind it (read meanwhile)."""
+    ahead = upcoming(w, tasks, len(batch))
+    w.batch, w.call, w.hinted = batch, (batch[0], len(batch)), tuple(t.task_id for t in ahead)
+    w.handle.run([tasks[t].task for t in batch], ahead)
+
+
+def hint_busy(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState]) -> None:
+    """Tell each busy worker the tasks queued behind its call when they changed since it
+    was told: jobs queued while it runs (a service's next requests) get their frames read
+    during this call, not at the start of theirs."""
+    for w in workers.values():
+        if w.state != "ready" or not w.batch or w.handle is None:
+            continue
+        ahead = upcoming(w, tasks, w.call[1])
+        ids = tuple(t.task_id for t in ahead)
+        if ids and ids != w.hinted:
+            w.hinted = ids
+            w.handle.expect(w.call[0], ahead)
 
 
 def steal(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer: Balancer,

@@ -37,6 +37,7 @@ from chord_core.runtime import lifeline
 from chord_core.runtime.messages import (
     CancelTask,
     Done,
+    Expect,
     Failed,
     Progress,
     Ready,
@@ -235,8 +236,10 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
         from chord_core.analysis.engine import Engine as engine_factory
     t0 = time.perf_counter() if t0 is None else t0
     engine = _start_engine(spec, outbox, t0, engine_factory)
-    current: dict[str, Any] = {"task": None, "cancel": threading.Event()}
     read_ahead = read_ahead_mode()
+    current: dict[str, Any] = {"task": None, "cancel": threading.Event(), "call": None,
+                               "engine": None, "model": None, "now": [],
+                               "read_ahead": read_ahead}
     threading.Thread(target=_control_loop, args=(control, current), daemon=True,
                      name=f"chord-{spec.worker_id}-control").start()
     while True:
@@ -248,9 +251,9 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
         engine = _engine_for(engine, spec, tasks, outbox, engine_factory)
         if engine is None:
             continue
-        if read_ahead and hasattr(engine, "expect"):  # the next tasks' frames, meanwhile
-            engine.expect([(t.info, t.plan) for t in msg.ahead if t.model == tasks[0].model],
-                          now=[(t.info, t.plan) for t in tasks])
+        now = [(t.info, t.plan) for t in tasks]
+        current.update(engine=engine, model=tasks[0].model, now=now, call=tasks[0].task_id)
+        _expect(current, tasks[0].task_id, msg.ahead)
         current["cancel"] = threading.Event()
         if len(tasks) == 1:
             current["task"] = tasks[0].task_id
@@ -314,13 +317,25 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
             outbox.put(Done(worker_id, task.task_id, res, share))
 
 
+def _expect(current: dict[str, Any], call: str, ahead: Any) -> None:
+    """Read the frames of the tasks queued behind call ``call`` while it runs (if it is
+    still the call in hand), those for the same model."""
+    engine, model = current["engine"], current["model"]
+    if current["read_ahead"] and current["call"] == call and hasattr(engine, "expect"):
+        engine.expect([(t.info, t.plan) for t in ahead if t.model == model],
+                      now=current["now"])
+
+
 def _control_loop(control: Any, current: dict[str, Any]) -> None:
-    """Cancel requests arrive here while the main thread is busy in the model."""
+    """Cancel requests and read-ahead hints arrive here while the main thread is busy in
+    the model."""
     while True:
         msg = control.get()
-        if not isinstance(msg, CancelTask):  # StopWorker
+        if isinstance(msg, Expect):
+            _expect(current, msg.call, msg.tasks)
+        elif not isinstance(msg, (CancelTask, Expect)):  # StopWorker
             return
-        if msg.task_id == current["task"]:
+        elif isinstance(msg, CancelTask) and msg.task_id == current["task"]:
             current["cancel"].set()
 
 

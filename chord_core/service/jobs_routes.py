@@ -57,7 +57,8 @@ async def health(request: Request) -> JSONResponse:
     """200 when a worker is ready; 503 with each worker's loading state before that."""
     rt = _runtime(request)
     workers = [{"worker": w["worker"], "state": w["state"], "devices": w["devices"],
-                "startup": w.get("startup")} for w in rt.manager.workers()]
+                "startup": w.get("startup"), "busy_s": round(w.get("busy_s", 0.0), 3),
+                "tasks_done": w.get("tasks_done", 0)} for w in rt.manager.workers()]
     body: dict[str, Any] = {"model": rt.model, "workers": workers,
                             "uptime_s": round(time.time() - rt.started_at, 1)}
     if any(w["state"] == "ready" for w in workers):

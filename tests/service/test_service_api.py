@@ -48,8 +48,14 @@ def test_health_and_models(server) -> None:
     assert models["object"] == "list" and [m["id"] for m in models["data"]] == ["test"]
 
 
+def _worker_totals(c: httpx.Client) -> tuple[float, int]:
+    workers = c.get("/health").json()["workers"]
+    return sum(w["busy_s"] for w in workers), sum(w["tasks_done"] for w in workers)
+
+
 def test_describe_job_by_path_streams_events_and_gives_the_result(server, media) -> None:
     with httpx.Client(base_url=server.url) as c:
+        busy0, done0 = _worker_totals(c)
         r = c.post("/v1/jobs", json={"task": "describe", "video_path": str(media["clip"]),
                                      "prompt": "What happens?", "max_new_tokens": 128})
         assert r.status_code == 202, r.text
@@ -61,6 +67,8 @@ def test_describe_job_by_path_streams_events_and_gives_the_result(server, media)
         status = c.get(f"/v1/jobs/{job_id}").json()
         assert status["state"] == "done" and status["task"] == "describe"
         doc = c.get(f"/v1/jobs/{job_id}/result").json()
+        busy1, done1 = _worker_totals(c)  # /health says how busy the workers have been
+    assert done1 == done0 + 1 and busy1 > busy0
     jsonschema.validate(doc, SCHEMA)
     assert doc["task"] == "describe" and doc["query"] == "What happens?"
     assert doc["video"]["path"] == str(media["clip"]) and doc["sampling"]["frame_indices"]
