@@ -80,6 +80,18 @@ def _check_installed() -> None:
                                    "pip install --no-index --find-links <folder>")
 
 
+def _leave_on_sigterm() -> None:
+    """uvicorn stops gracefully on SIGTERM, then raises the signal again under the handler
+    it found. Let that handler leave through SystemExit, so that ``cmd_serve``'s clean-up
+    (reader processes, workers, the store) runs instead of the process just ending."""
+    import signal
+
+    def leave(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the workers and the HTTP server; returns when the server stops."""
     _check_installed()
@@ -105,6 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     auth = "API key required" if settings.auth_required else "no API key"
     print(f"Chord service: http://{settings.host}:{settings.port} ({auth}); workers are "
           "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
+    _leave_on_sigterm()
     try:
         uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,

@@ -28,6 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
+from chord_core.runtime.lifeline import bind_to_parent
 from chord_core.service.http_errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,9 @@ class Readers:
         return self
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"))
+        # a reader dies with the service, however the service ends (lifeline.py)
+        pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=bind_to_parent)
         for _ in range(self.processes):
             pool.submit(_ready)  # start each process and its imports
         return pool

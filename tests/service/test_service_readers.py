@@ -9,11 +9,14 @@ import base64
 import io
 import json
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from PIL import Image
+from service_server import start_server, stop_server
 
 from chord_core.service.http_errors import ApiError
 from chord_core.service.ofa import read_batch
@@ -25,6 +28,29 @@ def _png() -> str:
     Image.fromarray(np.random.default_rng(1).integers(0, 255, (40, 50, 3), dtype=np.uint8)
                     ).save(buf, "PNG")
     return base64.b64encode(buf.getvalue()).decode()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_nothing_outlives_the_service(tiny_model_dir, tmp_path, how) -> None:
+    """Its reader processes and workers end with the service: on SIGTERM through its own
+    clean-up (uvicorn re-raises the signal after its graceful stop), on SIGKILL through each
+    child's lifeline."""
+    server = start_server(tmp_path, "--cpu-workers", "1", "--readers", "2")
+    try:
+        children = psutil.Process(server.proc.pid).children(recursive=True)
+        readers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+        assert len(readers) >= 3  # 2 readers + 1 worker (+ multiprocessing's helpers)
+        if how == "SIGTERM":
+            stop_server(server)
+            assert server.proc.returncode == 0, server.log.read_text()[-2000:]
+        else:
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait(10)
+        gone, alive = psutil.wait_procs(children, timeout=15)
+        assert not alive, [" ".join(p.cmdline())[:120] for p in alive]
+    finally:
+        if server.proc.poll() is None:
+            stop_server(server)
 
 
 def test_a_body_is_read_in_a_reader_and_a_dead_reader_costs_one_request(
