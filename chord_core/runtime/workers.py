@@ -331,12 +331,16 @@ def _control_loop(control: Any, current: dict[str, Any]) -> None:
     the model."""
     while True:
         msg = control.get()
-        if isinstance(msg, Expect):
-            _expect(current, msg.call, msg.tasks)
-        elif not isinstance(msg, (CancelTask, Expect)):  # StopWorker
+        if isinstance(msg, CancelTask):
+            if msg.task_id == current["task"]:
+                current["cancel"].set()
+        elif isinstance(msg, Expect):
+            try:
+                _expect(current, msg.call, msg.tasks)
+            except Exception:  # noqa: BLE001 — a hint must never cost the cancels
+                log.exception("read-ahead hint failed")
+        else:  # StopWorker
             return
-        elif isinstance(msg, CancelTask) and msg.task_id == current["task"]:
-            current["cancel"].set()
 
 
 def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
