@@ -10,6 +10,7 @@ import io
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +36,16 @@ def test_nothing_outlives_the_service(tiny_model_dir, tmp_path, how) -> None:
     """Its reader processes and workers end with the service: on SIGTERM through its own
     clean-up (uvicorn re-raises the signal after its graceful stop), on SIGKILL through each
     child's lifeline."""
-    server = start_server(tmp_path, "--cpu-workers", "1", "--readers", "2")
-    try:
-        children = psutil.Process(server.proc.pid).children(recursive=True)
-        readers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
-        assert len(readers) >= 3  # 2 readers + 1 worker (+ multiprocessing's helpers)
+    server = start_server(tmp_path, "--cpu-workers", "1", "--readers", "2", wait_ready=False)
+    try:  # the worker may still be loading: that must not matter
+        deadline = time.monotonic() + 30
+        while True:
+            children = psutil.Process(server.proc.pid).children(recursive=True)
+            spawned = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+            if len(spawned) >= 3:  # 2 readers + 1 worker (+ multiprocessing's helpers)
+                break
+            assert time.monotonic() < deadline, [" ".join(c.cmdline())[:80] for c in children]
+            time.sleep(0.2)
         if how == "SIGTERM":
             stop_server(server)
             assert server.proc.returncode == 0, server.log.read_text()[-2000:]
