@@ -1,14 +1,16 @@
 """Reader processes: where the service reads heavy request bodies, beside its dispatcher.
 
 A ``/batch_predict`` request of 64 images of 448×448 is ≈ 51 MB of JSON. Parsing it,
-decoding the base64, checking every image and storing it costs ≈ 13 ms a task on one core.
-In the service process that work holds the interpreter lock that the manager's dispatcher
-thread needs to hand the workers their next batch, so the GPUs waited while a request was
-read. Now the service process only writes the body, as it arrives, to a private spool file
-(``spool_body``: it is never whole in this process's memory, and nothing big is pickled),
-and a small pool of spawned processes reads it; the jobs that come back are queued.
+decoding the base64, checking every image and storing it costs ≈ 13 ms a task on one core,
+and in the service process that work holds the interpreter lock that the manager's
+dispatcher thread needs to hand the workers their next batch. Now the service process only
+writes the body, as it arrives, to a private spool file (``spool_body``: it is never whole
+in this process's memory, and nothing big is pickled), and a small pool of spawned
+processes reads it; the jobs that come back are queued. Measured: the service process's CPU
+per such request 1.02 s → 0.29 s (CPU machine), 2–3 % more pairs/s on one H200
+(``docs/benchmarks.md``, issue 13's fourth round).
 
-``Readers(0)`` reads on the service's own threads (what the tests of the routes alone use).
+``Readers(0)`` reads on the service's own threads (``create_app`` given no readers).
 A reader that dies (killed, out of memory) costs only the request it was reading: that
 request gets a 500 that says so, and the pool is renewed for the next.
 """
