@@ -12,6 +12,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any
 
 from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
@@ -139,7 +140,7 @@ def upcoming(w: WorkerSlot, tasks: dict[str, TaskState], n: int) -> tuple[Task, 
     """The tasks at the head of ``w``'s queue, about as many as it was just given (``n``;
     at least ``READ_AHEAD_TASKS``): what it will probably run next, so it can read their
     frames meanwhile (``RunTasks.ahead``)."""
-    head = [tasks[t].task for t in list(w.queue)[:max(n, READ_AHEAD_TASKS)] if t in tasks]
+    head = [tasks[t].task for t in islice(w.queue, max(n, READ_AHEAD_TASKS)) if t in tasks]
     return tuple(t for t in head if t.info is not None and t.plan is not None)
 
 
