@@ -81,8 +81,9 @@ COPY chord_ui/ chord_ui/
 COPY chord_core/ chord_core/
 COPY scripts/container_health.py scripts/container_health.py
 
-# Weights are downloaded once into the HF cache volume (or mounted for offline hosts); uploads
-# and the job store live in the data volume. CHORD_HOST=0.0.0.0: the app must listen on the
+# Weights are downloaded once into the HF cache volume (or mounted for offline hosts); the
+# compiled decode steps are kept in the Chord cache volume (a container that finds them starts
+# its workers without compiling again); uploads and the job store live in the data volume. CHORD_HOST=0.0.0.0: the app must listen on the
 # container's interface (normal runs keep localhost). CHORD_ALLOWED_HOSTS: the names a browser
 # uses to reach it besides localhost (e.g. "server,10.0.0.5"), see README "Docker".
 ENV HF_HOME=/cache/huggingface \
@@ -93,7 +94,7 @@ ENV HF_HOME=/cache/huggingface \
     CHORD_API_HOST=0.0.0.0 \
     CHORD_API_PORT=8080 \
     CHORD_ALLOWED_HOSTS=""
-VOLUME ["/cache/huggingface", "/data"]
+VOLUME ["/cache/huggingface", "/cache/chord", "/data"]
 EXPOSE 8501 8080
 
 USER chord

@@ -1,8 +1,26 @@
 """The arithmetic of one fast decode step (see ``fastgen``): module-level functions so that
 ``torch.compile`` compiles each once and every layer reuses it (modules and tensors are
-arguments, not closures)."""
+arguments, not closures).
+
+A layer maps (residual stream, its normed input) to the same pair for the next layer; its
+MLP output joins the stream, fused with the next norm (the final norm after the last layer).
+With two or more rows it is ONE compiled graph on cuBLAS products. At one row (batch 1) it
+is three graphs compiled with inductor's coordinate-descent tuning, under which inductor
+writes each one-row product as a Triton matrix-vector reduction instead of calling cuBLAS:
+on an H200 that reads the gate/up weights at 4.3–4.5 TB/s against ≈ 3.8 through cuBLAS. Fused
+with the code that computes its input, such a reduction recomputes that input (the norm,
+the activation) in every program, which made it twice as slow, so the graphs are cut just
+before the products whose input is computed in Triton: ``attention_out`` (q/k/v, rotation,
+cache write, attention, output projection, residual, norm), ``mlp_up`` (gate/up,
+activation), ``down_next`` (down, residual, the next norm). A CUDA graph replays the
+kernels of all of them back to back, so the cuts cost nothing at run time; each compiled
+graph costs a warm worker start its tracing (≈ 0.6 s on an H200 host), hence one graph where
+nothing is won by cutting. ``benchmarks/decode_kernels.py`` measures these choices.
+"""
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 
 def fuse_projections(layer) -> tuple:
@@ -49,16 +67,15 @@ def mark_static(tensors) -> None:
             torch._dynamo.mark_static(t)
 
 
-def _pre_attention(layer, h, cos, sin, rope, hd: int, n_kv: int, qkv_w, qkv_b, sizes):
-    """Norm, q/k/v projection (one fused product), the per-head q/k RMS norms where the
-    attention has them (Qwen3-VL: over head_dim, before the rotation, as its forward does)
-    and rotary embedding of one new token per row; q comes out grouped by the key/value
-    head its heads share ([B, n_kv, n_rep, hd])."""
+def _pre_attention(layer, x, cos, sin, rope, hd: int, n_kv: int, qkv_w, qkv_b, sizes):
+    """q/k/v projection of the normed input (one fused product), the per-head q/k RMS norms
+    where the attention has them (Qwen3-VL: over head_dim, before the rotation, as its
+    forward does) and rotary embedding of one new token per row; q comes out grouped by the
+    key/value head its heads share ([B, n_kv, n_rep, hd])."""
     import torch.nn.functional as F
 
-    b = h.shape[0]
+    b = x.shape[0]
     attn = layer.self_attn
-    x = layer.input_layernorm(h)
     q, k, v = F.linear(x, qkv_w, qkv_b).split(list(sizes), dim=-1)
     q = q.reshape(b, 1, -1, hd)
     k = k.reshape(b, 1, -1, hd)
@@ -84,14 +101,42 @@ def _attend(q, kc, vc, mask, scale: float):
     return torch.matmul(scores.softmax(-1).to(vc.dtype), vc)
 
 
-def _post_attention(layer, h, o, gate_up_w):
-    """Output projection, residual, norm, MLP (gate and up as one product), residual."""
+def _attention_out(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd: int, n_kv: int, qkv_w,
+                   qkv_b, sizes):
+    """q/k/v of the normed input ``x`` and rotation, the new key/value written into the
+    full-size caches ``kc``/``vc`` at index ``cur`` (fused with the rotation), attention over
+    the first ``mask.shape[-1]`` positions, output projection, residual, post-attention
+    norm: (residual stream, MLP input)."""
+    q, k, v = _pre_attention(layer, x, cos, sin, rope, hd, n_kv, qkv_w, qkv_b, sizes)
+    kc.index_copy_(2, cur, k)
+    vc.index_copy_(2, cur, v)
+    length = mask.shape[-1]
+    o = _attend(q, kc[:, :, :length], vc[:, :, :length], mask, layer.self_attn.scaling)
+    h = h + layer.self_attn.o_proj(o.reshape(h.shape[0], 1, -1))
+    return h, layer.post_attention_layernorm(h)
+
+
+def _mlp_up(layer, x, gate_up_w):
+    """Gate and up as one product, then the activation: the down projection's input."""
     import torch.nn.functional as F
 
-    h = h + layer.self_attn.o_proj(o)
-    mlp = layer.mlp
-    gate, up = F.linear(layer.post_attention_layernorm(h), gate_up_w).chunk(2, dim=-1)
-    return h + mlp.down_proj(mlp.act_fn(gate) * up)
+    gate, up = F.linear(x, gate_up_w).chunk(2, dim=-1)
+    return layer.mlp.act_fn(gate) * up
+
+
+def _down_next(layer, a, h, next_norm):
+    """Down projection, residual, and the next layer's input norm (or the final norm):
+    (residual stream, next normed input)."""
+    h = h + layer.mlp.down_proj(a)
+    return h, next_norm(h)
+
+
+def _layer(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd: int, n_kv: int, qkv_w, qkv_b,
+           sizes, gate_up_w, next_norm):
+    """One whole decoder layer: (residual stream, normed input) → the same for the next."""
+    h, x = _attention_out(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w,
+                          qkv_b, sizes)
+    return _down_next(layer, _mlp_up(layer, x, gate_up_w), h, next_norm)
 
 
 def choose(logits, presence, step, min_new, done, eos, penalty: float, pad: int):
@@ -109,15 +154,35 @@ def choose(logits, presence, step, min_new, done, eos, penalty: float, pad: int)
     return torch.where(done, pad, logits.argmax(-1))
 
 
-def _head_choose(norm, lm_head, h, presence, step, min_new, done, eos, penalty: float,
-                 pad: int):
-    """Final norm, vocabulary projection (float32 logits, as ``generate`` scores them) and
-    the greedy choice."""
-    logits = lm_head(norm(h))[:, -1].float()
+def _head_choose(lm_head, x, presence, step, min_new, done, eos, penalty: float, pad: int):
+    """Vocabulary projection of the final norm's output (float32 logits, as ``generate``
+    scores them) and the greedy choice."""
+    logits = lm_head(x)[:, -1].float()
     return choose(logits, presence, step, min_new, done, eos, penalty, pad)
 
 
-_COMPILED: tuple | None = None
+class StepFunctions(NamedTuple):
+    """A decode step's layer and head functions, plain or compiled; ``layer`` has the
+    signature of :func:`_layer`."""
+
+    layer: Any
+    head: Any
+
+
+def _in_pieces(attention_out, mlp_up, down_next):
+    """A layer function that runs the layer as three (compiled) pieces."""
+
+    def layer_fn(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w, qkv_b, sizes,
+                 gate_up_w, next_norm):
+        h, x = attention_out(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w,
+                             qkv_b, sizes)
+        return down_next(layer, mlp_up(layer, x, gate_up_w), h, next_norm)
+
+    return layer_fn
+
+
+PLAIN = StepFunctions(_layer, _head_choose)
+_COMPILED: tuple[StepFunctions, StepFunctions] | None = None
 
 
 def compile_stats() -> dict[str, float]:
@@ -136,15 +201,16 @@ def compile_stats() -> dict[str, float]:
             "aot_cache_misses": float(c["aot_autograd"]["autograd_cache_miss"])}
 
 
-def functions(compiled: bool) -> tuple:
-    """(pre-attention, attention, post-attention, head) — plain, or ``torch.compile``d:
-    shared by every layer (modules are arguments, so one compiled graph serves all layers of
-    the same shape; the batch and cache-length dimensions are dynamic). Inductor's caches go
-    under the Chord cache dir, so a restarted worker reuses them."""
+def functions(compiled: bool) -> tuple[StepFunctions, StepFunctions]:
+    """The step functions for (one row, more rows): plain, or ``torch.compile``d — shared by
+    every layer (modules are arguments, so one compiled graph serves all layers of the same
+    shape; the cache length, and beyond one row the batch, are dynamic). The one-row layer
+    runs in three pieces compiled with coordinate-descent tuning (module docstring): six
+    compiled graphs in all. Inductor's caches go under the Chord cache dir, so a restarted
+    worker reuses them."""
     global _COMPILED
-    plain = (_pre_attention, _attend, _post_attention, _head_choose)
     if not compiled:
-        return plain
+        return PLAIN, PLAIN
     if _COMPILED is None:
         import os
 
@@ -163,5 +229,13 @@ def functions(compiled: bool) -> tuple:
             dyn.recompile_limit = max(dyn.recompile_limit, 32)
         else:
             dyn.cache_size_limit = max(dyn.cache_size_limit, 32)
-        _COMPILED = tuple(torch.compile(fn, dynamic=True, fullgraph=True) for fn in plain)
+
+        def compiled(fn, **options):
+            return torch.compile(fn, dynamic=True, fullgraph=True, options=options or None)
+
+        tuned = {"coordinate_descent_tuning": True}
+        one_row = StepFunctions(
+            _in_pieces(*(compiled(fn, **tuned) for fn in (_attention_out, _mlp_up, _down_next))),
+            compiled(_head_choose, **tuned))
+        _COMPILED = (one_row, StepFunctions(compiled(_layer), compiled(_head_choose)))
     return _COMPILED

@@ -12,7 +12,8 @@ fifth of what its memory bandwidth allows (issue 5; ``docs/benchmarks.md``). Her
   each over the same weights (the layer's parameters become views of the fused tensors). It
   does greedy selection with the generation config's repetition penalty, ``min_new_tokens``,
   EOS and padding on the GPU. On CUDA the step is captured once per (batch, cache length) as a
-  CUDA graph and replayed; on GPUs its element-wise chains are ``torch.compile``d;
+  CUDA graph and replayed; on GPUs it is ``torch.compile``d, batch 1 apart from larger
+  batches (inductor writes its matrix-vector products itself: ``decode_step``);
 * the host reads the "every row finished" flag only every ``CHECK_EVERY`` steps.
 
 It computes the same function as ``generate(do_sample=False)`` (same weights, same processor
@@ -190,7 +191,7 @@ class FastDecoder:
         attn = self.layers[0].self_attn
         self.rope = sys.modules[type(attn).__module__].apply_rotary_pos_emb
         text_cfg = model.config.get_text_config()
-        self.n_heads, self.n_kv = text_cfg.num_attention_heads, text_cfg.num_key_value_heads
+        self.n_kv = text_cfg.num_key_value_heads
         self.head_dim = attn.head_dim
         self.device = self.text.embed_tokens.weight.device
         self.dtype = self.text.embed_tokens.weight.dtype
@@ -203,13 +204,13 @@ class FastDecoder:
         self.pad = int(pad if pad is not None else (eos[0] if eos else 0))
         self.penalty = float(gen.repetition_penalty or 1.0)
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else use_graphs
-        self._pre, self._attend, self._post, self._head = step.functions(compile)
+        # (one row, more rows): batch 1 has step functions of its own (``decode_step``)
+        self._one_row, self._rows = step.functions(compile)
         self.compiled = compile
-        # A compiled step specialises batch size 1 apart from every larger size, which costs
-        # a second compilation at start-up; a lone request rides in a 2-row graph instead
-        # (its spare row idles: a decode step reads the weights once for any row count).
-        self.min_rows = 2 if compile else 1
+        self.min_rows = 1  # fewest rows of a graph (2: a lone request in a 2-row graph, the
+        #                    layout before batch 1 had its own functions; benchmarks time it)
         self._fused = [step.fuse_projections(layer) for layer in self.layers]
+        self._next_norm = [layer.input_layernorm for layer in self.layers[1:]] + [self.text.norm]
         if compile:  # fixed shapes: the compiler specialises on them instead of symbols
             step.mark_static([self.eos, *(t for f in self._fused for t in (f[0], f[1], f[3]))])
         self._buffers: OrderedDict[int, _Buffers] = OrderedDict()
@@ -359,7 +360,7 @@ class FastDecoder:
         if self.compiled:
             log.warning("compiling the decode step failed (%s: %s); decoding without "
                         "torch.compile", type(exc).__name__, exc)
-            self._pre, self._attend, self._post, self._head = step.functions(False)
+            self._one_row, self._rows = step.functions(False)
             self.compiled = False
             self._graphs.clear()
             return self._graph(buf, length, on_request=on_request)
@@ -470,29 +471,19 @@ class FastDecoder:
         """One decode step for every row: embed → layers → norm → lm_head → select. Reads
         the first ``length`` cache positions."""
         rows = buf.rows
+        fn = self._one_row if rows == 1 else self._rows
         h = self.text.embed_tokens(buf.tok.view(rows, 1))
         cos, sin = self.text.rotary_emb(h, buf.pos.view(1, rows, 1).expand(3, rows, 1))
         buf.valid.index_fill_(1, buf.cur, True)
         mask = buf.valid[:, :length].view(rows, 1, 1, length)
+        x = self.layers[0].input_layernorm(h)  # each layer normalises the next one's input
         for i, layer in enumerate(self.layers):
-            h = self._layer(layer, self._fused[i], h, buf.k[i][:, :, :length],
-                            buf.v[i][:, :, :length], cos, sin, mask, buf.cur)
-        nxt = self._head(self.text.norm, self.model.lm_head, h, buf.presence, buf.step,
-                         buf.min_new, buf.done, self.eos, self.penalty, self.pad)
+            qkv_w, qkv_b, sizes, gate_up_w = self._fused[i]
+            h, x = fn.layer(layer, h, x, buf.k[i], buf.v[i], buf.cur, cos, sin, mask, self.rope,
+                            self.head_dim, self.n_kv, qkv_w, qkv_b, sizes, gate_up_w,
+                            self._next_norm[i])
+        nxt = fn.head(self.model.lm_head, x, buf.presence, buf.step, buf.min_new, buf.done,
+                      self.eos, self.penalty, self.pad)
         buf.pos.add_(1)
         buf.cur.add_(1)
         self._advance(buf, nxt)
-
-    def _layer(self, layer, fused, h, kc, vc, cos, sin, mask, cur):
-        """One decoder layer for one new token per row, with the model's own submodules; the
-        attention reads the fixed-size cache under ``mask``. Query heads are grouped by the
-        key/value head they share (head j uses kv head j // n_rep, as in ``repeat_kv``), so
-        grouped-query attention needs no copy of the cache."""
-        b = h.shape[0]
-        qkv_w, qkv_b, sizes, gate_up_w = fused
-        q, k, v = self._pre(layer, h, cos, sin, self.rope, self.head_dim, self.n_kv,
-                            qkv_w, qkv_b, sizes)
-        kc.index_copy_(2, cur, k)
-        vc.index_copy_(2, cur, v)
-        o = self._attend(q, kc, vc, mask, layer.self_attn.scaling)
-        return self._post(layer, h, o.reshape(b, 1, self.n_heads * self.head_dim), gate_up_w)

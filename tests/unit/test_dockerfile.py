@@ -141,7 +141,8 @@ def test_user_is_not_root_and_volumes_hold_cache_and_data(docker: DockerfilePars
     assert order.index("ENTRYPOINT") > len(order) - 1 - order[::-1].index("USER")
     volumes = {v for value in instructions(docker, "VOLUME") for v in exec_form(value)}
     assert docker.envs["HF_HOME"] == "/cache/huggingface"
-    assert {docker.envs["HF_HOME"], docker.envs["CHORD_DATA_DIR"]} <= volumes
+    assert {docker.envs["HF_HOME"], docker.envs["CHORD_CACHE_DIR"],
+            docker.envs["CHORD_DATA_DIR"]} <= volumes
 
 
 # python3 of the bases the Dockerfile is meant for (Debian/Ubuntu with apt)

@@ -68,11 +68,19 @@ def test_video_tokens_match_generate(flm):
     assert ours.tolist() == ref.tolist()
 
 
+def test_batch_one_has_its_own_compiled_step_and_rows_graph(flm):
+    dec = FastDecoder(flm.model, compile=True)
+    assert dec.rows_for(1) == 1 and dec.rows_for(3) == 4
+    # one-row functions compiled apart (their own inductor options), shared by decoders
+    assert dec._one_row is not dec._rows
+    assert FastDecoder(flm.model, compile=True)._one_row is dec._one_row
+    assert {id(f) for f in dec._one_row}.isdisjoint(id(f) for f in dec._rows)
+
+
 def test_a_lone_request_in_a_two_row_graph_matches_generate(flm):
-    # compiled decoders run batch 1 in 2-row graphs (one compilation for every batch size)
-    assert FastDecoder(flm.model, compile=True).rows_for(1) == 2
+    # the earlier layout (benchmarks time it against batch 1's own graph): a spare row idles
     dec = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
-    dec.min_rows = 2  # the compiled layout, on the plain CPU step
+    dec.min_rows = 2
     frames, meta = _clip(np.random.default_rng(5))
     inputs = model_inputs.build_video_inputs(flm, frames, meta, "Describe this clip.")
     ours = dec.generate(inputs, 30)
@@ -207,7 +215,8 @@ def test_a_failing_compile_falls_back_to_the_plain_step(lm, caplog):
     def broken(*args, **kwargs):
         raise RuntimeError("inductor: no working C compiler")
 
-    dec._pre, dec.compiled = broken, True  # as if torch.compile had produced this
+    # as if torch.compile had produced this
+    dec._one_row, dec.compiled = dec._one_row._replace(layer=broken), True
     assert dec.generate(inputs, 16).tolist() == want
     assert not dec.compiled and "decoding without torch.compile" in caplog.text
 
@@ -220,7 +229,7 @@ def test_an_error_in_the_plain_step_is_raised_not_retried(lm):
     def broken(*args, **kwargs):
         raise RuntimeError("shape mismatch")
 
-    dec._post = broken
+    dec._one_row = dec._rows = dec._rows._replace(layer=broken)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         dec.generate(inputs, 8)
 
