@@ -299,12 +299,20 @@ def _tail_count(cap: Any, claimed: int, times: list[float]) -> _Decoded | None:
     landed = int(round(cap.get(cv2.CAP_PROP_POS_FRAMES)))
     if landed > target or landed < len(times):
         return None
-    n, last, limit = landed, None, claimed + 10 * PROBE_TAIL_FRAMES
+    if not cap.grab():
+        return _Decoded(tuple(times), _bisect_end(cap, len(times) - 1, landed))
+    # OpenCV reports the frame it was asked for but can stand one frame before it (seen on
+    # clips whose packets were re-timed, e.g. a segment looped by remuxing): the count would
+    # then come out one high. The landed frame's time says which frame it really is (the
+    # prefix is steady at the header's rate, or we would not have seeked).
+    last = cap.get(cv2.CAP_PROP_POS_MSEC)
+    at = int(round((last - times[0]) * (len(times) - 1) / (times[-1] - times[0])))
+    if abs(at - landed) > 1:
+        return None
+    n, limit = at + 1, claimed + 10 * PROBE_TAIL_FRAMES
     while n < limit and cap.grab():
         n += 1
         last = cap.get(cv2.CAP_PROP_POS_MSEC)
-    if n == landed:
-        return _Decoded(tuple(times), _bisect_end(cap, len(times) - 1, landed))
     return _Decoded(tuple(times), n, n < limit, last, n)
 
 

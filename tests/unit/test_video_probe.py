@@ -112,6 +112,25 @@ def test_probe_truncated_faststart_mp4_counts_what_decodes(tmp_path: Path) -> No
     assert any("truncated" in w for w in info.warnings)
 
 
+@needs_av
+def test_probe_counts_a_remuxed_loop_like_the_decoder(tmp_path: Path) -> None:
+    """A segment looped by remuxing (re-timed packets): OpenCV's seek near the end reports
+    the frame it was asked for but stands one before it, which used to count one frame too
+    many (the last planned frame then never decoded)."""
+    import av
+
+    from chord_core.testing.scenes import make_looped_clip
+
+    path, written = make_looped_clip(tmp_path / "loop.mp4", total_s=30, segment_s=10, fps=10,
+                                     size_wh=(160, 90), gop_s=2)
+    with av.open(str(path)) as container:
+        decoded = sum(1 for _ in container.decode(video=0))
+    info = probe(path)
+    assert info.frame_count == decoded == written == 300
+    assert info.duration_s == pytest.approx(30.0)
+    assert not any("decode" in w for w in info.warnings), info.warnings
+
+
 def test_probe_three_hour_clip_is_bounded(tmp_path: Path, grab_counter: list[int]) -> None:
     sv = make_video(tmp_path / "long.mp4", duration_s=3 * 3600, fps=1, size_wh=(64, 48),
                     codec="mp4v", boxes=False)
