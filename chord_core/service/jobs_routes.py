@@ -201,7 +201,9 @@ async def get_job(request: Request, job_id: str) -> dict[str, Any]:
 
 @router.get("/v1/jobs/{job_id}/result")
 async def get_result(request: Request, job_id: str) -> Any:
-    """The ``chord.result/v1`` document; 409 while the job is unfinished or when it failed."""
+    """The ``chord.result/v1`` document; 409 while the job is unfinished or when it failed.
+    A grounding job cancelled part-way answers with its finished frames (``partial``) while
+    this process holds its status."""
     rt = _runtime(request)
     st = rt.live_status(job_id)
     if st is not None and st.result is not None:
