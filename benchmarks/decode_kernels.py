@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -184,14 +185,10 @@ def step(res: dict, args) -> None:
 
     from chord_core.model.fastgen import FastDecoder, length_bucket
 
-    class _LM:  # what decode_bytes reads
-        model = None
-
     t0 = time.perf_counter()
     model = build_model(args.shape)
     res["build_s"] = time.perf_counter() - t0
-    lm = _LM()
-    lm.model = model
+    lm = SimpleNamespace(model=model)  # what decode_bytes reads
     bw = res.get("copy_GBps", 0) * 1e9
     gen = torch.Generator().manual_seed(1)
     out = {}

@@ -131,14 +131,6 @@ def _down_next(layer, a, h, next_norm):
     return h, next_norm(h)
 
 
-def _layer(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd: int, n_kv: int, qkv_w, qkv_b,
-           sizes, gate_up_w, next_norm):
-    """One whole decoder layer: (residual stream, normed input) → the same for the next."""
-    h, x = _attention_out(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w,
-                          qkv_b, sizes)
-    return _down_next(layer, _mlp_up(layer, x, gate_up_w), h, next_norm)
-
-
 def choose(logits, presence, step, min_new, done, eos, penalty: float, pad: int):
     """Greedy choice after the processors ``generate`` would apply: repetition penalty
     (on tokens seen), no end token before ``min_new`` tokens; finished rows get ``pad``."""
@@ -161,24 +153,29 @@ def _head_choose(lm_head, x, presence, step, min_new, done, eos, penalty: float,
     return choose(logits, presence, step, min_new, done, eos, penalty, pad)
 
 
-class StepFunctions(NamedTuple):
-    """A decode step's layer and head functions, plain or compiled; ``layer`` has the
-    signature of :func:`_layer`."""
-
-    layer: Any
-    head: Any
-
-
 def _in_pieces(attention_out, mlp_up, down_next):
-    """A layer function that runs the layer as three (compiled) pieces."""
+    """One decoder layer, (residual stream, normed input) → the same for the next, from its
+    three pieces: compiled whole when the pieces are the plain functions, or run piece by
+    piece when they are compiled apart."""
 
-    def layer_fn(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w, qkv_b, sizes,
-                 gate_up_w, next_norm):
+    def layer_fn(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd: int, n_kv: int, qkv_w,
+                 qkv_b, sizes, gate_up_w, next_norm):
         h, x = attention_out(layer, h, x, kc, vc, cur, cos, sin, mask, rope, hd, n_kv, qkv_w,
                              qkv_b, sizes)
         return down_next(layer, mlp_up(layer, x, gate_up_w), h, next_norm)
 
     return layer_fn
+
+
+_layer = _in_pieces(_attention_out, _mlp_up, _down_next)
+
+
+class StepFunctions(NamedTuple):
+    """A decode step's layer and head functions, plain or compiled; ``layer`` has the
+    signature of ``_layer``."""
+
+    layer: Any
+    head: Any
 
 
 PLAIN = StepFunctions(_layer, _head_choose)
