@@ -264,3 +264,37 @@ def test_compose_publishes_on_loopback_only(compose: dict[str, Any]) -> None:
     for svc in compose["services"].values():
         for p in svc["ports"]:
             assert str(p).startswith("127.0.0.1:"), p
+
+
+@pytest.mark.parametrize(("code", "body", "ok", "said"), [
+    (200, b'{"status": "ready", "workers": []}', True, "ok"),
+    (503, b'{"status": "loading", "error": "the model is still loading"}', False, "loading"),
+    (503, b'{"status": "failed", "error": "out of memory"}', False, "failed"),
+    (200, b"ok", True, "ok"),
+], ids=["api-ready", "api-loading", "api-failed", "app-plain"])
+def test_healthcheck_reports_the_api_state(code: int, body: bytes, ok: bool, said: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A real HTTP server on 127.0.0.1 answers as the service's /health does: the check's
+    status follows the code and its log line names the service's state."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with caplog.at_level("INFO", logger="chord.health"):
+            url = f"http://127.0.0.1:{server.server_address[1]}/health"
+            assert load_health().check(url, timeout=5) is ok
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert said in caplog.text and str(code) in caplog.text
