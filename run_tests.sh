@@ -9,9 +9,14 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
+# The locked set (requirements-dev.lock: exact versions, every file's hash), so every machine
+# tests the same packages; scripts/check_lock.py then fails fast when requirements*.txt were
+# edited without a new lock (bash scripts/lock.sh).
 stamp=.venv/.chord-dev-installed
-if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ requirements-dev.txt -nt "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+if [ ! -f "$stamp" ] || [ requirements-dev.lock -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
+        -r requirements-dev.lock
     touch "$stamp"
 fi
+.venv/bin/python scripts/check_lock.py --quiet
 exec .venv/bin/python -m pytest "$@"
