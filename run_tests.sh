@@ -11,12 +11,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # The locked set (requirements-dev.lock: exact versions, every file's hash), so every machine
 # tests the same packages; scripts/check_lock.py then fails fast when requirements*.txt were
-# edited without a new lock (bash scripts/lock.sh).
+# edited without a new lock (bash scripts/lock.sh; tests/unit/test_lockfiles.py checks it too).
 stamp=.venv/.chord-dev-installed
-if [ ! -f "$stamp" ] || [ requirements-dev.lock -nt "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes \
-        -r requirements-dev.lock
+if [ ! -f "$stamp" ] || [ requirements.txt -nt "$stamp" ] || [ requirements-dev.txt -nt "$stamp" ] || [ requirements-dev.lock -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
+    .venv/bin/python scripts/check_lock.py --quiet
     touch "$stamp"
 fi
-.venv/bin/python scripts/check_lock.py --quiet
 exec .venv/bin/python -m pytest "$@"
