@@ -4,8 +4,8 @@
 #   sudo bash scripts/docker-smoke.sh          # about 10 minutes the first time
 #
 # Not part of run_tests.sh or CI: it builds a multi-GB image. Needs podman, buildah, runc,
-# debootstrap and docker-compose (Debian: apt-get install podman buildah runc debootstrap
-# docker-compose) and root. No registry is needed: the base is a Debian bookworm made here with
+# debootstrap, docker-compose and catatonit (Debian: apt-get install podman buildah runc
+# debootstrap docker-compose catatonit) and root. No registry is needed: the base is a Debian bookworm made here with
 # debootstrap and imported as localhost/debian-bookworm, passed as --build-arg BASE with
 # bookworm's apt pins. Python packages: the same requirements.lock as the GPU image (hashes
 # checked); a local wheel folder (SMOKE_WHEELS, default /opt/pypi-more/files) is mounted as a
@@ -82,11 +82,13 @@ need_tools() {
     step "tools"
     local t missing=()
     for t in podman debootstrap curl timeout; do command -v "$t" >/dev/null || missing+=("$t"); done
-    if [[ "${SMOKE_COMPOSE:-1}" == 1 ]] && ! command -v docker-compose >/dev/null; then
-        missing+=(docker-compose)
+    if [[ "${SMOKE_COMPOSE:-1}" == 1 ]]; then
+        command -v docker-compose >/dev/null || missing+=(docker-compose)
+        # compose.yaml's `init: true` runs podman's init binary
+        [[ -x /usr/libexec/podman/catatonit ]] || missing+=(catatonit)
     fi
     if (( ${#missing[@]} )); then
-        fail "missing: ${missing[*]} (apt-get install podman buildah runc debootstrap curl docker-compose; SMOKE_COMPOSE=0 skips compose)"
+        fail "missing: ${missing[*]} (apt-get install podman buildah runc debootstrap curl docker-compose catatonit; SMOKE_COMPOSE=0 skips compose)"
     fi
     podman --version
 }
