@@ -268,7 +268,11 @@ for name, svc in doc["services"].items():
     svc["environment"].update(CHORD_MODEL="test", CHORD_CPU_WORKERS="1")
 yaml.safe_dump(doc, open(dst, "w"), sort_keys=False)
 PY
-    sleep 2
+    local n=0   # podman's Docker API is up once its socket exists (30 s at most)
+    until [[ -S "${SOCK#unix://}" ]]; do
+        (( n++ < 60 )) || fail "podman system service did not open $SOCK (log: $WORK/podman-service.log)"
+        sleep 0.5
+    done
     DOCKER_HOST="$SOCK" CHORD_API_KEY="$KEY" timeout -k 10 "$STEP_S" docker-compose -p chordsmoke -f "$COMPOSE_FILE_CPU" up -d \
         || fail "docker-compose up"
     NAME=chordsmoke_app_1 wait_for "http://127.0.0.1:$PORT/_stcore/health" "ok"
