@@ -81,6 +81,9 @@ ENV_VARS = (
            "ServiceSettings"),
     EnvVar("CHORD_API_MAX_TASKS", "most jobs one request may hold", "ServiceSettings"),
     EnvVar("CHORD_API_TIMEOUT_S", "longest a blocking request waits", "ServiceSettings"),
+    EnvVar("CHORD_SERVER", "a running Chord service the one-clip commands (describe, ground, "
+           "entail) submit to (URL; `local`: always load the model in the CLI's process; "
+           "unset: the service `serve` advertises in the data dir, if any)", "cli/remote.py"),
     EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
            "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
     EnvVar("CHORD_ALLOWED_HOSTS", "more Host names the app and the service accept "
