@@ -136,7 +136,6 @@ MAX_PIXELS_DEFAULT = 768 * PATCH_PX * PATCH_PX
 TOKEN_BUDGET_DEFAULT = 24_000
 MAX_FRAMES_DEFAULT = 768
 MIN_FRAMES = 4
-GROUND_FPS_DEFAULT = 2.0
 # Grounding runs every frame as its own image request: a per-frame token cap keeps each
 # request cheap while leaving enough resolution for boxes (≈ 1 MP at most).
 GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
@@ -219,10 +218,6 @@ class ModelConfig:
             raise ConfigError(f"unknown decoder {self.decoder!r}",
                               hint=f"use one of: {', '.join(DECODERS)}")
         object.__setattr__(self, "strategy", engine_strategy(self.strategy))
-
-    @property
-    def is_test_model(self) -> bool:
-        return self.model in TEST_MODELS
 
     def with_overrides(self, **kwargs: object) -> ModelConfig:
         return replace(self, **{k: v for k, v in kwargs.items() if v is not None})
