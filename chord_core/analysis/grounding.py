@@ -69,9 +69,9 @@ _LABEL_RE = re.compile(r"[\"']?label[\"']?\s*[:=]\s*[\"']?([^\"',}\]]*)", re.I)
 # one "key": value pair of a JSON object: a string, a flat list, or a bare number/word
 _PAIR = re.compile(r"[\"'](\w+)[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|\[[^\[\]]*\]|[-\w.]+)")
 # a plain-text box line (Qwen's documented ``x1,y1,x2,y2 label``), brackets optional
-_PLAIN = re.compile(r"^\s*[\[(]?\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*"
-                    r"(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*[\])]?(?:[ \t:：-]+(.*?))?\s*$",
-                    re.M)
+_PLAIN = re.compile(r"^[ \t]*(?:[\[(][ \t]*)?(-?\d+(?:\.\d+)?)[ \t]*,[ \t]*(-?\d+(?:\.\d+)?)[ \t]*,"
+                    r"[ \t]*(-?\d+(?:\.\d+)?)[ \t]*,[ \t]*(-?\d+(?:\.\d+)?)(?:[ \t]*[\])])?"
+                    r"(?:[ \t:：-]+([^\n]*))?$", re.M)  # horizontal space only: linear time
 _FAIL = object()
 
 
@@ -127,8 +127,8 @@ def parse_boxes(text: str, input_wh: tuple[int, int], *, coords: str = "absolute
 
 def _plain_lines(text: str) -> list[tuple[Any, str]]:
     """Qwen's plain-text format, one box a line: ``138,769,315,954 蛋糕``."""
-    return [({"bbox_2d": [float(v) for v in m.groups()[:4]], "label": (m.group(5) or "")},
-             "") for m in _PLAIN.finditer(text)]
+    return [({"bbox_2d": [float(v) for v in m.groups()[:4]],
+              "label": (m.group(5) or "").strip()}, "") for m in _PLAIN.finditer(text)]
 
 
 def _candidates(text: str) -> list[tuple[str, bool]]:

@@ -19,6 +19,7 @@ import ast
 import json
 import math
 import re
+import warnings as warnings_module
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -28,7 +29,7 @@ _START_KEYS = ("start", "start_time", "begin", "from", "start_s", "t0")
 _END_KEYS = ("end", "end_time", "stop", "to", "end_s", "t1")
 _PAIR_KEYS = ("time", "times", "span", "timestamp", "timestamps", "segment", "interval")
 _TIME = r"\d+(?::\d{1,2}){0,2}(?:\.\d+)?"
-_UNIT = r"\s*(?:s\b|sec\b|secs\b|seconds?\b|秒(?:钟)?)?"
+_UNIT = r"(?:\s*(?:s\b|sec\b|secs\b|seconds?\b|秒(?:钟)?))?"  # spaces only before a unit
 _RANGE = re.compile(
     rf"(?<![\d.:])({_TIME}){_UNIT}\s*(?:-|–|—|~|～|to|until|and|到|至|和)\s*({_TIME}){_UNIT}",
     re.IGNORECASE)
@@ -196,7 +197,9 @@ def _flatten(value: list[Any]) -> list[Any]:
 def _literal(snippet: str) -> Any:
     for load in (json.loads, ast.literal_eval):
         try:
-            return load(snippet)
+            with warnings_module.catch_warnings():  # invalid escapes in model text warn
+                warnings_module.simplefilter("ignore")
+                return load(snippet)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return None

@@ -103,3 +103,19 @@ def test_reasoning_is_never_read_as_the_answer(text: str, thinking: bool, spans:
     res = parse_spans(text, None, thinking=thinking)
     assert [tuple(s) for s in res.spans] == [pytest.approx(s) for s in spans]
     _warned(res.warnings, [warning])
+
+
+@pytest.mark.parametrize("text", [
+    "1,2,3,4" + " " * 5000 + "x",           # a plain line with a long space run
+    " " * 3000 + "\n" * 3000 + "1,2,3",     # whitespace the line reader must not rescan
+    "1" + " " * 5000 + "-",                 # a time then spaces: the range reader
+    "{" + '"a": 1, ' * 2000,                # a long cut-off object of pairs
+    "[" + "{" * 3000 + "]" * 10,            # stray brackets
+], ids=["plain-spaces", "blank-lines", "range-spaces", "long-pairs", "stray-brackets"])
+def test_pathological_text_is_read_in_one_pass(text: str) -> None:
+    """Inputs that made a backtracking pattern take seconds (quadratic or worse): each must
+    come back (with a warning where nothing was read), never hang a worker."""
+    boxes = parse_boxes(text, (100, 100))
+    spans = parse_spans(text, 10.0)
+    assert boxes.boxes or boxes.warnings or not text.strip().startswith(("{", "["))
+    assert spans.spans == () or spans.warnings
