@@ -53,7 +53,7 @@ def test_thinking_ground_and_entail_jobs_over_http(thinking_server: Server) -> N
                     ).save(img)
     with httpx.Client(base_url=thinking_server.url, timeout=60) as c:
         g = c.post("/v1/jobs", json={"task": "ground", "video_path": str(clip),
-                                     "target": "the square", "fps": 2, "max_frames": 2,
+                                     "target": "the square", "fps": 2, "max_frames": 4,
                                      "max_new_tokens": 6})
         e = c.post("/v1/jobs", json={"task": "entail", "video_path": str(img),
                                      "statement": "a red car", "max_new_tokens": 6})
