@@ -96,3 +96,13 @@ def test_qwen3_harness_cpu_mode(tmp_path):
     assert ground["two_pass"]["method"] == "two_pass"
     assert 0 < ground["two_pass"]["frames_grounded"] < 12
     assert ground["two_pass"]["latency_s"] > ground["two_pass"]["first_pass_s"] > 0
+
+
+def test_thinking_entail_harness_cpu_mode(tmp_path):
+    proc = _run(["benchmarks/thinking.py", "--cpu"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "thinking.json").read_text())
+    assert res["thinking_checkpoint"] is True and res["first_token"]["pairs_per_s"] > 0
+    think = res["thinking_4"]  # random weights never close: every row hits the budget
+    assert think["pairs"] == 4 and think["forced_share"] == 1.0
+    assert think["cost_vs_first_token"] > 1
