@@ -93,7 +93,8 @@ def parse_spans(text: str, duration_s: float | None = None, *,
                 pairs.append(pair)
     if not pairs and raw:  # JSON that held no span: the prose reader gets its turn
         pairs = _prose_pairs(text)
-        warnings = warnings if not pairs else []
+        if pairs:  # its items were not spans after all: one note instead of their drops
+            warnings = [f"the answer's JSON held no span; read {len(pairs)} from its text"]
     elif raw is None:
         pairs = _prose_pairs(text)
     spans = _checked(_widened(pairs, warnings), duration_s, warnings)
