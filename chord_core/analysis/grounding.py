@@ -147,9 +147,10 @@ class _Repeated(dict):
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; one that names several boxes as a ``_Repeated``."""
+    if sum(k in _BOX_KEYS + _POINT_KEYS for k, _ in pairs) < 2:
+        return dict(pairs)  # a repeated label alone is not a second item (the last wins)
     groups = _group_pairs(pairs)
-    if len(groups) < 2:
-        return dict(pairs)
     out = _Repeated(pairs)
     out.groups = groups
     return out
@@ -278,9 +279,10 @@ def _repeated_pairs(text: str) -> list[tuple[Any, str]]:
     """The complete boxes of a cut-off object that repeats its keys (QwenLM/Qwen3-VL#1720):
     its pairs read one by one, grouped into items; the unfinished last box is not a pair."""
     pairs = [(m.group(1), _literal(m.group(2))) for m in _PAIR.finditer(text)]
-    groups = _group_pairs([(k, v) for k, v in pairs if v is not _FAIL])
-    if len(groups) < 2:
+    pairs = [(k, v) for k, v in pairs if v is not _FAIL]
+    if sum(k in _BOX_KEYS + _POINT_KEYS for k, _ in pairs) < 2:
         return []
+    groups = _group_pairs(pairs)
     return [(g, "") for g in groups if any(k in g for k in _BOX_KEYS + _POINT_KEYS)]
 
 
