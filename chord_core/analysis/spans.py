@@ -106,11 +106,12 @@ def parse_spans(text: str, duration_s: float | None = None, *,
 
 
 def _prose_pairs(text: str) -> list[tuple[float, float]]:
-    """Ranges written in prose; failing those, single moments (each a zero-length pair)."""
+    """Ranges written in prose; failing those, single moments (each a zero-length pair),
+    unless the answer says the target never shows (a duration it mentions is no moment)."""
     pairs = [(t0, t1) for t0, t1 in ((parse_time(a), parse_time(b))
                                      for a, b in _RANGE.findall(text))
              if t0 is not None and t1 is not None]
-    if pairs:
+    if pairs or _NONE_WORDS.search(text):  # "in this 10 s clip it never shows": no moment
         return pairs
     moments = (parse_time(m.group(1)) for m in _MOMENT.finditer(text))
     return [(t, t) for t in moments if t is not None]
