@@ -124,7 +124,7 @@ def _point_box(v: list[float], notes: list[str]) -> tuple[Box | None, str]:
     return (max(0.0, x - h), max(0.0, y - h), min(1.0, x + h), min(1.0, y + h)), ""
 
 
-# -- coordinates --────────────────────────────────────────────────────────────────────────────
+# ── coordinates ──────────────────────────────────────────────────────────────────────────────
 
 def _round(value: float) -> int:
     return math.floor(value + 0.5)

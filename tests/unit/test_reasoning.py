@@ -66,7 +66,8 @@ def test_reasoning_is_optional_in_the_schema_and_round_trips() -> None:
     old = Result.from_dict(_doc())
     assert old.reasoning == () and old.model.thinking is False
     jsonschema.validate(old.to_dict(), SCHEMA)
-    new = Result.from_dict(_doc(reasoning=["So the dog …"], raw_outputs=["So…</think>\n\nA dog."]))
+    new = Result.from_dict(_doc(reasoning=["So the dog …"],
+                                raw_outputs=["So…</think>\n\nA dog."]))
     assert new.reasoning == ("So the dog …",)
     assert Result.from_dict(new.to_dict()).to_dict() == new.to_dict()
     jsonschema.validate(new.to_dict(), SCHEMA)
