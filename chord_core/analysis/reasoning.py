@@ -19,7 +19,8 @@ from dataclasses import dataclass
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 UNFINISHED_WARNING = ("the model was still reasoning when the token limit cut it off (no "
-                      "</think>): there is no answer to read; raise the token limit")
+                      "</think>): there is no answer to read; raise max new tokens, a Thinking "
+                      "model's limit for its reasoning and answer")
 
 
 @dataclass(frozen=True)

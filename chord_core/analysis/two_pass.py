@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SPANS_MAX_NEW_TOKENS = 256
+SPANS_MAX_NEW_TOKENS_THINKING = 2048  # a Thinking model reasons about the clip first
 MIN_MARGIN_S = 0.5
 MIN_FRAMES = 4  # fewer sampled frames: a first pass costs more than it could save
 
@@ -45,8 +46,8 @@ def ask_spans(lm: LoadedModel, frames: np.ndarray, metadata: dict[str, Any], tar
     from chord_core.model import loading as m
     from chord_core.model.prompts import spans_prompt
 
-    return m.describe(lm, frames, metadata, spans_prompt(target), SPANS_MAX_NEW_TOKENS,
-                      cancel=cancel)
+    tokens = SPANS_MAX_NEW_TOKENS_THINKING if lm.info.thinking else SPANS_MAX_NEW_TOKENS
+    return m.describe(lm, frames, metadata, spans_prompt(target), tokens, cancel=cancel)
 
 
 def span_frames(lm: LoadedModel, frames: np.ndarray, budget_tokens: int

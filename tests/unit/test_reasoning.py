@@ -90,3 +90,18 @@ def test_build_result_splits_a_thinking_models_outputs() -> None:
                        text="Wait, no", raw_outputs=("Wait, no",))
     assert cut.text == "" and cut.reasoning == ("Wait, no",)
     assert UNFINISHED_WARNING.startswith("the model was still reasoning")
+
+
+@pytest.mark.parametrize("thinking, asked, expected", [
+    (False, 512, 256), (False, 64, 64), (True, 512, 512), (True, 2048, 2048)],
+    ids=["instruct-capped", "instruct-lower", "thinking-default", "thinking-long"])
+def test_a_thinking_model_gets_the_whole_limit_per_frame(thinking: bool, asked: int,
+                                                         expected: int) -> None:
+    from types import SimpleNamespace
+
+    from chord_core.analysis.frame_ground import frame_tokens
+    from chord_core.analysis.request import AnalysisRequest
+
+    lm = SimpleNamespace(info=SimpleNamespace(thinking=thinking))
+    req = AnalysisRequest("a.mp4", "ground", "a dog", max_new_tokens=asked)
+    assert frame_tokens(lm, req) == expected
