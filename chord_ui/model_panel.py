@@ -92,7 +92,9 @@ def _init_state() -> None:
 def _use_test_model(model: str = "") -> None:
     """Switch to the test model of the missing model's family."""
     st.session_state[K_SOURCE] = SOURCE_TEST
-    st.session_state[K_TEST] = TEST_MODEL_QWEN3 if "qwen3" in model.lower() else TEST_MODEL
+    low = model.lower()
+    st.session_state[K_TEST] = (TEST_MODEL_QWEN3_THINKING if "qwen3" in low and "thinking" in low
+                                else TEST_MODEL_QWEN3 if "qwen3" in low else TEST_MODEL)
 
 
 def model_selector() -> str | None:
