@@ -124,8 +124,11 @@ def env_value(name: str, env: Mapping[str, str] | None = None) -> str:
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 TEST_MODEL = "test"
 TEST_MODEL_QWEN3 = "test-qwen3"
-# model name → family of the tiny random-weight checkpoint it loads
-TEST_MODELS = {TEST_MODEL: "qwen2.5-vl", TEST_MODEL_QWEN3: "qwen3-vl"}
+TEST_MODEL_QWEN3_THINKING = "test-qwen3-thinking"
+# model name → the tiny random-weight checkpoint it loads (its family; Qwen3-VL's Thinking
+# variant is "qwen3-vl-thinking": testing/checkpoints.py)
+TEST_MODELS = {TEST_MODEL: "qwen2.5-vl", TEST_MODEL_QWEN3: "qwen3-vl",
+               TEST_MODEL_QWEN3_THINKING: "qwen3-vl-thinking"}
 
 # Qwen2.5-VL geometry: 14 px patches merged 2×2 → one visual token per 28×28 px, and 2
 # frames per temporal patch. See shared/design/QWEN_FACTS.md.

@@ -7,6 +7,7 @@ of one grounding job) and the planner. Pure data: importing it loads nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from chord_core.errors import ConfigError, ModelError
@@ -33,6 +34,8 @@ class Family:
     coords: str            # boxes: "absolute" input pixels, or "relative1000" of the image
     ground_prompt: str     # per-frame grounding instruction, ``{target}`` filled in
     text_timestamps: bool  # a "<t seconds>" text before every frame pair of a video
+    # has ``*-Thinking`` checkpoints: reasoning before ``</think>``, then the answer
+    thinking: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ class ModelType:
 
 FAMILIES = {
     "qwen2.5-vl": Family("qwen2.5-vl", "Qwen2.5-VL", "absolute", _GROUND_PIXELS, False),
-    "qwen3-vl": Family("qwen3-vl", "Qwen3-VL", "relative1000", _GROUND_RELATIVE, True),
+    "qwen3-vl": Family("qwen3-vl", "Qwen3-VL", "relative1000", _GROUND_RELATIVE, True,
+                       thinking=True),
 }
 MODEL_TYPES = {
     "qwen2_5_vl": ModelType("qwen2.5-vl", "Qwen2_5_VLForConditionalGeneration", True),
@@ -56,6 +60,21 @@ MODEL_TYPES = {
 }
 COORD_MODES = tuple(sorted({f.coords for f in FAMILIES.values()}))
 DEFAULT_FAMILY = "qwen2.5-vl"
+
+
+# The Thinking templates end the generation prompt with the opened reasoning block.
+_THINK_PROMPT = re.compile(r"assistant(?:\\n|\n)<think>")
+
+
+def is_thinking(family_name: str, model_id: str, chat_template: str | None) -> bool:
+    """Whether a checkpoint of ``family_name`` is a Thinking one: its id ends ``-Thinking``
+    (``Qwen/Qwen3-VL-8B-Thinking``, ``test-qwen3-thinking``) or its chat template opens
+    ``<think>`` in the generation prompt. Families without Thinking checkpoints: never."""
+    fam = FAMILIES.get(family_name)
+    if fam is None or not fam.thinking:
+        return False
+    name = str(model_id).rstrip("/").split("/")[-1].lower()
+    return name.endswith("-thinking") or bool(_THINK_PROMPT.search(chat_template or ""))
 
 
 def family(name: str) -> Family:

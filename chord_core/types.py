@@ -206,6 +206,8 @@ class ModelInfo:
     # how its boxes are written: "absolute" pixels of the input (Qwen2.5-VL) or
     # "relative1000" (Qwen3-VL: 0–1000 of the image); results store boxes normalised either way
     coords: str = "absolute"
+    # a Thinking checkpoint (Qwen3-VL-*-Thinking): its answers follow its reasoning
+    thinking: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -315,6 +317,8 @@ class Result:
     partial: bool = False
     # describe: the tokens the model read (template, question and visual) and wrote
     tokens: dict[str, int] | None = None
+    # a Thinking model: the reasoning before each raw output's answer ("" where none)
+    reasoning: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         video = self.video.to_dict()
@@ -340,6 +344,7 @@ class Result:
             else list(self.grounded_frames),
             "partial": self.partial,
             "tokens": dict(self.tokens) if self.tokens is not None else None,
+            "reasoning": list(self.reasoning),
         }
 
     @classmethod
@@ -374,6 +379,7 @@ class Result:
             partial=bool(data.get("partial", False)),
             tokens={k: int(v) for k, v in data["tokens"].items()} if data.get("tokens")
             else None,
+            reasoning=tuple(str(r) for r in data.get("reasoning") or ()),
         )
 
 

@@ -158,6 +158,7 @@ ZH: dict[str, str] = {
     "Frame {idx} could not be read: {why}": "无法读取第 {idx} 帧：{why}",
     "Notes ({n})": "说明（{n}）", " (and {n} more like it)": "（另有 {n} 条类似）",
     "Raw model output (per sampled frame)": "模型原始输出（每个采样帧）",
+    "Model reasoning (Thinking model)": "模型推理过程（思考模型）",
     "Result JSON": "结果 JSON", "Detections CSV": "检测结果 CSV",
     "Annotated MP4": "标注 MP4", "Make annotated MP4": "生成标注 MP4",
     "Draws the boxes on every frame of the clip (H.264).": "在视频的每一帧上画出框（H.264）。",

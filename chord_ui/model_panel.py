@@ -17,6 +17,7 @@ from chord_core.config import (
     DEFAULT_MODEL,
     TEST_MODEL,
     TEST_MODEL_QWEN3,
+    TEST_MODEL_QWEN3_THINKING,
     TEST_MODELS,
     model_config_from_env,
 )
@@ -36,7 +37,8 @@ APPROX_SIZES = {"Qwen/Qwen2.5-VL-3B-Instruct": 7.5e9, "Qwen/Qwen2.5-VL-7B-Instru
                 "Qwen/Qwen3-VL-2B-Instruct": 4.3e9, "Qwen/Qwen3-VL-4B-Instruct": 8.9e9,
                 "Qwen/Qwen3-VL-8B-Instruct": 17.5e9, "Qwen/Qwen3-VL-32B-Instruct": 66.7e9,
                 "Qwen/Qwen3-VL-30B-A3B-Instruct": 62.1e9}
-TEST_CHOICES = {TEST_MODEL: "Qwen2.5-VL family", TEST_MODEL_QWEN3: "Qwen3-VL family"}
+TEST_CHOICES = {TEST_MODEL: "Qwen2.5-VL family", TEST_MODEL_QWEN3: "Qwen3-VL family",
+                TEST_MODEL_QWEN3_THINKING: "Qwen3-VL-Thinking family"}
 SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST = "Hub model", "Local folder", "Test model"
 SOURCES = (SOURCE_HUB, SOURCE_LOCAL, SOURCE_TEST)
 K_SOURCE, K_HUB, K_LOCAL, K_TEST = "model_source", "model_hub_id", "model_local_dir", \
@@ -90,7 +92,9 @@ def _init_state() -> None:
 def _use_test_model(model: str = "") -> None:
     """Switch to the test model of the missing model's family."""
     st.session_state[K_SOURCE] = SOURCE_TEST
-    st.session_state[K_TEST] = TEST_MODEL_QWEN3 if "qwen3" in model.lower() else TEST_MODEL
+    low = model.lower()
+    st.session_state[K_TEST] = (TEST_MODEL_QWEN3_THINKING if "qwen3" in low and "thinking" in low
+                                else TEST_MODEL_QWEN3 if "qwen3" in low else TEST_MODEL)
 
 
 def model_selector() -> str | None:

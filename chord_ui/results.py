@@ -253,6 +253,10 @@ def _notes(result: Result) -> None:
             for first, n in groups[:100]:
                 more = t(" (and {n} more like it)", n=n - 1) if n > 1 else ""
                 st.markdown(f"- {md_escape(first)}{more}")
+    if any(result.reasoning):  # a Thinking model: what it reasoned, folded (issue 31)
+        with st.expander(t("Model reasoning (Thinking model)"), icon=":material/psychology:"):
+            st.code("\n---\n".join(r for r in result.reasoning[:50] if r), language=None,
+                    wrap_lines=True)
     if result.task == "ground" and result.raw_outputs:  # a description IS its raw output
         with st.expander(t("Raw model output (per sampled frame)")):
             st.code("\n---\n".join(result.raw_outputs[:50]), language=None, wrap_lines=True)

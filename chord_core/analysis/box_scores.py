@@ -51,7 +51,7 @@ def score_outputs(lm: Any, outputs: Sequence[Any], frames: np.ndarray, target: s
     crops, owners = [], []
     for k, (out, frame) in enumerate(zip(outputs, frames)):
         parsed = g.parse_boxes(out.text, out.input_wh, coords=lm.coord_mode,
-                               default_label=target)
+                               default_label=target, thinking=lm.info.thinking)  # as assembled
         for box in parsed.boxes:
             crops.append(crop(frame, box.bbox))
             owners.append(k)

@@ -299,7 +299,7 @@ class Engine:
         batch = [request.batch_size or self.model_cfg.batch_size]
         body = self._oom_guard(lambda: entail_frames(
             lm, sampling_plan, frames, request.query, batch_size=batch[0],
-            cancel=clock.cancel,
+            cancel=clock.cancel, think_tokens=request.max_new_tokens,
             on_batch=lambda done, total: clock.emit("checking", f"frame {done}/{total}", done,
                                                     total)), reductions, batch)
         body["warnings"] = tuple(body.get("warnings", ())) + tuple(reductions)
@@ -315,7 +315,8 @@ class Engine:
         chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
         t = time.perf_counter()
         clock.emit("tracking", "linking detections into tracks")
-        body = assemble_ground(info, sampling_plan, request.query, [chunk], lm.coord_mode)
+        body = assemble_ground(info, sampling_plan, request.query, [chunk], lm.coord_mode,
+                               thinking=lm.info.thinking)
         body["postprocess_s"] = time.perf_counter() - t
         return body
 

@@ -10,6 +10,10 @@ trained model puts nearly all of it there; the random test model does not).
 
 A clip is scored frame by frame (``Entailment`` keeps the curve); the verdict rule is in
 ``summarise``. Grounding scores each detection the same way on the box's crop.
+
+A Thinking model (``ModelInfo.thinking``) reasons before it answers, so its first token is not
+the answer: it generates its reasoning first and is scored after ``</think>``
+(``entail_think.py``).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class EntailScore:
     probabilities: dict[str, float]
     answer_mass: float
     prompt_tokens: int = 0
+    reasoning: str = ""  # a Thinking model: what it reasoned before the scored answer
+    reasoning_cut: bool = False  # ... and the token budget ended it (the answer was forced)
 
     @property
     def label(self) -> str:
@@ -109,7 +115,8 @@ def answer_token_ids(tokenizer: Any) -> dict[str, list[int]]:
 
 def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str], *,
                  batch_size: int = 16, cancel: threading.Event | None = None,
-                 on_batch: Callable[[int, int], None] | None = None
+                 on_batch: Callable[[int, int], None] | None = None,
+                 think_tokens: int | None = None
                  ) -> tuple[list[EntailScore], float, float]:
     """Score each (image, statement) pair; returns (scores, preprocess s, model s)."""
     if len(images) != len(statements):
@@ -118,25 +125,32 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
     step = max(1, batch_size)
     batches = ((images[s:s + step], statements[s:s + step])
                for s in range(0, len(images), step))
-    return score_batches(lm, batches, total=len(images), cancel=cancel, on_batch=on_batch)
+    return score_batches(lm, batches, total=len(images), cancel=cancel, on_batch=on_batch,
+                         think_tokens=think_tokens)
 
 
 def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray], Sequence[str]]],
                   *, total: int = 0, cancel: threading.Event | None = None,
-                  on_batch: Callable[[int, int], None] | None = None
+                  on_batch: Callable[[int, int], None] | None = None,
+                  think_tokens: int | None = None
                   ) -> tuple[list[EntailScore], float, float]:
     """Score batches of (images, statements), one forward pass each, while a thread builds
     the next batch's inputs (and pulls it from ``batches``, which may still be reading
     frames): the GPU does not wait for the CPU between passes. Returns (scores, seconds spent
-    building inputs — overlapped with the passes —, seconds in the passes)."""
+    building inputs — overlapped with the passes —, seconds in the passes). A Thinking model
+    reasons first (up to ``think_tokens``; ``entail_think.py``)."""
+    from chord_core.analysis.entail_think import THINK_TOKENS_DEFAULT
     from chord_core.model.loading import _raise_if_cancelled
 
     it = iter(batches)
+    thinking = bool(getattr(lm.info, "thinking", False))
 
     def build() -> tuple[Any, float]:
         part = next(it, None)
         if part is None:
             return None, 0.0
+        if thinking:  # its inputs are built twice, around the reasoning, in the pass
+            return part, 0.0
         t = time.perf_counter()
         return _inputs(lm, part[0], part[1]), time.perf_counter() - t
 
@@ -151,16 +165,33 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray],
             _raise_if_cancelled(cancel)
             upcoming = pool.submit(build)
             t = time.perf_counter()
-            scores.extend(_prefill(lm, inputs))
+            scores.extend(_think(lm, inputs, think_tokens or THINK_TOKENS_DEFAULT, cancel)
+                          if thinking else _prefill(lm, inputs))
             pre_s, run_s = pre_s + built_s, run_s + time.perf_counter() - t
             if on_batch:
                 on_batch(len(scores), max(total, len(scores)))
     return scores, pre_s, run_s
 
 
-def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str]) -> Any:
+def _think(lm: LoadedModel, part: tuple[Sequence[np.ndarray], Sequence[str]],
+           think_tokens: int, cancel: threading.Event | None) -> list[EntailScore]:
+    """A Thinking model's batch (``entail_think.think_then_score``)."""
+    from chord_core.analysis.entail_think import think_then_score
+
+    images, statements = part
+    prompts = [lm.processor.apply_chat_template(entail_messages(s), tokenize=False,
+                                                add_generation_prompt=True) for s in statements]
+    return think_then_score(
+        lm, prompts, lambda texts: _processor_inputs(lm, images, texts),
+        lambda texts: _prefill(lm, _inputs(lm, images, statements, texts=texts)),
+        think_tokens, cancel)
+
+
+def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str], *,
+            texts: Sequence[str] | None = None) -> Any:
     """One batch's model inputs: built on the device (``model/image_batch.py``) when the
-    images have the model's size, else by the processor."""
+    images have the model's size, else by the processor. ``texts``: the templated prompts,
+    when the caller made them (a Thinking model's, its reasoning closed)."""
     from chord_core.model.image_batch import image_batch_inputs
     from chord_core.model.inputs import check_frames
     from chord_core.model.positions import add_host_positions
@@ -168,8 +199,9 @@ def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[
     for i, img in enumerate(images):
         check_frames(img, 3, f"image {i}")
     processor = lm.processor
-    texts = [processor.apply_chat_template(entail_messages(s), tokenize=False,
-                                           add_generation_prompt=True) for s in statements]
+    texts = list(texts) if texts is not None else [
+        processor.apply_chat_template(entail_messages(s), tokenize=False,
+                                      add_generation_prompt=True) for s in statements]
     fast = image_batch_inputs(lm, images, texts, lambda im, tx: _processor_inputs(lm, im, tx))
     return add_host_positions(lm, fast if fast is not None
                               else _processor_inputs(lm, images, texts))
@@ -237,18 +269,21 @@ def summarise(statement: str, frames: Sequence[EntailFrame]) -> Entailment:
 
 def entail_frames(lm: LoadedModel, plan: Any, frames: np.ndarray, statement: str, *,
                   batch_size: int = 16, cancel: threading.Event | None = None,
-                  on_batch: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                  on_batch: Callable[[int, int], None] | None = None,
+                  think_tokens: int | None = None) -> dict[str, Any]:
     """A clip's sampled frames (or one image) checked against ``statement``: the result
-    body for the engine (``entailment``, ``raw_outputs``, timings, warnings)."""
+    body for the engine (``entailment``, ``raw_outputs``, timings, warnings).
+    ``think_tokens``: a Thinking model's reasoning budget per frame."""
     statement = clean_statement(statement)
     scores, pre_s, run_s = score_images(lm, list(frames), [statement] * len(frames),
                                         batch_size=batch_size, cancel=cancel,
-                                        on_batch=on_batch)
-    return body_from_scores(plan, statement, scores, pre_s, run_s)
+                                        on_batch=on_batch, think_tokens=think_tokens)
+    return body_from_scores(plan, statement, scores, pre_s, run_s,
+                            think_tokens=think_tokens)
 
 
 def body_from_scores(plan: Any, statement: str, scores: Sequence[EntailScore], pre_s: float,
-                     run_s: float) -> dict[str, Any]:
+                     run_s: float, think_tokens: int | None = None) -> dict[str, Any]:
     """Per-frame scores → the curve, the verdict, and a warning when the answer words got
     little of the model's probability (the numbers then mean little)."""
     curve = [EntailFrame(t_s=float(t), frame_index=int(i),
@@ -261,5 +296,11 @@ def body_from_scores(plan: Any, statement: str, scores: Sequence[EntailScore], p
                         "probability on average: the probabilities are unreliable (an "
                         "untrained or unsuited model?)")
     raw = tuple(f"{sc.label} (answer mass {sc.answer_mass:.3f})" for sc in scores)
-    return {"entailment": summarise(statement, curve), "raw_outputs": raw,
+    body = {"entailment": summarise(statement, curve), "raw_outputs": raw,
             "preprocess_s": pre_s, "generate_s": run_s, "warnings": tuple(warnings)}
+    if any(sc.reasoning or sc.reasoning_cut for sc in scores):  # a Thinking model
+        from chord_core.analysis.entail_think import THINK_TOKENS_DEFAULT, think_warnings
+
+        body["reasoning"] = tuple(sc.reasoning for sc in scores)
+        body["warnings"] += tuple(think_warnings(scores, think_tokens or THINK_TOKENS_DEFAULT))
+    return body

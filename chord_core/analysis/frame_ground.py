@@ -21,6 +21,15 @@ if TYPE_CHECKING:
     from chord_core.model.loading import LoadedModel
 
 
+def frame_tokens(lm: LoadedModel, request: AnalysisRequest) -> int:
+    """Each frame's answer limit: a few boxes of JSON (``GROUND_MAX_NEW_TOKENS``, lowered by
+    the request's), but a Thinking model reasons first, so it gets the request's whole
+    ``max_new_tokens``."""
+    if getattr(lm.info, "thinking", False):
+        return request.max_new_tokens
+    return min(request.max_new_tokens, GROUND_MAX_NEW_TOKENS)
+
+
 def ground_frames(lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarray,
                   request: AnalysisRequest, clock: Clock, *, batch_size: int,
                   guard: Callable) -> GroundChunk:
@@ -38,7 +47,7 @@ def ground_frames(lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarr
         done.clear()  # an out-of-memory retry starts over
         return m.ground_images(
             lm, list(frames), request.query, batch_size=batch[0],
-            max_new_tokens=min(request.max_new_tokens, GROUND_MAX_NEW_TOKENS),
+            max_new_tokens=frame_tokens(lm, request),
             min_new_tokens=request.min_new_tokens,
             on_batch=lambda k, total: clock.emit("grounding_frames", f"frame {k}/{total}",
                                                  k, total),

@@ -48,13 +48,16 @@ class GroundChunk:
 
 
 def assemble_ground(info: VideoInfo, sampling_plan: SamplingPlan, target: str,
-                    chunks: Sequence[GroundChunk], coord_mode: str) -> dict:
-    """Merge chunk outputs (in frame order), parse, link tracks, cut segments — pure."""
+                    chunks: Sequence[GroundChunk], coord_mode: str, *,
+                    thinking: bool = False) -> dict:
+    """Merge chunk outputs (in frame order), parse, link tracks, cut segments — pure.
+    ``thinking``: a Thinking model, whose boxes are read only from after ``</think>``."""
     outputs = sorted((o for c in chunks for o in c.outputs), key=lambda o: o.frame_index)
     detections: list[Detection] = []
     warnings: list[str] = [w for c in chunks for w in c.warnings]
     for out in outputs:
-        parsed = g.parse_boxes(out.text, out.input_wh, coords=coord_mode, default_label=target)
+        parsed = g.parse_boxes(out.text, out.input_wh, coords=coord_mode, default_label=target,
+                               thinking=thinking)
         warnings.extend(f"frame {out.frame_index} (t={out.t_s:.2f} s): {w}"
                         for w in parsed.warnings)
         scores = list(out.scores) + [None] * (len(parsed.boxes) - len(out.scores))
@@ -92,7 +95,8 @@ def merge_chunks(request: AnalysisRequest, info: VideoInfo, sampling_plan: Sampl
     note = ""
     if partial:
         sampling_plan, note = done_frames(sampling_plan, chunks)
-    body = assemble_ground(info, sampling_plan, request.query, chunks, model.coords)
+    body = assemble_ground(info, sampling_plan, request.query, chunks, model.coords,
+                           thinking=model.thinking)
     timing = Timing(probe_s=probe_s, decode_s=sum(c.decode_s for c in chunks),
                     preprocess_s=body.pop("preprocess_s"), generate_s=body.pop("generate_s"),
                     score_s=body.pop("score_s", 0.0), total_s=time.time() - t0)

@@ -14,11 +14,28 @@ and never drops silently: each dropped or repaired item gives exactly one warnin
 answer gives one, and structured-looking text that yields nothing gives one. An explicit ``[]``
 or plain prose ("there is no dog") gives no boxes and no warning.
 
+Formats seen in published answers (``tests/data/qwen_answers.json``, docs/qwen_outputs.md): label
+keys ``label``/``name``/``object_name``/``name_en``/``name_zh``/``text_content`` or a nested
+``names`` object (its ``en`` first); one object with repeated keys
+(``{"object_name": a, "bbox": …, "object_name": b, "bbox": …}``, QwenLM/Qwen3-VL#1720) is one
+item per box; plain-text lines ``x1,y1,x2,y2 label`` (Qwen's spatial-understanding cookbook);
+an unmatched ``{`` inside a complete answer is reported as malformed, not as cut off. A
+Thinking model's reasoning (before ``</think>``) is never read for boxes
+(``analysis.reasoning``).
+
+The 0–1000 scale (QwenLM/Qwen3-VL#1741). Qwen's own code divides relative boxes by 1000
+(the cookbooks' ``x / 1000 * width``) and its training-data tool rounds ``x / w * 1000`` and
+clamps to [0, 1000], so 1000 is the right or bottom edge; Alibaba Cloud's docs say 0–999 and
+the published answers top out at 999 (omni-recognition cookbook). Chord divides by 1000 and
+takes 1000 as the edge, with no warning; a 999 lands 0.1 % short of the edge (under a pixel
+below 1000 px); values past 1000 are clipped with a warning.
+
 Points. A ``point_2d`` answer becomes a small box ``POINT_BOX_SIZE`` (2 % of each side) centred
 on the point, ``kind="point"``. A degenerate box would be invisible when drawn and have zero IoU
 when linking; the small box keeps the exact centre and ``kind`` records where it came from.
 
-Linking, segments, summaries and interpolation live in :mod:`chord_core.analysis.tracking`.
+Item → box and pixel conversion live in :mod:`chord_core.analysis.boxes`; linking, segments,
+summaries and interpolation in :mod:`chord_core.analysis.tracking`.
 """
 
 from __future__ import annotations
@@ -26,41 +43,36 @@ from __future__ import annotations
 import ast
 import json
 import logging
-import math
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
-from chord_core.analysis.tracking import (
-    Box,
-)
+from chord_core.analysis.boxes import BOX_KEYS as _BOX_KEYS
+from chord_core.analysis.boxes import POINT_BOX_SIZE, ParsedBox, denormalise, item_to_box
+from chord_core.analysis.boxes import POINT_KEYS as _POINT_KEYS
+from chord_core.analysis.boxes import is_number as _is_number
+from chord_core.analysis.boxes import normalise_px, to_detection
+from chord_core.analysis.boxes import snip as _snip
+from chord_core.analysis.reasoning import UNFINISHED_WARNING, split_reasoning
 from chord_core.families import COORD_MODES
-from chord_core.types import Detection
 
 __all__ = ["POINT_BOX_SIZE", "ParseResult", "ParsedBox", "denormalise",
            "normalise_px", "parse_boxes", "to_detection"]
 
 log = logging.getLogger(__name__)
 
-POINT_BOX_SIZE = 0.02
-_BOX_KEYS = ("bbox_2d", "bbox", "box")
-_POINT_KEYS = ("point_2d", "point")
-_LABEL_KEYS = ("label", "name", "object", "category")
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n?(.*?)(?:```|\Z)", re.S)
 _STRUCTURED = re.compile(r"\{|\[\s*[-+\d.]|bbox|point_2d", re.I)
 _KEYED = re.compile(r"[\"']?(bbox_2d|bbox|point_2d)[\"']?\s*[:=]\s*\[([^\[\]]*)\]", re.I)
 _LABEL_RE = re.compile(r"[\"']?label[\"']?\s*[:=]\s*[\"']?([^\"',}\]]*)", re.I)
+# one "key": value pair of a JSON object: a string, a flat list, or a bare number/word
+_PAIR = re.compile(r"[\"'](\w+)[\"']\s*:\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|\[[^\[\]]*\]|[-\w.]+)")
+# a plain-text box line (Qwen's documented ``x1,y1,x2,y2 label``), brackets optional
+_PLAIN = re.compile(r"^[ \t]*(?:[\[(][ \t]*)?(-?\d+(?:\.\d+)?)[ \t]*,[ \t]*(-?\d+(?:\.\d+)?)[ \t]*,"
+                    r"[ \t]*(-?\d+(?:\.\d+)?)[ \t]*,[ \t]*(-?\d+(?:\.\d+)?)(?:[ \t]*[\])])?"
+                    r"(?:[ \t:：-]+([^\n]*))?$", re.M)  # horizontal space only: linear time
 _FAIL = object()
-
-
-@dataclass(frozen=True)
-class ParsedBox:
-    """One box read from model text: ``bbox`` normalised [x1, y1, x2, y2] of the INPUT image."""
-
-    bbox: Box
-    label: str = ""
-    kind: Literal["box", "point"] = "box"
 
 
 @dataclass
@@ -74,11 +86,12 @@ class ParseResult:
 # ── parsing ──────────────────────────────────────────────────────────────────────────────────
 
 def parse_boxes(text: str, input_wh: tuple[int, int], *, coords: str = "absolute",
-                default_label: str = "") -> ParseResult:
+                default_label: str = "", thinking: bool = False) -> ParseResult:
     """Read every box/point in one model answer. Never raises on ``text``.
 
     ``input_wh`` is the size of the image the model saw (used in ``absolute`` mode);
-    ``default_label`` names items that carry no label (usually the query).
+    ``default_label`` names items that carry no label (usually the query); ``thinking``: the
+    model is a Thinking checkpoint, whose answer is only what follows ``</think>``.
     """
     if coords not in COORD_MODES:
         raise ValueError(f"coords must be one of {COORD_MODES}, got {coords!r}")
@@ -87,15 +100,22 @@ def parse_boxes(text: str, input_wh: tuple[int, int], *, coords: str = "absolute
     scale = (1000.0, 1000.0) if coords == "relative1000" else (float(input_wh[0]),
                                                                  float(input_wh[1]))
     result = ParseResult()
+    split = split_reasoning(text if isinstance(text, str) else "", thinking=thinking)
+    if split.unfinished:
+        result.warnings.append(UNFINISHED_WARNING)
+        return result
     items: list[tuple[Any, str]] = []
-    for candidate, fenced in _candidates(text if isinstance(text, str) else ""):
+    for candidate, fenced in _candidates(split.answer):
         found, warns, understood = _items_from_candidate(candidate)
+        if not found and not warns and not understood:
+            found = _plain_lines(candidate)
+            understood = bool(found)
         items.extend(found)
         result.warnings.extend(warns)
         if not understood and (_STRUCTURED.search(candidate) or (fenced and candidate.strip())):
             result.warnings.append(f"no boxes could be read from the answer: {_snip(candidate)}")
     for n, (raw, note) in enumerate(items, start=1):
-        box, warning = _to_box(raw, n, scale, default_label, note)
+        box, warning = item_to_box(raw, n, scale, default_label, note)
         if box is not None:
             result.boxes.append(box)
         if warning:
@@ -105,10 +125,10 @@ def parse_boxes(text: str, input_wh: tuple[int, int], *, coords: str = "absolute
     return result
 
 
-def _snip(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+def _plain_lines(text: str) -> list[tuple[Any, str]]:
+    """Qwen's plain-text format, one box a line: ``138,769,315,954 蛋糕``."""
+    return [({"bbox_2d": [float(v) for v in m.groups()[:4]],
+              "label": (m.group(5) or "").strip()}, "") for m in _PLAIN.finditer(text)]
 
 
 def _candidates(text: str) -> list[tuple[str, bool]]:
@@ -119,10 +139,37 @@ def _candidates(text: str) -> list[tuple[str, bool]]:
     return [(text.replace("```", " "), False)]
 
 
+class _Repeated(dict):
+    """A JSON object that repeats its box key (``{"object_name": a, "bbox": …, "object_name":
+    b, "bbox": …}``): ``groups`` holds one item per box, in order."""
+
+    groups: list[dict[str, Any]]
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; one that names several boxes as a ``_Repeated``."""
+    if sum(k in _BOX_KEYS + _POINT_KEYS for k, _ in pairs) < 2:
+        return dict(pairs)  # a repeated label alone is not a second item (the last wins)
+    groups = _group_pairs(pairs)
+    out = _Repeated(pairs)
+    out.groups = groups
+    return out
+
+
+def _group_pairs(pairs: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Key/value pairs → items: a key seen again in the current item starts the next one."""
+    groups: list[dict[str, Any]] = [{}]
+    for key, value in pairs:
+        if key in groups[-1]:
+            groups.append({})
+        groups[-1][key] = value
+    return groups
+
+
 def _literal(snippet: str) -> Any:
     """JSON, else a Python literal (single quotes, trailing commas), else ``_FAIL``."""
     try:
-        return json.loads(snippet)
+        return json.loads(snippet, object_pairs_hook=_pairs_hook)
     except (ValueError, RecursionError):
         pass
     try:
@@ -165,6 +212,8 @@ def _next_open(text: str, pos: int) -> int:
 
 def _items_from_value(value: Any) -> tuple[list[Any], bool]:
     """Box-like items in a parsed value, and whether the value was box-shaped (or empty)."""
+    if isinstance(value, _Repeated):
+        return list(value.groups), True
     if isinstance(value, dict):
         if any(k in value for k in _BOX_KEYS + _POINT_KEYS):
             return [value], True
@@ -185,25 +234,22 @@ def _items_from_value(value: Any) -> tuple[list[Any], bool]:
     return [], False
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _salvage(text: str, start: int, end: int | None, pairs: dict[int, int | None]
              ) -> tuple[list[tuple[Any, str]], list[str]]:
     """Complete objects inside the malformed (or, ``end`` None, cut-off) value at
-    ``text[start:end]``; one warning per lost item."""
+    ``text[start:end]``; one warning per lost item. An unclosed ``{`` inside a value that does
+    close is a stray bracket (malformed), not a cut."""
     items: list[tuple[Any, str]] = []
     warns: list[str] = []
     span = text[start:end]
     opens = [i for i in sorted(pairs) if text[i] == "{" and (end is None or i < end)]
-    pos, cut = 0, end is None
+    pos, stray, last_open = 0, False, None
     for i in opens:
         close = pairs[i]
         if i < pos:
             continue
-        if close is None:  # unclosed: a wrapper or the cut-off last item — look inside
-            cut = True
+        if close is None:  # unclosed: a wrapper, the cut-off last item, or a stray bracket
+            stray, last_open = stray or end is not None, i
             continue
         obj = _literal(text[i:close])
         if obj is _FAIL:
@@ -214,14 +260,30 @@ def _salvage(text: str, start: int, end: int | None, pairs: dict[int, int | None
         else:
             items.extend((raw, "") for raw in _items_from_value(obj)[0])
         pos = close
+    if end is None and last_open is not None and last_open >= pos:
+        items.extend(_repeated_pairs(text[last_open:]))
     if not opens:
         items.extend(_keyed_items(span))
-    if cut:
+    if end is None:
         warns.append(f"the answer was cut off at the per-frame length limit; kept {len(items)} "
                      f"complete item(s), dropped the rest: {_snip(span[-40:])}")
+    elif stray:
+        warns.append(f"the answer is malformed JSON (an unmatched '{{'); kept {len(items)} "
+                     f"complete item(s): {_snip(span[:40])}")
     elif not items and not warns and (opens or _KEYED.search(span)):
         warns.append(f"no boxes could be read from the answer: {_snip(span)}")
     return items, warns
+
+
+def _repeated_pairs(text: str) -> list[tuple[Any, str]]:
+    """The complete boxes of a cut-off object that repeats its keys (QwenLM/Qwen3-VL#1720):
+    its pairs read one by one, grouped into items; the unfinished last box is not a pair."""
+    pairs = [(m.group(1), _literal(m.group(2))) for m in _PAIR.finditer(text)]
+    pairs = [(k, v) for k, v in pairs if v is not _FAIL]
+    if sum(k in _BOX_KEYS + _POINT_KEYS for k, _ in pairs) < 2:
+        return []
+    groups = _group_pairs(pairs)
+    return [(g, "") for g in groups if any(k in g for k in _BOX_KEYS + _POINT_KEYS)]
 
 
 def _bracket_pairs(text: str, start: int) -> dict[int, int | None]:
@@ -245,6 +307,10 @@ def _bracket_pairs(text: str, start: int) -> dict[int, int | None]:
             stack.append(i)
             pairs[i] = None
         elif ch in "]}" and stack:
+            want = "[" if ch == "]" else "{"
+            if text[stack[-1]] != want and any(text[j] == want for j in stack):
+                while text[stack[-1]] != want:  # stray openers: left unclosed (None)
+                    stack.pop()
             pairs[stack.pop()] = i + 1
             if not stack:
                 break
@@ -271,102 +337,3 @@ def _float_or_text(text: str) -> float | str:
         return text.strip()
 
 
-def _to_box(raw: Any, n: int, scale: tuple[float, float], default_label: str,
-            note: str) -> tuple[ParsedBox | None, str | None]:
-    """One item → a normalised box, or None; plus at most one warning."""
-    if isinstance(raw, (list, tuple)):  # a bare [x1, y1, x2, y2] box or [x, y] point
-        raw = {"point_2d" if len(raw) == 2 and all(map(_is_number, raw)) else "bbox_2d": raw}
-    if not isinstance(raw, dict):
-        return None, f"item {n}: dropped, not an object: {_snip(raw)}"
-    label = next((str(raw[k]).strip() for k in _LABEL_KEYS if raw.get(k) not in (None, "")),
-                 default_label)
-    name = f"item {n} ({label!r})" if label else f"item {n}"
-    key = next((k for k in _BOX_KEYS + _POINT_KEYS if k in raw), None)
-    if key is None:
-        return None, f"{name}: dropped, no bbox_2d or point_2d in {_snip(raw)}"
-    kind: Literal["box", "point"] = "point" if key in _POINT_KEYS else "box"
-    notes = [note] if note else []
-    numbers, reason = _numbers(raw[key], 2 if kind == "point" else 4, notes)
-    if numbers is None:
-        return None, f"{name}: dropped, {reason}: {_snip(raw[key])}"
-    norm = [v / scale[i % 2] for i, v in enumerate(numbers)]
-    bbox, reason = (_point_box(norm, notes) if kind == "point" else _fix_box(norm, notes))
-    if bbox is None:
-        return None, f"{name}: dropped, {reason}"
-    box = ParsedBox(bbox=bbox, label=label, kind=kind)
-    return box, (f"{name}: {', '.join(notes)}" if notes else None)
-
-
-def _numbers(raw: Any, count: int, notes: list[str]) -> tuple[list[float] | None, str]:
-    """``count`` finite numbers from ``raw``; numeric strings and corner pairs are repaired."""
-    if not isinstance(raw, (list, tuple)):
-        return None, "coordinates are not a list"
-    if count == 4 and len(raw) == 2 and all(isinstance(p, (list, tuple)) and len(p) == 2
-                                            for p in raw):
-        raw = [*raw[0], *raw[1]]
-        notes.append("corner pairs flattened")
-    if len(raw) != count:
-        return None, f"expected {count} coordinates, got {len(raw)}"
-    values: list[float] = []
-    for v in raw:
-        if isinstance(v, str):
-            try:
-                v = float(v.strip())
-            except ValueError:
-                return None, "a coordinate is not a number"
-            if "numbers given as text" not in notes:
-                notes.append("numbers given as text")
-        if not _is_number(v) or not math.isfinite(v):
-            return None, "a coordinate is not a finite number"
-        values.append(float(v))
-    return values, ""
-
-
-def _fix_box(v: list[float], notes: list[str]) -> tuple[Box | None, str]:
-    x1, y1, x2, y2 = v
-    if x1 > x2 or y1 > y2:
-        x1, x2, y1, y2 = min(x1, x2), max(x1, x2), min(y1, y2), max(y1, y2)
-        notes.append("swapped corners")
-    clipped = [min(1.0, max(0.0, c)) for c in (x1, y1, x2, y2)]
-    if clipped != [x1, y1, x2, y2]:
-        notes.append("clipped to the image")
-    if clipped[2] - clipped[0] <= 0 or clipped[3] - clipped[1] <= 0:
-        where = "outside the image" if "clipped to the image" in notes else "zero area"
-        return None, where
-    return (clipped[0], clipped[1], clipped[2], clipped[3]), ""
-
-
-def _point_box(v: list[float], notes: list[str]) -> tuple[Box | None, str]:
-    x, y = (min(1.0, max(0.0, c)) for c in v)
-    if [x, y] != v:
-        notes.append("point clipped to the image")
-    h = POINT_BOX_SIZE / 2
-    return (max(0.0, x - h), max(0.0, y - h), min(1.0, x + h), min(1.0, y + h)), ""
-
-
-# ── coordinates ──────────────────────────────────────────────────────────────────────────────
-
-def _round(value: float) -> int:
-    return math.floor(value + 0.5)
-
-
-def normalise_px(bbox_px: Sequence[float], size_wh: tuple[int, int]) -> Box:
-    """Pixel box of an image of ``size_wh`` → normalised [x1, y1, x2, y2]."""
-    w, h = size_wh
-    return (bbox_px[0] / w, bbox_px[1] / h, bbox_px[2] / w, bbox_px[3] / h)
-
-
-def denormalise(bbox: Sequence[float], size_wh: tuple[int, int]) -> tuple[int, int, int, int]:
-    """Normalised box → integer pixels of ``size_wh``, clipped to [0, w] × [0, h] (x2 may be w)."""
-    w, h = size_wh
-    x1, y1, x2, y2 = (min(s, max(0, _round(c * s))) for c, s in zip(bbox, (w, h, w, h)))
-    return (x1, y1, x2, y2)
-
-
-def to_detection(box: ParsedBox, original_wh: tuple[int, int], *, t_s: float,
-                 frame_index: int, score: float | None = None) -> Detection:
-    """A parsed box on the original frame. The model input is a uniform resize without crop,
-    so normalised-in-input equals normalised-in-original."""
-    return Detection(t_s=float(t_s), frame_index=int(frame_index), bbox=tuple(box.bbox),
-                     bbox_px=denormalise(box.bbox, original_wh), label=box.label,
-                     score=None if score is None else round(float(score), 6))

@@ -148,7 +148,25 @@ class Clock:
 def build_result(request: AnalysisRequest, info: VideoInfo, sampling_plan: SamplingPlan,
                  model: ModelInfo, timing: Timing, warnings: Any = (), **body: Any) -> Result:
     """The one place a Result is made: every path (one clip, a batch, merged chunks) comes
-    here, so the record is stamped and assembled the same way."""
+    here, so the record is stamped and assembled the same way. A Thinking model's reasoning
+    is split off its raw outputs here (``reasoning``) and a description keeps only its
+    answer."""
+    if model.thinking:
+        body = _with_reasoning(request.task, body)
     return Result(task=request.task, query=request.query, video=info, sampling=sampling_plan,
                   model=model, timing=timing, warnings=tuple(warnings),
                   created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), **body)
+
+
+def _with_reasoning(task: str, body: dict) -> dict:
+    """``reasoning`` from the raw outputs (unless the task gave its own) and, for describe,
+    the text after ``</think>``."""
+    from chord_core.analysis.reasoning import split_reasoning
+
+    body = dict(body)
+    splits = [split_reasoning(t, thinking=True) for t in body.get("raw_outputs", ())]
+    if "reasoning" not in body and any(sp.reasoning for sp in splits):
+        body["reasoning"] = tuple(sp.reasoning for sp in splits)
+    if task == "describe" and splits:
+        body["text"] = splits[0].answer
+    return body

@@ -4,8 +4,13 @@ Two-pass grounding asks the model, for the whole clip at once, WHEN the target i
 (``prompts.spans_prompt``), then grounds boxes only on the sampled frames inside those spans.
 Answers come in many shapes — the JSON list asked for, often fenced or single-quoted,
 ``{"start_time": …}`` or ``{"time": [a, b]}`` variants, bare ``[a, b]`` pairs, or prose like
-"from 0:03.5 to 0:07" / "2.0s - 4.5s". The parser takes all of them, never raises, and says
-what it dropped or changed (one warning per item), like ``grounding.parse_boxes``.
+"from 0:03.5 to 0:07" / "2.0s - 4.5s" / "10秒到15秒". Qwen3-VL's video cookbook asks for events
+as a dictionary keyed by time ranges (``{"00:23.00 - 00:48.00": "trim the fat …", …}``); its
+keys are the spans. A single moment ("3.2s", "12:34.56s", ``{"time": 3.2}``) becomes a span of
+``MOMENT_S`` centred on it, with a warning saying so: Qwen3-VL answers "when" with one moment as
+often as with a range. A Thinking model's reasoning is never read (``analysis.reasoning``).
+The parser takes all of them, never raises, and says what it dropped or changed (one warning
+per item), like ``grounding.parse_boxes``.
 """
 
 from __future__ import annotations
@@ -14,16 +19,24 @@ import ast
 import json
 import math
 import re
+import warnings as warnings_module
 from dataclasses import dataclass
 from typing import Any, Sequence
+
+from chord_core.analysis.reasoning import UNFINISHED_WARNING, split_reasoning
 
 _START_KEYS = ("start", "start_time", "begin", "from", "start_s", "t0")
 _END_KEYS = ("end", "end_time", "stop", "to", "end_s", "t1")
 _PAIR_KEYS = ("time", "times", "span", "timestamp", "timestamps", "segment", "interval")
 _TIME = r"\d+(?::\d{1,2}){0,2}(?:\.\d+)?"
-_UNIT = r"\s*(?:s\b|sec\b|secs\b|seconds?\b)?"
+_UNIT = r"(?:\s*(?:s\b|sec\b|secs\b|seconds?\b|秒(?:钟)?))?"  # spaces only before a unit
 _RANGE = re.compile(
-    rf"(?<![\d.:])({_TIME}){_UNIT}\s*(?:-|–|—|~|to|until|and)\s*({_TIME}){_UNIT}", re.IGNORECASE)
+    rf"(?<![\d.:])({_TIME}){_UNIT}\s*(?:-|–|—|~|～|to|until|and|到|至|和)\s*({_TIME}){_UNIT}",
+    re.IGNORECASE)
+# one moment in prose: a clock time (m:ss, h:mm:ss) or a number with a unit ("3.2s", "5秒")
+_MOMENT = re.compile(r"(?<![\d.:])(\d+(?::\d{1,2}){1,2}(?:\.\d+)?|\d+(?:\.\d+)?\s*(?:s\b|sec\b|"
+                     r"secs\b|seconds?\b|秒))", re.IGNORECASE)
+MOMENT_S = 1.0  # a single moment is read as this long a span, centred on it
 _NONE_WORDS = re.compile(r"\b(never|not (?:visible|present|appear|shown|seen)|does not appear|"
                          r"doesn't appear|no such|none)\b", re.IGNORECASE)
 
@@ -60,29 +73,77 @@ def parse_time(value: Any) -> float | None:
     return seconds
 
 
-def parse_spans(text: str, duration_s: float | None = None) -> ParsedSpans:
-    """Spans from ``text`` (JSON first, prose second), clipped to ``[0, duration_s]``."""
-    text = text or ""
+def parse_spans(text: str, duration_s: float | None = None, *,
+                thinking: bool = False) -> ParsedSpans:
+    """Spans from ``text`` (JSON first, prose second), clipped to ``[0, duration_s]``.
+    ``thinking``: a Thinking model, whose answer is only what follows ``</think>``."""
+    split = split_reasoning(text or "", thinking=thinking)
+    if split.unfinished:
+        return ParsedSpans((), (UNFINISHED_WARNING,))
+    text = split.answer
     warnings: list[str] = []
     raw = _json_items(text, warnings)
     pairs: list[tuple[float, float]] = []
     if raw is not None:
-        for item in raw:
+        for item in (sub for item in raw for sub in _expand(item)):
             pair, why = _pair_of(item)
             if pair is None:
                 warnings.append(f"dropped span {_snip(item)}: {why}")
             else:
                 pairs.append(pair)
-    else:
-        pairs = [(t0, t1) for t0, t1 in ((parse_time(a), parse_time(b))
-                                         for a, b in _RANGE.findall(text))
-                 if t0 is not None and t1 is not None]
-    spans = _checked(pairs, duration_s, warnings)
+    if not pairs and raw:  # JSON that held no span: the prose reader gets its turn
+        pairs = _prose_pairs(text)
+        if pairs:  # its items were not spans after all: one note instead of their drops
+            warnings = [f"the answer's JSON held no span; read {len(pairs)} from its text"]
+    elif raw is None:
+        pairs = _prose_pairs(text)
+    spans = _checked(_widened(pairs, warnings), duration_s, warnings)
     none = not spans and not warnings and (raw == [] or (raw is None and
                                                           bool(_NONE_WORDS.search(text))))
     if not spans and not none and text.strip():
         warnings.append(f"no time span found in the answer {_snip(text)}")
     return ParsedSpans(tuple(spans), tuple(warnings), none)
+
+
+def _prose_pairs(text: str) -> list[tuple[float, float]]:
+    """Ranges written in prose; failing those, single moments (each a zero-length pair),
+    unless the answer says the target never shows (a duration it mentions is no moment)."""
+    pairs = [(t0, t1) for t0, t1 in ((parse_time(a), parse_time(b))
+                                     for a, b in _RANGE.findall(text))
+             if t0 is not None and t1 is not None]
+    if pairs or _NONE_WORDS.search(text):  # "in this 10 s clip it never shows": no moment
+        return pairs
+    moments = (parse_time(m.group(1)) for m in _MOMENT.finditer(text))
+    return [(t, t) for t in moments if t is not None]
+
+
+def _expand(item: Any) -> list[Any]:
+    """An event dictionary keyed by time ranges (``{"00:23.00 - 00:48.00": "…", …}``) is one
+    item per key; anything else is itself."""
+    if isinstance(item, dict) and item and not _has_time_keys(item) and all(
+            isinstance(k, str) and (_RANGE.search(k) or parse_time(k) is not None)
+            for k in item):
+        return list(item)
+    return [item]
+
+
+def _has_time_keys(item: dict) -> bool:
+    keys = {str(k).strip().lower() for k in item}
+    return bool(keys & set(_START_KEYS + _END_KEYS + _PAIR_KEYS))
+
+
+def _widened(pairs: list[tuple[float, float]], warnings: list[str]
+             ) -> list[tuple[float, float]]:
+    """A zero-length pair (one moment) → a ``MOMENT_S`` span centred on it, with a warning."""
+    out = []
+    for start, end in pairs:
+        if start == end and start >= 0:
+            half = MOMENT_S / 2
+            warnings.append(f"the answer gave one moment ({start:g} s), not a span: read as "
+                            f"{max(0.0, start - half):g}–{start + half:g} s")
+            start, end = max(0.0, start - half), start + half
+        out.append((start, end))
+    return out
 
 
 def frames_in_spans(times_s: Sequence[float], spans: Sequence[tuple[float, float]],
@@ -138,7 +199,9 @@ def _flatten(value: list[Any]) -> list[Any]:
 def _literal(snippet: str) -> Any:
     for load in (json.loads, ast.literal_eval):
         try:
-            return load(snippet)
+            with warnings_module.catch_warnings():  # invalid escapes in model text warn
+                warnings_module.simplefilter("ignore")
+                return load(snippet)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
     return None

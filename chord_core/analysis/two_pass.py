@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SPANS_MAX_NEW_TOKENS = 256
+SPANS_MAX_NEW_TOKENS_THINKING = 2048  # a Thinking model reasons about the clip first
 MIN_MARGIN_S = 0.5
 MIN_FRAMES = 4  # fewer sampled frames: a first pass costs more than it could save
 
@@ -45,8 +46,8 @@ def ask_spans(lm: LoadedModel, frames: np.ndarray, metadata: dict[str, Any], tar
     from chord_core.model import loading as m
     from chord_core.model.prompts import spans_prompt
 
-    return m.describe(lm, frames, metadata, spans_prompt(target), SPANS_MAX_NEW_TOKENS,
-                      cancel=cancel)
+    tokens = SPANS_MAX_NEW_TOKENS_THINKING if lm.info.thinking else SPANS_MAX_NEW_TOKENS
+    return m.describe(lm, frames, metadata, spans_prompt(target), tokens, cancel=cancel)
 
 
 def span_frames(lm: LoadedModel, frames: np.ndarray, budget_tokens: int
@@ -100,7 +101,7 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
     meta["timestamps_s"] = [plan.timestamps_s[i] for i in keep]
     reductions: list[str] = []
     first = guard(lambda: ask_spans(lm, small, meta, request.query, clock.cancel), reductions)
-    parsed = parse_spans(first.text, info.duration_s)
+    parsed = parse_spans(first.text, info.duration_s, thinking=lm.info.thinking)
     notes = [f"two-pass spans: {w}" for w in parsed.warnings] + reductions
     if not parsed.usable:
         notes.append("two-pass: the first pass gave no usable time span; every sampled frame "
@@ -114,7 +115,8 @@ def ground_two_pass(lm: LoadedModel, info: VideoInfo, plan: SamplingPlan, frames
                   timestamps_s=tuple(plan.timestamps_s[i] for i in pos))
     clock.emit("generating", f"{len(pos)} of {plan.num_frames} frames inside the spans", 1, 1)
     chunk = ground_frames(lm, sub, frames[pos], request, clock)
-    body = assemble_ground(info, sub, request.query, [chunk], lm.coord_mode)
+    body = assemble_ground(info, sub, request.query, [chunk], lm.coord_mode,
+                           thinking=lm.info.thinking)
     body["plan"] = replace(plan, notes=tuple(plan.notes) + (_note(plan, pos, parsed, margin),))
     body["grounded_frames"] = sub.frame_indices
     return _with_first_pass(body, first, notes, parsed.spans, "two_pass")
@@ -125,7 +127,8 @@ def _per_frame(lm: Any, info: Any, plan: Any, frames: Any, request: Any, clock: 
     from chord_core.analysis.ground_chunks import assemble_ground
 
     chunk = ground_frames(lm, plan, frames, request, clock)
-    return assemble_ground(info, plan, request.query, [chunk], lm.coord_mode)
+    return assemble_ground(info, plan, request.query, [chunk], lm.coord_mode,
+                           thinking=lm.info.thinking)
 
 
 def _note(plan: SamplingPlan, pos: list[int], parsed: ParsedSpans, margin: float) -> str:

@@ -212,9 +212,12 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     processor = AutoProcessor.from_pretrained(path, trust_remote_code=False)
     processor.tokenizer.padding_side = "left"
     lap("processor_s")
+    template = getattr(processor, "chat_template", None) or getattr(
+        processor.tokenizer, "chat_template", None)
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: device_name(v) for k, v in hf_map.items()},
-                     test_model=resolved.is_test, family=family, coords=coord_mode)
+                     test_model=resolved.is_test, family=family, coords=coord_mode,
+                     thinking=families.is_thinking(family, cfg.model, template))
     decoder = fastgen.for_model(cfg, model, processor)
     lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,

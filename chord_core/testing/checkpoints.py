@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from chord_core.errors import ConfigError
 from chord_core.testing import tiny_model, tiny_qwen3
 
 log = logging.getLogger(__name__)
+
+THINKING = "qwen3-vl-thinking"  # not a family: Qwen3-VL with the Thinking chat template
 
 
 _REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json",
@@ -53,10 +56,13 @@ def ensure_test_model(cache_dir: str | Path | None = None, family: str = "qwen2.
 
 
 def family_builder(family: str) -> tuple[str, Any]:
-    """(cache folder name, build_checkpoint function) of a family's tiny checkpoint."""
+    """(cache folder name, build_checkpoint function) of a family's tiny checkpoint;
+    ``qwen3-vl-thinking``: the Qwen3-VL one with the Thinking chat template."""
     if family == "qwen2.5-vl":
         return tiny_model.TEST_MODEL_DIRNAME, tiny_model.build_checkpoint
     if family == "qwen3-vl":
         return tiny_qwen3.TEST_MODEL_DIRNAME, tiny_qwen3.build_checkpoint
+    if family == THINKING:
+        return tiny_qwen3.THINKING_DIRNAME, partial(tiny_qwen3.build_checkpoint, thinking=True)
     raise ConfigError(f"no test checkpoint for model family {family!r}",
-                      hint="use qwen2.5-vl or qwen3-vl")
+                      hint=f"use qwen2.5-vl, qwen3-vl or {THINKING}")

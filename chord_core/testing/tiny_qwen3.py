@@ -12,6 +12,9 @@ same classes (``Qwen3VLForConditionalGeneration``, ``Qwen3VLProcessor``,
   temporal patch 2, deepstack mergers, per-head q/k RMS norms, interleaved mrope) with tiny
   widths. Output text is meaningless (``TEST_MODEL_LABEL``).
 * ``2b`` / ``4b`` / ``8b`` — the real shapes, random weights, for GPU benchmarks only.
+* ``thinking=True`` (``--model test-qwen3-thinking``): the same weights with the
+  ``Qwen3-VL-*-Thinking`` chat template, whose generation prompt opens the reasoning block
+  (``<|im_start|>assistant\n<think>\n``), so a Thinking model's whole path runs on CPU.
 
 Where the real shapes come from: ``Qwen/Qwen3-VL-4B-Instruct``'s config.json as quoted in
 public code (text 2560/9728/36 layers/32 heads/8 KV heads/head_dim 128, tied; vision depth
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 TEST_MODEL_LABEL = base.TEST_MODEL_LABEL
 TEST_MODEL_DIRNAME = "tiny-qwen3-vl-v1"
+THINKING_DIRNAME = "tiny-qwen3-vl-thinking-v1"
 SHAPES = ("tiny", "2b", "4b", "8b")
 # Added after <|file_sep|> in the Qwen3 tokenizer (not special).
 QWEN3_EXTRA_TOKENS = ("<tool_response>", "</tool_response>", "<think>", "</think>")
@@ -59,6 +63,12 @@ CHAT_TEMPLATE = "".join([
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}",
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
 ])
+
+# Qwen3-VL-*-Thinking: the same template, but the generation prompt opens the reasoning block
+# (the model writes its reasoning, ``</think>``, then the answer).
+THINKING_CHAT_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
 
 _VISION_8B = {"depth": 27, "hidden_size": 1152, "intermediate_size": 4304, "num_heads": 16,
               "deepstack_visual_indexes": [8, 16, 24]}
@@ -140,11 +150,12 @@ def _processor_configs() -> dict[str, dict[str, Any]]:
     return {"preprocessor_config.json": image, "video_preprocessor_config.json": video}
 
 
-def _readme(shape: str) -> str:
+def _readme(shape: str, thinking: bool = False) -> str:
     from chord_core.config import RANDOM_WEIGHTS_TAG
 
+    kind = "Thinking " if thinking else ""
     return (f"---\nlicense: apache-2.0\ntags:\n- {RANDOM_WEIGHTS_TAG}\n---\n"
-            f"# Qwen3-VL-shaped checkpoint ({shape}) — {TEST_MODEL_LABEL}\n\n"
+            f"# Qwen3-VL-shaped {kind}checkpoint ({shape}) — {TEST_MODEL_LABEL}\n\n"
             "Built offline by `python -m chord_core make-tiny-model --family qwen3-vl`. Same "
             "files, classes, chat template and special tokens as Qwen/Qwen3-VL-*-Instruct, but "
             "random weights: its output text is meaningless. For tests and benchmarks only.\n")
@@ -180,11 +191,12 @@ def _decodable_head(tensors: dict[str, Any], n_tokens: int) -> None:
 
 
 def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
-                     device: str = "cpu", dtype: Any = None) -> Path:
+                     device: str = "cpu", dtype: Any = None, thinking: bool = False) -> Path:
     """Write a random-weight Qwen3-VL checkpoint (official file layout) into ``out_dir``.
 
     ``shape``: ``tiny`` (CPU tests) or ``2b``/``4b``/``8b`` (real shapes; build them with
     ``device="cuda"``). The same ``seed`` gives byte-identical weights on the same device.
+    ``thinking``: the Thinking chat template (``THINKING_CHAT_TEMPLATE``).
     """
     import torch
 
@@ -195,12 +207,13 @@ def build_checkpoint(out_dir: str | Path, *, shape: str = "tiny", seed: int = 0,
                           hint=f"use one of: {', '.join(SHAPES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ids = base._write_tokenizer(out, QWEN3_EXTRA_TOKENS, CHAT_TEMPLATE)
+    template = THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE
+    ids = base._write_tokenizer(out, QWEN3_EXTRA_TOKENS, template)
     config_dict = _model_config(shape, ids)
     base._write_json(out / "config.json", config_dict)
     base._write_json(out / "generation_config.json", _generation_config(ids))
-    base._write_json(out / "chat_template.json", {"chat_template": CHAT_TEMPLATE})
-    (out / "README.md").write_text(_readme(shape), encoding="utf-8")
+    base._write_json(out / "chat_template.json", {"chat_template": template})
+    (out / "README.md").write_text(_readme(shape, thinking), encoding="utf-8")
     for name, data in _processor_configs().items():
         base._write_json(out / name, data)
     dtype = dtype if dtype is not None else torch.bfloat16

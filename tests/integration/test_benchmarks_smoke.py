@@ -108,3 +108,13 @@ def test_startup_benchmark_smoke_mode(tmp_path, tiny_model_dir):
     for name in ("cold", "warm"):  # the worker's own split, from /health
         assert {"imports_s", "load_s", "total_s"} <= set(res[f"worker_startup_{name}"])
     assert res["weights_mb"] > 0 and res["cli_in_process_load_s"] > 0
+
+
+def test_thinking_entail_harness_cpu_mode(tmp_path):
+    proc = _run(["benchmarks/thinking.py", "--cpu"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "thinking.json").read_text())
+    assert res["thinking_checkpoint"] is True and res["first_token"]["pairs_per_s"] > 0
+    think = res["thinking_4"]  # random weights never close: every row hits the budget
+    assert think["pairs"] == 4 and think["forced_share"] == 1.0
+    assert think["cost_vs_first_token"] > 1

@@ -261,3 +261,20 @@ def test_to_detection_clips_to_frame() -> None:
 
 def test_denormalise_clips_out_of_range() -> None:
     assert denormalise((-0.1, -0.5, 1.2, 1.0), (100, 50)) == (0, 0, 100, 50)
+
+
+@pytest.mark.parametrize("text, labels, n_warnings", [
+    # one complete object naming two boxes (QwenLM/Qwen3-VL#1720's prompt, not cut off)
+    ('{"object_name": "cup", "bbox": [1, 2, 30, 40], "object_name": "pen", '
+     '"bbox": [50, 60, 70, 80]}', ["cup", "pen"], 0),
+    ('{"label": "a", "label": "b", "bbox_2d": [1, 2, 30, 40]}', ["b"], 0),  # last label wins
+    ('[{"bbox_2d": [1, 2, 30, 40], "names": {"zh": "猫", "en": "Cat"}}]', ["Cat"], 0),
+    ('[{"bbox_2d": [1, 2, 30, 40], "names": {"zh": "猫"}}]', ["猫"], 0),
+    ('[{"bbox_2d": [1, 2, 30, 40], "text_content": "EXIT"}]', ["EXIT"], 0),
+    ('[{"bbox_2d": [1, 2, 30, 40], "label": "a"}, {"bbox_2d": [5, 6, 7, 8], "label": "b', ["a"],
+     1),  # a cut item with a complete box is still dropped: its label is unfinished
+], ids=["repeated-keys", "repeated-label", "names-en", "names-zh", "text-content", "cut-label"])
+def test_label_keys_and_repeated_keys(text: str, labels: list[str], n_warnings: int) -> None:
+    res = parse_boxes(text, (100, 100), coords="relative1000", default_label="query")
+    assert [b.label for b in res.boxes] == labels
+    assert len(res.warnings) == n_warnings, res.warnings

@@ -30,6 +30,12 @@ CASES = [  # (answer, spans, number of warnings, answered_none)
     ("The target never appears in this video.", [], 0, True),
     ("lorem ipsum dolor", [], 1, False),
     ("", [], 0, False),
+    # issue 31: JSON that holds no span, then the prose reader; event keys; a lone moment
+    ('{"answer": "from 2s to 4s"}', [(2.0, 4.0)], 1, False),
+    ('{"00:23.00 - 00:48.00": "trim", "00:50": "serve"}', [(23.0, 48.0), (49.5, 50.5)], 1,
+     False),
+    ("窗户在第3.5秒出现", [(3.0, 4.0)], 1, False),
+    ("In this 10 second clip the dog never appears.", [], 0, True),
 ]
 
 
