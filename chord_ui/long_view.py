@@ -70,7 +70,7 @@ def _start(clip: ClipSource, info: VideoInfo, task: str, query: str, model: str)
 
     if task == "ground":
         AnalysisRequest(clip.path, "ground", query)  # an empty target is refused here
-    args = (resources.job_manager(), resources.store(), info, clip.key)
+    args = (resources.job_manager(), info, clip.key)
     work = lr.chapters_work(*args, settings(), model, _in_flight()) if task == "describe" \
         else lr.ground_work(*args, query.strip(), settings(), model, _in_flight())
     resources.long_runs().start(run_key(clip, task, query, model),
@@ -212,7 +212,7 @@ def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
         skey = f"{key}:search:{hashlib.sha256(query.strip().encode()).hexdigest()[:12]}"
         st.session_state[_search_key(key)] = skey
         resources.long_runs().start(skey, "search", lr.search_work(
-            resources.job_manager(), resources.store(), info, clip.key, doc, query.strip(),
+            resources.job_manager(), info, clip.key, doc, query.strip(),
             model, _in_flight()))
         st.rerun()
     current = st.session_state.get(_search_key(key))
