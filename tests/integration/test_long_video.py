@@ -190,6 +190,52 @@ def test_a_cancelled_run_is_one_row_and_goes_on_where_it_stopped(runner, store, 
     assert sum(r["job_id"] == run.run for r in store.list_jobs(top_level=True, limit=100)) == 1
 
 
+@pytest.mark.slow
+def test_chunks_a_restarted_app_resumes_keep_their_frames(tiny_model_dir, tmp_path) -> None:
+    """The app's manager resumes the store's unfinished jobs on start: a chunk job left by
+    a run cut short comes back as that chunk (its frames), not as a whole-clip describe,
+    and the run started again waits for it instead of queuing it twice."""
+    import threading
+
+    from chord_core.errors import JobCancelled
+
+    clip = make_scene_clip(tmp_path / "r.mp4", [], even_times(80, 10.0))  # 4 chunks of 2 s
+    info, key = probe(clip.path), file_hash(clip.path)
+    s = LongVideoSettings(cuts="fixed", chunk_s=2, min_chunk_s=1, chapter_s=100, **FAST)
+    db = Store(tmp_path / "chord.sqlite3")
+    # one chunk per model call, all four in flight: three are unfinished at the cancel
+    first = in_process_manager(CFG.with_overrides(batch_size=1), store=db)
+    cancel = threading.Event()
+    run = ChaptersRun(first, info, key, s, "test", in_flight=4, cancel=cancel,
+                      on_progress=lambda e: cancel.set() if e.done >= 1 else None)
+    with pytest.raises(JobCancelled):
+        run()
+    first.shutdown()
+    left = [r for r in db.list_jobs(parent=run.run) if r["state"] != "done"]
+    assert left, "every chunk finished before the cancel"
+    for r in left:  # as a crash leaves them: queued, for the next start to resume
+        if r["state"] != "queued":
+            db.update_state(r["job_id"], "queued")
+    second = in_process_manager(CFG, store=db)  # resumes them, with their chunk's frames
+    try:
+        for r in left:
+            st = second.wait(r["job_id"], timeout=300)
+            plan = r["spec"]["plan"]
+            assert st.state.value == "done"
+            assert list(st.result.sampling.frame_indices) == plan["frame_indices"]
+        doc = ChaptersRun(second, info, key, s, "test")()
+    finally:
+        second.shutdown()
+    assert len(doc.chunk_texts) == 4
+    rows = db.list_jobs(parent=run.run)
+    assert len(rows) == len({r["job_id"] for r in rows}) and all(r["state"] == "done"
+                                                                   for r in rows)
+    assert {r["job_id"]: r["attempts"] for r in rows if r["job_id"] in
+            {x["job_id"] for x in left}} == {x["job_id"]: x["attempts"] + 1
+                                             for x in left}  # ran once more, not twice
+    db.close()
+
+
 def _done_chunks(db: Path) -> dict[str, float]:
     """Chunk jobs with a stored result → when it was stored (read while the run writes)."""
     if not db.exists():
