@@ -143,7 +143,7 @@ def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.longvideo.chunks import Chunk, chunk_plan
 
     t0, w0 = time.perf_counter(), time.time()
-    doc = ChaptersRun(ex, store, info, key, settings, args.model, in_flight=width,
+    doc = ChaptersRun(ex, info, key, settings, args.model, in_flight=width,
                       on_progress=_say)()
     wall, w1 = time.perf_counter() - t0, time.time()
     sampling = SamplingConfig(fps=settings.describe_fps, max_frames=settings.describe_max_frames)
@@ -168,7 +168,7 @@ def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.longvideo.ground import ground_long, ground_plan
 
     t0, w0 = time.perf_counter(), time.time()
-    res = ground_long(ex, store, info, key, "the yellow square", settings, args.model,
+    res = ground_long(ex, info, key, "the yellow square", settings, args.model,
                       sampling=ground_sampling(args), in_flight=width,
                       max_new_tokens=args.tokens,
                       batch_size=args.ground_batch, on_progress=_say)

@@ -24,7 +24,7 @@ import streamlit as st
 
 from chord_core.errors import ChordError
 from chord_core.types import Result
-from chord_ui import resources, session
+from chord_ui import history_parents, resources, session
 from chord_ui.formatting import human_duration, md_escape, summary_line
 from chord_ui.i18n import t
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
@@ -74,7 +74,8 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dur = duration_s(r)
         out.append({
             "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
-            "clip": _clip_name(r), "task": r["task"], "query": r["query"] or "—",
+            "clip": _clip_name(r), "task": history_parents.task_label(r),
+            "query": r["query"] or "—",
             "model": r["model"] or "—",
             "state": t(r["state"]),
             "duration": human_duration(dur) if dur is not None else "—"})
@@ -87,7 +88,7 @@ def history() -> None:
     choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
                                   key=K_FILTER, default="all", required=True) or "all"
     state = None if choice == "all" else choice
-    total = store.count_jobs(state=state)
+    total = store.count_jobs(state=state, top_level=True)  # a long run: one row
     if total == 0:
         _notice()
         st.info(t("Nothing here yet. Analyses you run on the Analyze or Batch page appear "
@@ -104,7 +105,7 @@ def history() -> None:
 def _page_rows(state: str | None, page: int) -> list[dict[str, Any]]:
     manager = resources.job_manager()
     return [live_row(r, manager) for r in resources.store().list_jobs(
-        PAGE_SIZE, (page - 1) * PAGE_SIZE, state=state)]
+        PAGE_SIZE, (page - 1) * PAGE_SIZE, state=state, top_level=True)]
 
 
 def _table(state: str | None, page: int, pages: int, live: bool) -> None:
@@ -115,7 +116,7 @@ def _table(state: str | None, page: int, pages: int, live: bool) -> None:
     rows = _page_rows(state, page)
     if live and not any(r["state"] in ("queued", "running") for r in rows):
         st.rerun(scope="app")
-    total = store.count_jobs(state=state)
+    total = store.count_jobs(state=state, top_level=True)
     unfinished = sum(r["state"] in ("queued", "running") for r in rows)
     st.caption(t("{total} analyses · page {page} of {pages} · newest first · stored in "
                  "`{path}`", total=total, page=page, pages=pages, path=store.path)
@@ -153,6 +154,10 @@ def _details(row: dict[str, Any]) -> None:
             st.caption(":material/warning: " + t(
                 "The video file at {path} is gone or outside the media roots; the stored "
                 "result can still be opened (without frames).", path=md_escape(row["video_path"])))
+        if history_parents.is_parent(row):
+            history_parents.show(row)
+            _actions(row, state)
+            return
         result = _stored_result(job_id) if state in ("done", "cancelled") else None
         _state_message(row, partial=result is not None and result.partial)
         if result is not None:
@@ -228,13 +233,14 @@ def _ask_delete(job_id: str | None) -> None:
 
 
 def _cancel(job_id: str) -> None:
-    resources.job_manager().cancel(job_id)
+    if not resources.job_manager().cancel(job_id):
+        history_parents.cancel(job_id)  # a long run: its thread stops it
 
 
 def _delete(job_id: str, name: str) -> None:
     st.session_state[K_CONFIRM] = None
     try:
-        deleted = resources.store().delete_job(job_id)
+        deleted = history_parents.delete(resources.store(), job_id)
     except ChordError as exc:
         log.warning("deleting %s failed: %s", job_id, exc)
         return

@@ -3,7 +3,9 @@
 While the Analyze page shows a job (running or finished) its id is in the URL, so a reload,
 a second tab or a shared link comes back to the same job: the clip, the mode and its text
 are restored from the job's spec (the live job manager, else the store), and the page follows
-the job's progress or shows its result. The id is only ever used as a lookup key.
+the job's progress or shows its result. A long-video run is a parent job: its link restores
+the clip and mode, and the long view finds the run (running, or finished: its chapters, and
+its last search) by the same id. The id is only ever used as a lookup key.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def restore() -> None:
         return
     st.session_state[K_BOUND] = job_id
     row = _job_row(job_id)
+    if _open_parent(row):
+        return
     if row is None or row.get("task") not in TASKS:
         log.info("the link's job %r is not known here", job_id)
         st.session_state["job_link_missing"] = job_id
@@ -67,6 +71,26 @@ def restore() -> None:
     st.session_state[QUERY_KEYS[task]] = row.get("query") or ""
     session.follow(clip, task, job_id)
     log.info("opened %s from the page's URL", job_id)
+
+
+def _open_parent(row: dict[str, Any] | None) -> bool:
+    """A long run's link: its clip and mode (a search opens in its chapters run). False when
+    the row is not a parent job."""
+    from chord_core.runtime.store_parents import is_parent
+    from chord_ui.history_view import clip_for
+
+    if row is None or not is_parent(row):
+        return False
+    if row["task"] == "search" and row.get("parent"):
+        row = resources.store().get_job(row["parent"]) or row
+    task = str(row["spec"].get("task") or "describe")
+    st.session_state[K_CLIP] = clip_for(row)
+    st.session_state[K_CLIP_ERROR] = None
+    st.session_state[K_TASK] = task if task in TASKS else "describe"
+    if task == "ground":
+        st.session_state[K_TARGET] = row.get("query") or ""
+    log.info("opened the long run %s from the page's URL", row["job_id"])
+    return True
 
 
 def bind(job_id: str | None) -> None:

@@ -106,4 +106,14 @@ ZH_PAGES: dict[str, str] = {
     "Supports it at:": "支持的时刻：", "Contradicts it at:": "矛盾的时刻：",
     "{model} · {n} frame(s) checked · {total} total": "{model} · 检查了 {n} 帧 · 共 {total}",
     "Result (.json)": "结果（JSON）",
+    # long-video runs as parent jobs (History, Analyze)
+    "chapters (long video)": "章节（长视频）", "ground (long video)": "定位（长视频）",
+    "search (long video)": "搜索（长视频）",
+    "{stage}: {done} of {total} done": "{stage}：已完成 {done}/{total}",
+    "Stopped part-way. Open it in Analyze and press **Run** to go on: finished chunks are "
+    "kept.": "中途停止。在分析页打开并按 **运行** 继续：已完成的分段会保留。",
+    "{n} job(s) in this run": "此运行共 {n} 个任务",
+    "A run of this clip stopped at {done}/{total} ({state}). Press **Run** to go on: "
+    "finished chunks are kept.": "此视频的一次运行停在 {done}/{total}（{state}）。按 **运行** "
+                                 "继续：已完成的分段会保留。",
 }

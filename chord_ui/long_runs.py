@@ -3,11 +3,12 @@
 A long run is many jobs (one per chunk) driven by ``chord_core.longvideo`` over the app's
 shared job manager; it takes minutes, so it runs in a thread of the server, never in a
 page script. ``LongRunManager.start`` is idempotent per run key (a rerun, a second click or
-a second tab finds the run already going, or finished). Progress comes from the run's row
-in the job store (``progress``: stage, chunks done of total, time left — written by
-``longvideo.runs`` after every chunk), so it survives a reload; the thread's own last event
-is the fallback while the row does not exist yet. Finished chunks are in the store: a run
-cancelled, or cut short by a restart, resumes where it stopped when started again.
+a second tab finds the run already going, or finished). The run is a parent job of the
+shared job manager (``longvideo.runs``); progress comes from its row in the job store (its
+summary's ``progress``: stage, chunks done of total, time left, written after every chunk),
+so it survives a reload; the thread's own last event is the fallback while the row does not
+exist yet. Finished chunks are in the store: a run cancelled, or cut short by a restart,
+resumes where it stopped when started again.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class LongRun:
     key: str
     kind: str  # chapters | ground | search
     state: str = "running"  # running | done | failed | cancelled
-    run_id: str = ""  # the run's batch row in the store (progress, chunks)
+    run_id: str = ""  # the run's parent job (its row in the store: progress, chunks)
     event: dict[str, Any] | None = None
     doc: Any = None  # ChaptersDoc | Result | SearchDoc
     error: dict[str, str] | None = None
@@ -59,14 +60,30 @@ class LongRunManager:
             run = self._runs.get(key)
             return None if run is None else run.snapshot()
 
-    def start(self, key: str, kind: str, work: Work) -> bool:
+    def by_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run whose parent job is ``run_id`` (a link's ``?job=``), if this server has it."""
+        with self._lock:
+            run = next((r for r in self._runs.values() if r.run_id == run_id), None)
+            return None if run is None else run.snapshot()
+
+    def adopt(self, key: str, kind: str, run_id: str, doc: Any) -> dict[str, Any]:
+        """File a run finished before this server started (its parent row's document) under
+        ``key``, so a reload or a link shows it; a run this server has is kept instead."""
+        with self._lock:
+            run = self._runs.get(key)
+            if run is None:
+                run = self._runs[key] = LongRun(key, kind, "done", run_id, doc=doc)
+            return run.snapshot()
+
+    def start(self, key: str, kind: str, work: Work, run_id: str = "") -> bool:
         """Run ``work(run, on_progress)`` in a thread unless this key is running or done.
-        True when this call started it. A failed or cancelled run starts again."""
+        True when this call started it. A failed or cancelled run starts again. ``run_id``
+        (its parent job) is known from the start, so the page's URL can name it at once."""
         with self._lock:
             current = self._runs.get(key)
             if current is not None and current.state in ("running", "done"):
                 return False
-            run = LongRun(key, kind)
+            run = LongRun(key, kind, run_id=run_id)
             self._runs[key] = run
         threading.Thread(target=self._run, args=(run, work), name=f"long-{kind}",
                          daemon=True).start()
@@ -87,7 +104,7 @@ class LongRunManager:
             return None
         if snap["run_id"] and self.store is not None:
             try:
-                row = self.store.get_batch(snap["run_id"]) or {}
+                row = self.store.get_job(snap["run_id"]) or {}
             except ChordError as exc:
                 log.info("run row of %s unreadable: %s", snap["run_id"], exc)
                 row = {}
@@ -127,12 +144,12 @@ class LongRunManager:
 
 # -- the work of each kind (called in the run's thread) ------------------------------------
 
-def chapters_work(executor: Any, store: Any, info: Any, video_key: str, settings: Any,
-                  model: str, in_flight: int) -> Work:
+def chapters_work(manager: Any, info: Any, video_key: str, settings: Any, model: str,
+                  in_flight: int) -> Work:
     def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
         from chord_core.longvideo.chapters import ChaptersRun
 
-        chapters = ChaptersRun(executor, store, info, video_key, settings, model,
+        chapters = ChaptersRun(manager, info, video_key, settings, model,
                                in_flight=in_flight, on_progress=on_progress, cancel=run.cancel)
         run.run_id = chapters.run
         return chapters()
@@ -140,27 +157,27 @@ def chapters_work(executor: Any, store: Any, info: Any, video_key: str, settings
     return work
 
 
-def ground_work(executor: Any, store: Any, info: Any, video_key: str, target: str,
-                settings: Any, model: str, in_flight: int) -> Work:
+def ground_work(manager: Any, info: Any, video_key: str, target: str, settings: Any,
+                model: str, in_flight: int) -> Work:
     def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
         from chord_core.config import SamplingConfig
         from chord_core.longvideo.ground import ground_long, ground_run_id
 
         sampling = SamplingConfig()
         run.run_id = ground_run_id(video_key, target, settings, model, sampling)
-        return ground_long(executor, store, info, video_key, target, settings, model,
+        return ground_long(manager, info, video_key, target, settings, model,
                            sampling=sampling, in_flight=in_flight, on_progress=on_progress,
                            cancel=run.cancel)
 
     return work
 
 
-def search_work(executor: Any, store: Any, info: Any, video_key: str, doc: Any, query: str,
+def search_work(manager: Any, info: Any, video_key: str, doc: Any, query: str,
                 model: str, in_flight: int) -> Work:
     def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
         from chord_core.longvideo.search import search
 
-        return search(executor, store, info, video_key, doc, query, model,
+        return search(manager, info, video_key, doc, query, model,
                       in_flight=in_flight, on_progress=on_progress, cancel=run.cancel)
 
     return work

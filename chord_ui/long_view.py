@@ -5,6 +5,9 @@ prompt: **Describe** makes chapters (``chord.chapters/v1``) and **Ground** groun
 clip in chunks at 1 fps, as the CLI does. The run is many jobs on the app's shared workers,
 driven in a background thread (``chord_ui.long_runs``); this page only starts it and polls
 its progress (chunks done of total and the time left, from the run's row in the store).
+The run is a parent job: its id is in the page's URL (``?job=``), so a reload, a second tab
+or a shared link comes back to it running, or to its chapters and its last search once it
+finished (from the store's parent row when the server was restarted meanwhile).
 
 Finished chapters play in the in-page player with a chapters row on the timeline (a click
 jumps to the chapter) and the ranges a search found highlighted; the chapters download as
@@ -64,17 +67,76 @@ def _in_flight() -> int:
     return s.in_flight or max(2, 2 * workers)
 
 
+def parent_id(clip: ClipSource, task: str, query: str, model: str) -> str:
+    """The run's parent job id (what ``?job=`` names): a content key of clip and settings."""
+    if task == "ground":
+        from chord_core.config import SamplingConfig
+        from chord_core.longvideo.ground import ground_run_id
+
+        return ground_run_id(clip.key, query, settings(), model, SamplingConfig())
+    from chord_core.longvideo.chapters import chapters_run_id
+
+    return chapters_run_id(clip.key, settings(), model)
+
+
+def current_run(clip: ClipSource, task: str, query: str, model: str) -> dict[str, Any] | None:
+    """This clip and task's run: the one this server runs or ran, else one the store has
+    finished (a restart in between), filed again so the page shows it."""
+    key = run_key(clip, task, query, model)
+    snap = resources.long_runs().get(key)
+    if snap is not None or not model:
+        return snap
+    run = parent_id(clip, task, query, model)
+    row = _stored(run)
+    if row is None or row["state"] != "done":
+        return None
+    doc = (row.get("summary") or {}).get("document")
+    if not doc:
+        return None
+    if task == "ground":
+        from chord_core.types import Result
+
+        parsed: Any = Result.from_dict(doc)
+    else:
+        from chord_core.longvideo.doc import ChaptersDoc
+
+        parsed = ChaptersDoc.from_dict(doc)
+    return resources.long_runs().adopt(key, "ground" if task == "ground" else "chapters",
+                                       run, parsed)
+
+
+def _stored(job_id: str) -> dict[str, Any] | None:
+    try:
+        return resources.store().get_job(job_id)
+    except ChordError as exc:
+        log.info("parent row %s unreadable: %s", job_id, exc)
+        return None
+
+
+def shown_job(clip: ClipSource | None, task: str, query: str, model: str | None
+              ) -> str | None:
+    """The parent job the page shows for a long clip (for ``?job=``), or None."""
+    if clip is None or not model:
+        return None
+    snap = current_run(clip, task, query, model)
+    if snap is not None:
+        return snap["run_id"] or None
+    run = parent_id(clip, task, query, model)
+    return run if _stored(run) is not None else None
+
+
 def _start(clip: ClipSource, info: VideoInfo, task: str, query: str, model: str) -> None:
     from chord_core.analysis.request import AnalysisRequest
     from chord_ui import long_runs as lr
 
     if task == "ground":
         AnalysisRequest(clip.path, "ground", query)  # an empty target is refused here
-    args = (resources.job_manager(), resources.store(), info, clip.key)
+    args = (resources.job_manager(), info, clip.key)
     work = lr.chapters_work(*args, settings(), model, _in_flight()) if task == "describe" \
         else lr.ground_work(*args, query.strip(), settings(), model, _in_flight())
     resources.long_runs().start(run_key(clip, task, query, model),
-                                "chapters" if task == "describe" else "ground", work)
+                                "chapters" if task == "describe" else "ground", work,
+                                run_id=parent_id(clip, task, query, model))
 
 
 def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: str | None,
@@ -90,8 +152,10 @@ def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: s
               threshold=human_duration(s.threshold_s)) + " " + what,
             icon=":material/view_timeline:")
     key = run_key(clip, task, query, model or "")
-    snap = resources.long_runs().get(key)
+    snap = current_run(clip, task, query, model or "")
     running = snap is not None and snap["state"] == "running"
+    if snap is None and model:
+        _stopped_note(parent_id(clip, task, query, model))
     if st.button(t("Run"), type="primary", icon=":material/play_arrow:", key="run-long",
                  disabled=not model_ok or model is None or running):
         try:
@@ -102,6 +166,19 @@ def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: s
             st.rerun()
     if running:
         progress(key)
+
+
+def _stopped_note(run: str) -> None:
+    """A run the store has unfinished that this server does not run (it stopped with a
+    restart): how far it got, and that Run goes on from there."""
+    row = _stored(run)
+    if row is None or row["state"] == "done":
+        return
+    p = (row.get("summary") or {}).get("progress") or {}
+    st.caption(":material/pause_circle: " + t(
+        "A run of this clip stopped at {done}/{total} ({state}). Press **Run** to go on: "
+        "finished chunks are kept.", done=int(p.get("done") or 0),
+        total=int(p.get("total") or 0), state=t(row["state"])))
 
 
 def progress(key: str, box: str = "long-progress") -> None:
@@ -140,7 +217,7 @@ def _stage_name(stage: str) -> str:
 def show_results(clip: ClipSource, info: VideoInfo, task: str, query: str,
                  model: str | None) -> None:
     """The finished run of this clip and task: chapters, or the long grounding result."""
-    snap = resources.long_runs().get(run_key(clip, task, query, model or ""))
+    snap = current_run(clip, task, query, model or "")
     if snap is None or snap["state"] == "running":
         return
     st.divider()
@@ -165,6 +242,7 @@ def _chapters(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str)
     if doc.test_model:
         st.warning(t("**{label}** — this output is meaningless; it only shows that the "
                      "pipeline works.", label=t(test_model_label())), icon=":material/science:")
+    _restore_search(key, doc)
     found = _search_doc(key)
     ranges = [{"start": h.start_s, "end": h.end_s, "label": f"{h.score:.2f}"}
               for h in (found.hits if found is not None else ())]
@@ -193,6 +271,33 @@ def _search_key(key: str) -> str:
     return f"long-search-{key}"
 
 
+def _query_key(query: str, key: str) -> str:
+    return f"{key}:search:{hashlib.sha256(query.strip().encode()).hexdigest()[:12]}"
+
+
+def _restore_search(key: str, doc: Any) -> None:
+    """After a reload (or in a second tab, or after a restart) the chapters run's last
+    search comes back: its parent row is a child of the chapters run in the store."""
+    if st.session_state.get(_search_key(key)) or not doc.run_id:
+        return
+    try:
+        rows = resources.store().list_jobs(limit=20, parent=doc.run_id)
+    except ChordError as exc:
+        log.info("searches of %s unreadable: %s", doc.run_id, exc)
+        return
+    row = next((r for r in rows if r["task"] == "search"), None)
+    if row is None:
+        return
+    skey = _query_key(row["query"], key)
+    document = (row.get("summary") or {}).get("document")
+    if resources.long_runs().get(skey) is None and row["state"] == "done" and document:
+        from chord_core.longvideo.doc import SearchDoc
+
+        resources.long_runs().adopt(skey, "search", row["job_id"], SearchDoc.from_dict(document))
+    st.session_state[_search_key(key)] = skey
+    st.session_state.setdefault(f"search-q-{key}", row["query"])
+
+
 def _search_doc(key: str) -> Any:
     current = st.session_state.get(_search_key(key))
     snap = resources.long_runs().get(current) if current else None
@@ -209,11 +314,13 @@ def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
                               placeholder=t("e.g. a person opens the car door"))
         go = st.form_submit_button(t("Search"), icon=":material/search:")
     if go and query.strip():
-        skey = f"{key}:search:{hashlib.sha256(query.strip().encode()).hexdigest()[:12]}"
+        skey = _query_key(query, key)
         st.session_state[_search_key(key)] = skey
+        from chord_core.longvideo.search import search_run_id
+
         resources.long_runs().start(skey, "search", lr.search_work(
-            resources.job_manager(), resources.store(), info, clip.key, doc, query.strip(),
-            model, _in_flight()))
+            resources.job_manager(), info, clip.key, doc, query.strip(),
+            model, _in_flight()), run_id=search_run_id(clip.key, doc, query, model))
         st.rerun()
     current = st.session_state.get(_search_key(key))
     snap = resources.long_runs().get(current) if current else None

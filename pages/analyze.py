@@ -42,7 +42,8 @@ long_clip = long_view.is_long(info, task)  # past the threshold: chapters / long
 outcome = session.current_outcome(clip.key, task) if clip is not None and not long_clip \
     else None
 running = outcome is not None and not outcome.finished
-job_link.bind(outcome.job_id if outcome is not None else None)
+job_link.bind(long_view.shown_job(clip, task, query, model) if long_clip  # a parent job
+              else outcome.job_id if outcome is not None else None)
 
 with right:
     if plan is not None:

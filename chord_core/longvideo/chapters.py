@@ -7,9 +7,9 @@
 Every model call is an ordinary ``describe`` job of the job runtime, on frames of the clip
 chosen here (a chunk's frames; a few frames of a chapter; a few of the whole clip), so the
 map and both reduce steps use the same model and spread over all workers. Chapter times
-are the chunks' container times. The run, its chunks and every finished job are kept in the
-job store (:mod:`chord_core.longvideo.runs`): a run killed half-way resumes at the chunk where
-it stopped.
+are the chunks' container times. The run is a parent job and every model call a child of it
+(:mod:`chord_core.longvideo.runs`), kept in the manager's job store: a run killed half-way
+resumes at the chunk where it stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from chord_core.config import SamplingConfig
 from chord_core.longvideo import prompts as P
 from chord_core.longvideo.chunks import Chunk, chunk_plan, make_chunks, range_plan
 from chord_core.longvideo.doc import Chapter, ChaptersDoc, ChunkText
-from chord_core.longvideo.runs import ChunkJob, RunStore, run_id, run_jobs
+from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.longvideo.scenes import CutScan, find_cuts
 from chord_core.longvideo.settings import LongVideoSettings
 from chord_core.types import Result, VideoInfo
@@ -88,18 +88,27 @@ def _spec(request: Any, model: str, label: str, info: VideoInfo, plan: Any) -> A
     return JobSpec(request, model=model, label=label, info=info, plan=plan)
 
 
+def chapters_run_id(video_key: str, settings: LongVideoSettings, model: str) -> str:
+    """The id of a chapters run (its parent job) of this clip, settings and model."""
+    settings_doc = {k: v for k, v in asdict(settings).items() if k != "in_flight"}
+    return run_id("chapters", video_key, model, settings_doc)
+
+
 class ChaptersRun:
     """One clip's chapters run: plan (cuts, chunks), map, reduce. See module docstring."""
 
-    def __init__(self, executor: Any, store: Any, info: VideoInfo, video_key: str,
+    def __init__(self, manager: Any, info: VideoInfo, video_key: str,
                  settings: LongVideoSettings, model: str, *, in_flight: int = 2,
                  on_progress: Any = None, cancel: threading.Event | None = None) -> None:
-        self.executor, self.info, self.settings, self.model = executor, info, settings, model
+        self.executor, self.info, self.settings, self.model = manager, info, settings, model
         self.in_flight, self.on_progress, self.cancel = in_flight, on_progress, cancel
         settings_doc = {k: v for k, v in asdict(settings).items() if k != "in_flight"}
-        self.run = run_id("chapters", video_key, model, settings_doc)
-        self.runs = RunStore(store, self.run, Path(info.path).name)
+        self.run = chapters_run_id(video_key, settings, model)
         self.name = Path(info.path).name
+        self.runs = ParentRun(manager, self.run, kind="chapters", video_path=info.path,
+                              label=self.name, model=model, spec={
+                                  "task": "describe", "video_key": video_key,
+                                  "settings": settings_doc})
         self.warnings: list[str] = []
         self.timing: dict[str, float] = {}
 
@@ -215,6 +224,12 @@ class ChaptersRun:
         if done is not None:
             log.info("%s: chapters already made by run %s", self.name, self.run)
             return ChaptersDoc.from_dict(done)
+        with self.runs.running():
+            doc = self._make()
+        self.runs.finish(doc.to_dict())
+        return doc
+
+    def _make(self) -> ChaptersDoc:
         t0 = time.perf_counter()
         scan, chunks = self.plan()
         self._chunks, self._chunk_docs = chunks, [c.to_dict() for c in chunks]
@@ -233,5 +248,4 @@ class ChaptersRun:
             warnings=tuple(self.info.warnings) + tuple(self.warnings),
             timing={k: round(v, 3) for k, v in self.timing.items()}, run_id=self.run,
             created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-        self.runs.progress({"document": doc.to_dict()})
         return doc

@@ -133,14 +133,17 @@ class _Session:
             cfg = self.cfg.with_overrides(batch_size=args.batch_size)
             if cfg.compile is None:
                 cfg = cfg.with_overrides(compile=False)
-            return in_process_manager(cfg), self.settings.in_flight or 2
+            # the manager writes the run's rows (a parent job and its chunks); it resumes only
+            # this run's chunks (the run asks for them), not other jobs queued in the store
+            return (in_process_manager(cfg, store=self.store, resume=False),
+                    self.settings.in_flight or 2)
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 
         parallel = load_parallel_config(args.config, overrides={
             "gpus": args.gpus, "cpu_workers": args.cpu_workers,
             "batch_size_per_gpu": args.batch_size})
-        manager, plan = start_manager(self.cfg, parallel, store=None)
+        manager, plan = start_manager(self.cfg, parallel, store=self.store, resume=False)
         for line in plan.lines:
             self.say(f"plan: {line}")
         manager.wait_ready()
@@ -198,7 +201,7 @@ def cmd_chapters(args: argparse.Namespace) -> int:
     s = _Session(args)
     try:
         _note_length(s)
-        doc = ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+        doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
                           in_flight=s.in_flight, on_progress=s.progress)()
     finally:
         s.close()
@@ -244,9 +247,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     s = _Session(args)
     try:
         doc = _load_chapters(args.chapters_json, s.info) if args.chapters_json else \
-            ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+            ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
                         in_flight=s.in_flight, on_progress=s.progress)()
-        found = search(s.executor, s.store, s.info, s.key, doc, args.query, s.cfg.model,
+        found = search(s.executor, s.info, s.key, doc, args.query, s.cfg.model,
                        method=args.method, max_chapters=args.max_chapters, fps=args.fps,
                        max_frames=args.max_frames, in_flight=s.in_flight,
                        on_progress=s.progress)
@@ -268,7 +271,7 @@ def cmd_ground_long(args: argparse.Namespace) -> int:
     s = _Session(args)
     try:
         _note_length(s)
-        result = ground_long(s.executor, s.store, s.info, s.key, args.target, s.settings,
+        result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                              s.cfg.model, sampling=SamplingConfig(), in_flight=s.in_flight,
                              on_progress=s.progress, batch_size=args.batch_size)
     finally:
@@ -312,13 +315,13 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
             if (args.prompt or "").strip():
                 s.say("warning: --prompt is not used in long-video mode: each chunk is "
                       "described, then merged into chapters")
-            doc = ChaptersRun(s.executor, s.store, s.info, s.key, s.settings, s.cfg.model,
+            doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
                               in_flight=s.in_flight, on_progress=s.progress)()
             out, test_model = doc.to_dict(), doc.test_model
         else:
             from chord_core.longvideo.ground import ground_long
 
-            result = ground_long(s.executor, s.store, s.info, s.key, args.target, s.settings,
+            result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                                  s.cfg.model, sampling=sampling,
                                  in_flight=s.in_flight, on_progress=s.progress,
                                  batch_size=args.batch_size)

@@ -119,6 +119,11 @@ class Evidence:
         return {"t_s": self.t_s, "frame_index": self.frame_index, "score": round(self.score, 6),
                 "boxes": [list(b) for b in self.boxes]}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+        return cls(float(d["t_s"]), int(d["frame_index"]), float(d["score"]),
+                   tuple(tuple(b) for b in d.get("boxes", ())))  # type: ignore[misc]
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -133,6 +138,11 @@ class Hit:
     def to_dict(self) -> dict[str, Any]:
         return {"start_s": self.start_s, "end_s": self.end_s, "score": round(self.score, 6),
                 "chapter": self.chapter, "evidence": [e.to_dict() for e in self.evidence]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Hit:
+        return cls(float(d["start_s"]), float(d["end_s"]), float(d["score"]),
+                   int(d["chapter"]), tuple(Evidence.from_dict(e) for e in d["evidence"]))
 
 
 @dataclass(frozen=True)
@@ -156,3 +166,13 @@ class SearchDoc:
                 "hits": [h.to_dict() for h in self.hits], "frames_checked": self.frames_checked,
                 "warnings": list(self.warnings), "timing": self.timing,
                 "test_model": self.test_model}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SearchDoc:
+        """A stored search (a finished search run's document) read back."""
+        return cls(query=str(d["query"]), method=str(d["method"]), video=dict(d["video"]),
+                   candidates=tuple(d.get("candidates", ())),
+                   hits=tuple(Hit.from_dict(h) for h in d.get("hits", ())),
+                   frames_checked=int(d.get("frames_checked", 0)),
+                   warnings=tuple(d.get("warnings", ())), timing=dict(d.get("timing", {})),
+                   test_model=bool(d.get("test_model", False)))

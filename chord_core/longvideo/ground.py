@@ -6,7 +6,8 @@ the plan is cut into chunks of ``ground_chunk_frames`` frames, and each chunk is
 flight). :func:`join_chunks` then merges the chunks' detections — a frame grounded by two
 chunks counts once — and links tracks and cuts segments over the whole clip, so a target
 that crosses a chunk boundary keeps one track and one segment. The result is one
-``chord.result/v1`` document, like a short clip's.
+``chord.result/v1`` document, like a short clip's. The run is a parent job, each chunk a
+child (:mod:`chord_core.longvideo.runs`); the joined result is the parent's document.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Sequence
 
 from chord_core.config import SamplingConfig
 from chord_core.longvideo.chunks import slice_plan
-from chord_core.longvideo.runs import ChunkJob, RunStore, run_id, run_jobs
+from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.longvideo.settings import LongVideoSettings
 from chord_core.types import Result, Timing, VideoInfo
 
@@ -77,13 +78,13 @@ def ground_run_id(video_key: str, target: str, settings: LongVideoSettings, mode
     return run_id("ground", video_key, model, key)
 
 
-def ground_long(executor: Any, store: Any, info: VideoInfo, video_key: str, target: str,
+def ground_long(manager: Any, info: VideoInfo, video_key: str, target: str,
                 settings: LongVideoSettings, model: str, *, sampling: SamplingConfig,
                 in_flight: int = 2, on_progress: Any = None,
                 cancel: threading.Event | None = None, batch_size: int | None = None,
                 max_new_tokens: int = 256) -> Result:
-    """Ground ``target`` over the whole clip through ``executor`` (see module docstring);
-    finished chunks are kept in ``store`` and skipped when the same run starts again."""
+    """Ground ``target`` over the whole clip through ``manager`` (see module docstring);
+    finished chunks are kept in its store and skipped when the same run starts again."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
@@ -92,13 +93,19 @@ def ground_long(executor: Any, store: Any, info: VideoInfo, video_key: str, targ
     request = AnalysisRequest(info.path, "ground", target, sampling, max_new_tokens,
                               batch_size=batch_size)
     run = ground_run_id(video_key, target, settings, model, sampling, max_new_tokens)
-    runs = RunStore(store, run, Path(info.path).name)
+    runs = ParentRun(manager, run, kind="ground", video_path=info.path,
+                     label=Path(info.path).name, model=model, query=target.strip(),
+                     spec={"task": "ground", "video_key": video_key,
+                           "settings": asdict(settings)})
+    if runs.final() is not None:
+        return Result.from_dict(runs.final() or {})
     jobs = [ChunkJob(f"{run}-c{k:04d}", JobSpec(
         request, model=model, info=info, plan=piece,
         label=f"{Path(info.path).name} frames {piece.frame_indices[0]}–"
               f"{piece.frame_indices[-1]}")) for k, piece in enumerate(pieces)]
-    results = run_jobs(executor, runs, jobs, in_flight=in_flight, stage="grounding",
-                       on_progress=on_progress, cancel=cancel)
-    joined = join_chunks(info, target, [results[j.job_id] for j in jobs])
-    runs.progress({"result_frames": joined.sampling.num_frames})
+    with runs.running():
+        results = run_jobs(manager, runs, jobs, in_flight=in_flight, stage="grounding",
+                           on_progress=on_progress, cancel=cancel)
+        joined = join_chunks(info, target, [results[j.job_id] for j in jobs])
+    runs.finish(joined.to_dict())
     return joined

@@ -1,16 +1,18 @@
-"""Chunk jobs through the job runtime, kept in the job store so a restart resumes.
+"""A long-video run as a parent job: its chunk jobs are ordinary jobs of the job runtime.
 
-A long-video run is one batch row of the store (``lv-…``: its id is a content key of the
-clip, the model and every setting, so the same run started again finds its work). Each chunk
-job has a fixed id under it (``<run>-c0007``); a finished one is a ``done`` job with its
-``chord.result/v1`` result, written the moment it finishes. Started again, a run loads the
-chunks already done and submits only the others: nothing is done twice. The batch row's
-summary says how far the run got (chunks done, elapsed, time left), for whoever watches.
+A run (chapters, long grounding, a search) is one parent job (``lv…-``: its id is a content
+key of the clip, the model and every setting, so the same run started again finds its work).
+Its chunk jobs are children with fixed ids under it (``<run>-c0007``), submitted to the
+``JobManager`` with ``JobSpec.parent`` set: the manager writes every row — the parent's
+(``manager.parents``: plan, progress after every chunk, the final document) and each
+child's, whose spec keeps the chunk's frames. Started again after a crash, a run reads its
+plan and its children's stored results back and submits only the others: nothing is done
+twice, and History shows the run as one row with its chunks inside.
 
-Chunk jobs are handed to a ``JobManager`` — worker processes on every GPU, or one thread
+Chunk jobs go to the manager — worker processes on every GPU, or one thread
 (``cluster.in_process_manager``) — a few at a time (``in_flight``), so a three-hour clip
-never queues hundreds of jobs whose frames would all be read at once. The executor should have no store
-of its own: this module writes the rows.
+never queues hundreds of jobs whose frames would all be read at once. A manager without a
+store keeps nothing (no resume). Waiting for a chunk is :func:`wait_job`, the one place.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.errors import ChordError, JobCancelled
-from chord_core.runtime.jobs import JobSpec
+from chord_core.runtime.jobs import JobSpec, JobStatus
 from chord_core.types import ProgressEvent, Result
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.05
+# A wait for a chunk wakes at least this often to see a Cancel (it returns at once when the
+# chunk finishes: the slice bounds how late a Cancel is seen, not how late a result is).
+WAIT_SLICE_S = 0.5
 
 
 def run_id(kind: str, video_key: str, model: str, settings: dict[str, Any]) -> str:
@@ -47,47 +52,63 @@ class ChunkJob:
     spec: JobSpec
 
 
-class RunStore:
-    """A run's rows in the job store (``store`` None: nothing kept; no resume)."""
+def wait_job(manager: Any, job_id: str, timeout: float | None) -> JobStatus | None:
+    """The job's final status once it has finished, or None when ``timeout`` s pass first.
+    The one place a long run waits for a job (the manager's ``wait``; a job handle's
+    ``result(timeout)`` when ``submit`` returns handles)."""
+    try:
+        return manager.wait(job_id, timeout=timeout)
+    except TimeoutError:
+        return None
 
-    def __init__(self, store: Any, run: str, label: str = "") -> None:
-        self.store, self.run = store, run
-        self.doc: dict[str, Any] = {}  # the batch row's summary: plan, progress, document
-        if store is not None:
-            store.add_batch(run, label)
-            self.doc = dict((store.get_batch(run) or {}).get("summary") or {})
+
+class ParentRun:
+    """A run's parent job in the manager's store (``manager.parents``; a manager without
+    one keeps nothing). ``doc`` is its summary: plan, progress, final document."""
+
+    def __init__(self, manager: Any, run: str, *, kind: str, video_path: str, label: str,
+                 model: str, query: str = "", spec: dict[str, Any] | None = None,
+                 parent: str | None = None) -> None:
+        self.run, self.parents = run, getattr(manager, "parents", None)
+        row = self.parents.open(run, kind=kind, video_path=video_path, model=model,
+                                label=label, query=query, spec=spec, parent=parent) \
+            if self.parents is not None else {}
+        self.doc: dict[str, Any] = dict(row.get("summary") or {})
 
     def done(self, job_id: str) -> Result | None:
-        if self.store is None:
-            return None
-        doc = self.store.get_result(job_id)
-        return None if doc is None else Result.from_dict(doc)
-
-    def save(self, job: ChunkJob, result: Result) -> None:
-        if self.store is None:
-            return
-        req = job.spec.request
-        try:
-            self.store.add_job(job.job_id, video_path=req.video_path, task=req.task,
-                               query=req.query, model=job.spec.model or "",
-                               key=job.spec.key, batch_id=self.run, video_name=job.spec.label,
-                               spec={"longvideo": self.run})
-        except ValueError:
-            pass  # a row left by a run killed between these two writes
-        self.store.save_result(job.job_id, result)
+        return None if self.parents is None else self.parents.stored_result(job_id)
 
     def progress(self, update: dict[str, Any]) -> None:
-        """Merge ``update`` into the run's summary row (plan, progress, final document)."""
+        """Merge ``update`` into the run's summary (plan, progress, final document)."""
         self.doc.update(update)
-        if self.store is not None:
-            try:
-                self.store.set_batch_summary(self.run, self.doc)
-            except ChordError as exc:  # a full disk must not stop the run
-                log.warning("run progress not stored: %s", exc)
+        if self.parents is not None:
+            self.parents.summarise(self.run, self.doc)
 
     def final(self) -> dict[str, Any] | None:
         """The run's final document, when it finished before."""
         return self.doc.get("document")
+
+    def finish(self, document: dict[str, Any]) -> None:
+        """The run is done: its document goes into the parent's summary."""
+        self.doc["document"] = document
+        if self.parents is not None:
+            self.parents.finish(self.run, "done", self.doc)
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The run's work: a Cancel or an error inside ends the parent cancelled or failed
+        (with the error's message; finished chunks are kept)."""
+        try:
+            yield
+        except BaseException as exc:
+            if self.parents is not None and self.doc.get("document") is None:
+                cancelled = not isinstance(exc, Exception) or isinstance(exc, JobCancelled)
+                err = exc.to_dict() if isinstance(exc, ChordError) else {
+                    "type": type(exc).__name__, "message": f"stopped: {exc}"[:500],
+                    "hint": "run it again: finished chunks are kept"}
+                self.parents.finish(self.run, "cancelled" if cancelled else "failed",
+                                    self.doc, error=None if cancelled else err)
+            raise
 
 
 ProgressFn = Callable[[ProgressEvent], None]
@@ -119,13 +140,14 @@ class _Tally:
                 "elapsed_s": round(time.perf_counter() - self.t0, 3)}
 
 
-def run_jobs(executor: Any, runs: RunStore, jobs: Sequence[ChunkJob], *, in_flight: int,
+def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None) -> dict[str, Result]:
-    """Run ``jobs`` (skipping those the store already has) at most ``in_flight`` at a time;
-    returns job id → result. Each result is stored as soon as it arrives. A job that fails
-    stops the run (its error, naming the chunk) after cancelling the others in flight."""
-    results = {j.job_id: r for j in jobs if (r := runs.done(j.job_id)) is not None}
+    """Run ``jobs`` as children of ``runs`` (skipping those already done) at most
+    ``in_flight`` at a time; returns job id → result. A child the manager still runs (a
+    resumed job) is waited for, not submitted again. A job that fails stops the run (its
+    error, naming the chunk) after cancelling the others in flight."""
+    results = {j.job_id: r for j in jobs if (r := _finished(manager, runs, j)) is not None}
     if results:
         log.info("%s: %d of %d %s already done; resuming", runs.run, len(results), len(jobs),
                  stage)
@@ -140,30 +162,50 @@ def run_jobs(executor: Any, runs: RunStore, jobs: Sequence[ChunkJob], *, in_flig
                                    hint="run it again: finished chunks are kept")
             while todo and len(running) < max(1, in_flight):
                 job = todo.pop(0)
-                running[executor.submit(job.spec)] = job
-            finished = _collect(executor, running)
-            for job, result in finished:
-                runs.save(job, result)
+                running[_submit(manager, runs.run, job)] = job
+            wait_job(manager, next(iter(running)), WAIT_SLICE_S)
+            for job, result in _collect(manager, running):
                 results[job.job_id] = result
                 tally.done += 1
                 runs.progress({"progress": tally.tick()})
-            if not finished:
-                time.sleep(POLL_S)
     except BaseException:
-        for exec_id in running:
-            executor.cancel(exec_id)
+        for job_id in running:
+            manager.cancel(job_id)
         raise
     return results
 
 
-def _collect(executor: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
+def _finished(manager: Any, runs: ParentRun, job: ChunkJob) -> Result | None:
+    """The child's result when it is done: in the store, or in the manager's memory."""
+    stored = runs.done(job.job_id)
+    if stored is not None:
+        return stored
+    try:
+        st = manager.status(job.job_id)
+    except KeyError:
+        return None
+    return st.result if st.state.value == "done" else None
+
+
+def _submit(manager: Any, run: str, job: ChunkJob) -> str:
+    """Submit the child under its fixed id, unless the manager is running it already (a
+    job resumed by the manager after a restart, or a second run of the same clip)."""
+    try:
+        if not manager.status(job.job_id).state.finished:
+            return job.job_id
+    except KeyError:
+        pass
+    return manager.submit(replace(job.spec, parent=run), job_id=job.job_id)
+
+
+def _collect(manager: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
     """Finished jobs, taken out of ``running``; a failed one raises its error."""
     out = []
-    for exec_id in list(running):
-        st = executor.status(exec_id)
+    for job_id in list(running):
+        st = manager.status(job_id)
         if not st.state.finished:
             continue
-        job = running.pop(exec_id)
+        job = running.pop(job_id)
         if st.state.value == "done" and st.result is not None:
             out.append((job, st.result))
             continue

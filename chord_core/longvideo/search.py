@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from chord_core.config import SamplingConfig
 from chord_core.longvideo.chunks import range_plan
 from chord_core.longvideo.doc import Chapter, ChaptersDoc, Evidence, Hit, SearchDoc
-from chord_core.longvideo.runs import ChunkJob, RunStore, run_id, run_jobs
+from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.types import Result, VideoInfo
 
 METHODS = ("entail", "ground")
@@ -106,22 +106,45 @@ def ranges(yes: Sequence[Evidence], plan_times: Sequence[float], chapter: int) -
     return out
 
 
-def search(executor: Any, store: Any, info: VideoInfo, video_key: str, doc: ChaptersDoc,
+def _settings(doc: ChaptersDoc, query: str, method: str, max_chapters: int, fps: float,
+              max_frames: int) -> tuple[dict[str, Any], list[tuple[Chapter, float]],
+                                         list[str]]:
+    """The search's settings (its run id's input), candidate chapters and warnings."""
+    chosen, warnings = candidates(doc, query, max_chapters)
+    sampling = SamplingConfig(fps=fps, max_frames=max(4, max_frames))
+    return ({"query": query.strip(), "method": method, "fps": fps, "max_frames": max_frames,
+             "chapters": [c.index for c, _ in chosen], "sampling": asdict(sampling)},
+            chosen, warnings)
+
+
+def search_run_id(video_key: str, doc: ChaptersDoc, query: str, model: str, *,
+                  method: str = "entail", max_chapters: int = 3, fps: float = 1.0,
+                  max_frames: int = 32) -> str:
+    """The id of :func:`search`'s run (its parent job) with these arguments."""
+    settings = _settings(doc, query, method, max_chapters, fps, max_frames)[0]
+    return run_id("search", video_key, model, settings)
+
+
+def search(manager: Any, info: VideoInfo, video_key: str, doc: ChaptersDoc,
            query: str, model: str, *, method: str = "entail", max_chapters: int = 3,
            fps: float = 1.0, max_frames: int = 32, in_flight: int = 2,
            on_progress: Any = None, cancel: threading.Event | None = None) -> SearchDoc:
-    """Answer "when does ``query`` happen?" in the clip (see module docstring)."""
+    """Answer "when does ``query`` happen?" in the clip (see module docstring). The search
+    is a parent job under the chapters run (``doc.run_id``): History shows it there."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
     t0 = time.perf_counter()
-    chosen, warnings = candidates(doc, query, max_chapters)
+    settings, chosen, warnings = _settings(doc, query, method, max_chapters, fps, max_frames)
     sampling = SamplingConfig(fps=fps, max_frames=max(4, max_frames))
     request = AnalysisRequest(info.path, method, query.strip(), sampling)  # checks the query
-    settings = {"query": query.strip(), "method": method, "fps": fps, "max_frames": max_frames,
-                "chapters": [c.index for c, _ in chosen], "sampling": asdict(sampling)}
     run = run_id("search", video_key, model, settings)
-    runs = RunStore(store, run, Path(info.path).name)
+    runs = ParentRun(manager, run, kind="search", video_path=info.path,
+                     label=Path(info.path).name, model=model, query=query.strip(),
+                     spec={"task": "describe", "video_key": video_key, "settings": settings},
+                     parent=doc.run_id or None)
+    if runs.final() is not None:
+        return SearchDoc.from_dict(runs.final() or {})
     jobs, plans = [], []
     for ch, _ in chosen:
         plan = range_plan(info, ch.first_frame, _end_frame(doc, ch, info), method, sampling)
@@ -129,8 +152,18 @@ def search(executor: Any, store: Any, info: VideoInfo, video_key: str, doc: Chap
         jobs.append(ChunkJob(f"{run}-h{ch.index:04d}", JobSpec(
             request, model=model, info=info, plan=plan,
             label=f"{Path(info.path).name} search in chapter {ch.index + 1}")))
-    results = run_jobs(executor, runs, jobs, in_flight=in_flight, stage="checking",
-                       on_progress=on_progress, cancel=cancel)
+    with runs.running():
+        results = run_jobs(manager, runs, jobs, in_flight=in_flight, stage="checking",
+                           on_progress=on_progress, cancel=cancel)
+    found = _answer(query, method, info, doc, chosen, jobs, results, warnings, t0)
+    runs.finish(found.to_dict())
+    return found
+
+
+def _answer(query: str, method: str, info: VideoInfo, doc: ChaptersDoc,
+            chosen: list[tuple[Chapter, float]], jobs: list[ChunkJob],
+            results: dict[str, Result], warnings: list[str], t0: float) -> SearchDoc:
+    """The search's document from its checked chapters' results."""
     hits: list[Hit] = []
     checked = 0
     for (ch, _), job in zip(chosen, jobs):

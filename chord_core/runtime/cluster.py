@@ -152,7 +152,8 @@ EXECUTORS = ("local", "ray")
 
 def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
                   worker_plan: WorkerPlan | None = None, executor: str = "local",
-                  ray_address: str | None = "auto") -> tuple[Any, WorkerPlan]:
+                  ray_address: str | None = "auto", resume: bool = True
+                  ) -> tuple[Any, WorkerPlan]:
     """Plan, then start a JobManager: one local process per planned worker, or (``executor``
     "ray") one Ray actor per worker on the cluster at ``ray_address``."""
     from chord_core.gpus.devices import apply_device_order
@@ -169,7 +170,7 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
     wp = worker_plan or plan_workers(model_cfg, parallel)
     for line in wp.lines:
         log.info("%s", line)
-    manager = JobManager(list(wp.specs), weights=wp.weights, store=store)
+    manager = JobManager(list(wp.specs), weights=wp.weights, store=store, resume=resume)
     return manager, wp
 
 
@@ -202,12 +203,15 @@ def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
     return manager, WorkerPlan(tuple(specs), weights, None, lines + tuple(parallel.report()))
 
 
-def in_process_manager(model_cfg: ModelConfig, *, store: Any = None) -> Any:
+def in_process_manager(model_cfg: ModelConfig, *, store: Any = None,
+                       resume: bool = True) -> Any:
     """A JobManager whose one worker is a thread of this process, running ``model_cfg`` as
-    given (device included): for tools and tests that want no worker processes."""
+    given (device included): for tools and tests that want no worker processes. ``resume``
+    False: the store's queued jobs are left to whoever queued them (a long-video CLI run)."""
     from chord_core.runtime.executors import ThreadExecutor
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.workers import WorkerSpec
 
     spec = WorkerSpec("thread0", (), model_cfg, warmup=False, in_process=True)
-    return JobManager([spec], store=store, split_ground=False, executor=ThreadExecutor())
+    return JobManager([spec], store=store, split_ground=False, executor=ThreadExecutor(),
+                      resume=resume)

@@ -50,19 +50,32 @@ class JobSpec:
     label: str = ""
     key: str = ""
     batch_id: str | None = None
-    # frames chosen by the caller (long video: one chunk's frames) instead of the planner's;
-    # ``info`` spares a probe per job. Not stored: such jobs are resumed by their caller.
+    # frames chosen by the caller (long video: one chunk's frames, its bounds) instead of the
+    # planner's; ``info`` spares a probe per job. Stored with the job, so a resumed chunk job
+    # reads the same frames (without them it would come back as a whole-clip describe).
     info: VideoInfo | None = None
     plan: SamplingPlan | None = None
+    # the parent job (a long-video run) this job is one chunk of; None for a job of its own
+    parent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"request": self.request.to_dict(), "model": self.model, "label": self.label,
-                "key": self.key, "batch_id": self.batch_id}
+        out: dict[str, Any] = {"request": self.request.to_dict(), "model": self.model,
+                               "label": self.label, "key": self.key, "batch_id": self.batch_id}
+        for name in ("info", "plan"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.to_dict()
+        if self.parent is not None:
+            out["parent"] = self.parent
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobSpec:
+        info, plan = data.get("info"), data.get("plan")
         return cls(AnalysisRequest.from_dict(data["request"]), data.get("model"),
-                   data.get("label", ""), data.get("key", ""), data.get("batch_id"))
+                   data.get("label", ""), data.get("key", ""), data.get("batch_id"),
+                   VideoInfo.from_dict(info) if info else None,
+                   SamplingPlan.from_dict(plan) if plan else None, data.get("parent"))
 
 
 @dataclass(frozen=True)

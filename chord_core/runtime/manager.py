@@ -42,6 +42,7 @@ from chord_core.runtime.messages import (
     Stopped,
     WorkerDied,
 )
+from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.scheduling import (
     BATCHED_TASKS,
     JobEntry,
@@ -71,7 +72,7 @@ class JobManager(JobTable):
 
     def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
                  split_ground: bool = True, store: Any = None,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, resume: bool = True) -> None:
         if not specs:
             raise ValueError("JobManager needs at least one worker spec")
         self._executor = executor or ProcessExecutor()
@@ -86,19 +87,19 @@ class JobManager(JobTable):
         self._lock = threading.RLock()
         self._split = split_ground
         self._link = StoreLink(store)
+        self.parents = ParentJobs(store)  # long-video runs: parent rows (``parents.py``)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
-        if store is not None:
+        if store is not None and resume:  # resume False: a tool that resumes only its own
             self._resume_from_store()
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
     # -- public API ------------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
-        """Queue a job; returns its id. ``job_id`` is given only when resuming a stored job.
-        A job whose ``key`` an unfinished or done job already has is that job (its id is
-        returned; nothing is queued twice)."""
-        resumed = job_id is not None
+        """Queue a job; returns its id. ``job_id``: a stored job resumed, or a child's fixed
+        id (``spec.parent``; stored). A ``key`` an unfinished or done job has is that job."""
+        resumed = job_id is not None and spec.parent is None
         with self._lock:
             same = self._by_key.get(spec.key) if spec.key else None
             if same is not None and not resumed:
@@ -113,7 +114,7 @@ class JobManager(JobTable):
                 model = spec.model or self._specs[0].model_cfg.model
                 self._link.write("add_job", job_id, video_path=req.video_path, task=req.task,
                                  query=req.query, model=model, key=spec.key,
-                                 batch_id=spec.batch_id, spec=spec.to_dict())
+                                 batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
         return job_id
 
     def _resume_from_store(self) -> None:

@@ -3,7 +3,7 @@
     batches (batch_id, created_at, out_dir, summary_json)
     jobs    (job_id, batch_id, key, state, video_path, video_name, task, query, model,
              spec_json, submitted_at, started_at, finished_at, worker, attempts,
-             error_json, progress_json)
+             error_json, progress_json, parent, summary_json: see store_parents.py)
     results (job_id → jobs, result_json = the chord.result/v1 document, created_at)
 
 One ``Store`` is shared by the job manager thread and Streamlit script threads: it keeps one
@@ -63,7 +63,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 _JOB_COLUMNS = ("job_id", "batch_id", "key", "state", "video_path", "video_name", "task",
                 "query", "model", "spec_json", "submitted_at", "started_at", "finished_at",
-                "worker", "attempts", "error_json", "progress_json")
+                "worker", "attempts", "error_json", "progress_json", "parent", "summary_json")
 
 
 def default_store_path() -> Path:
@@ -161,7 +161,7 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: all of it or nothing."""
+        """One write transaction: all or nothing (``transaction``: for ``store_parents``)."""
         with self._lock:
             conn = self._connection()
             try:
@@ -174,6 +174,8 @@ class Store:
                         exc, sqlite3.IntegrityError):
                     raise self._failure("written", exc) from None
                 raise
+
+    transaction = _write
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -212,19 +214,28 @@ class Store:
     def add_job(self, job_id: str, *, video_path: str, task: str, query: str = "",
                 model: str = "", key: str = "", spec: Mapping[str, Any] | None = None,
                 batch_id: str | None = None, video_name: str | None = None,
-                state: str = "queued", submitted_at: float | None = None) -> None:
-        """Record a new job (``queued`` unless told otherwise). A known ``job_id`` raises."""
+                state: str = "queued", submitted_at: float | None = None,
+                parent: str | None = None) -> None:
+        """Record a new job (``queued`` unless told otherwise). A known ``job_id`` raises, but
+        a ``parent``'s chunk job not done is queued again with this spec (a resumed run)."""
         row = {"job_id": job_id, "batch_id": batch_id, "key": key, "state": _state(state),
                "video_path": str(video_path),
                "video_name": video_name if video_name is not None else Path(video_path).name,
                "task": task, "query": query, "model": model,
                "spec_json": _dumps(dict(spec or {})),
-               "submitted_at": time.time() if submitted_at is None else submitted_at}
+               "submitted_at": time.time() if submitted_at is None else submitted_at,
+               "parent": parent}
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
+        again = (" ON CONFLICT (job_id) DO UPDATE SET state = excluded.state, spec_json = "
+                 "excluded.spec_json, parent = excluded.parent, started_at = NULL, finished_at"
+                 " = NULL, worker = NULL, error_json = NULL, progress_json = NULL "
+                 "WHERE jobs.state <> 'done'"
+                 if parent is not None else "")
         try:
             with self._write() as conn:
-                conn.execute(f"INSERT INTO jobs ({names}) VALUES ({marks})", tuple(row.values()))
+                conn.execute(f"INSERT INTO jobs ({names}) VALUES ({marks}){again}",
+                             tuple(row.values()))
         except sqlite3.IntegrityError:
             raise ValueError(f"job {job_id!r} already exists in {self.path}") from None
 
@@ -319,16 +330,18 @@ class Store:
         return str(rows[0]["job_id"]) if rows else None
 
     def list_jobs(self, limit: int = 50, offset: int = 0, state: str | None = None,
-                  batch_id: str | None = None) -> list[dict[str, Any]]:
-        """Jobs newest first (without results), for the History and Batch pages."""
-        where, params = _filters(state, batch_id)
+                  batch_id: str | None = None, *, top_level: bool = False,
+                  parent: str | None = None) -> list[dict[str, Any]]:
+        """Jobs newest first (no results); ``top_level``: no chunk jobs; ``parent``: its."""
+        where, params = _filters(state, batch_id, top_level, parent)
         rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "
                           "ORDER BY submitted_at DESC, rowid DESC LIMIT ? OFFSET ?",
                           (*params, int(limit), int(offset)))
         return [_job_dict(r) for r in rows]
 
-    def count_jobs(self, state: str | None = None, batch_id: str | None = None) -> int:
-        where, params = _filters(state, batch_id)
+    def count_jobs(self, state: str | None = None, batch_id: str | None = None, *,
+                   top_level: bool = False, parent: str | None = None) -> int:
+        where, params = _filters(state, batch_id, top_level, parent)
         return int(self._read(f"SELECT COUNT(*) FROM jobs{where}", params)[0][0])
 
     def delete_job(self, job_id: str) -> bool:
@@ -380,8 +393,12 @@ class Store:
                 raise KeyError(f"no batch {batch_id!r}")
 
 
-def _filters(state: str | None, batch_id: str | None) -> tuple[str, tuple[Any, ...]]:
-    clauses, params = [], []
+def _filters(state: str | None, batch_id: str | None, top_level: bool = False,
+             parent: str | None = None) -> tuple[str, tuple[Any, ...]]:
+    clauses, params = ["parent IS NULL"] if top_level else [], []
+    if parent is not None:
+        clauses.append("parent = ?")
+        params.append(parent)
     if state is not None:
         clauses.append("state = ?")
         params.append(_state(state))
@@ -396,6 +413,7 @@ def _job_dict(row: sqlite3.Row) -> dict[str, Any]:
     out["spec"] = json.loads(out.pop("spec_json") or "{}")
     out["error"] = json.loads(out.pop("error_json") or "null")
     out["progress"] = json.loads(out.pop("progress_json") or "null")
+    out["summary"] = json.loads(out.pop("summary_json") or "null")
     return out
 
 

@@ -70,6 +70,8 @@ class StoreLink:
         cannot be read is marked failed."""
         self.write("requeue_running")
         for row in reversed(self.store.list_jobs(limit=100_000, state="queued")):
+            if (row["spec"] or {}).get("long_run"):
+                continue  # a parent job: its driver (a long-video run) takes it up again
             try:
                 spec = JobSpec.from_dict(row["spec"])
             except (KeyError, TypeError, ChordError) as exc:

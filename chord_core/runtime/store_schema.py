@@ -30,6 +30,20 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+# Columns added after schema 1, on every open (``ALTER TABLE`` where a store lacks them):
+# ``parent`` is the parent job (a long-video run) of a chunk job; ``summary_json`` is a
+# parent's summary (its plan, progress and final document).
+ADDED_COLUMNS = (("jobs", "parent", "TEXT"), ("jobs", "summary_json", "TEXT"))
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    for table, column, kind in ADDED_COLUMNS:
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent)")
+
+
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
     """Create the tables (a new store) or check the version (an existing one), atomically."""
     conn.execute("BEGIN IMMEDIATE")
@@ -37,6 +51,7 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         for statement in _DDL.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        _add_columns(conn)
         row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         if row[0] is None:
             conn.execute("INSERT INTO schema_version (version) VALUES (?)",

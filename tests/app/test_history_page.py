@@ -223,3 +223,48 @@ def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server,
     assert at.title[0].value == "Analyze a clip"
     assert any(w.value.startswith("**Partial result**") for w in at.warning)
     assert any(i.value.startswith("Cancelled after") for i in at.info)
+
+
+def _long_run(store, run: str = "lvc-0123456789ab", chunks: int = 3) -> None:
+    """A chapters run as the job manager stores it: one parent row, its chunks children."""
+    from chord_core.runtime.parents import ParentJobs
+    from tests.unit.test_store import make_result
+
+    parents = ParentJobs(store)
+    parents.open(run, kind="chapters", video_path="/clips/long.mp4", model="test",
+                 label="long.mp4", spec={"task": "describe", "video_key": "k"})
+    for k in range(chunks):
+        child = f"{run}-c{k:04d}"
+        store.add_job(child, video_path="/clips/long.mp4", task="describe", model="test",
+                      spec={"label": f"long.mp4 chunk {k + 1}/{chunks}"}, parent=run)
+        if k == 0:
+            store.save_result(child, make_result())
+    parents.summarise(run, {"progress": {"stage": "chunks", "done": 1, "total": chunks}})
+
+
+def test_a_long_run_is_one_row_with_its_chunks_inside(new_app, own_store) -> None:
+    _long_run(own_store)
+    own_store.add_job("job-short", video_path="/clips/short.mp4", task="describe",
+                      model="test", spec={"label": "short.mp4"})
+    at = _history(new_app)
+    table = _table(at)
+    assert sorted(table["clip"]) == ["long.mp4", "short.mp4"]  # no chunk rows of their own
+    assert list(table[table["clip"] == "long.mp4"]["task"]) == ["chapters (long video)"]
+    at = _select(at, "long.mp4")
+    assert not at.exception
+    kids = at.dataframe[1].value
+    assert list(kids["job"]) == [f"long.mp4 chunk {k}/3" for k in (1, 2, 3)]
+    assert list(kids["state"]) == ["done", "queued", "queued"]
+    assert "3 job(s) in this run" in [c.value for c in at.caption]
+    assert any(b.key == "open-lvc-0123456789ab" for b in at.button)
+
+
+def test_deleting_a_long_run_deletes_its_chunks(new_app, own_store) -> None:
+    _long_run(own_store)
+    own_store.update_state("lvc-0123456789ab", "cancelled")
+    at = _select(_history(new_app), "long.mp4")
+    assert "Stopped part-way" in at.info[0].value
+    at.button(key="delete-lvc-0123456789ab").click().run()
+    at.button(key="confirm_delete").click().run()
+    assert not at.exception
+    assert own_store.count_jobs() == 0 and own_store.get_result("lvc-0123456789ab-c0000") is None

@@ -21,6 +21,7 @@ expect = pytest.importorskip("playwright.sync_api", reason="playwright not insta
 pytestmark = pytest.mark.e2e
 
 RUN_TIMEOUT_MS = 300_000
+WHOLE_RUN_MS = 900_000  # a chapters run to its end: over 6 min measured on 2 shared, busy cores
 VIEW = {"width": 1440, "height": 900}
 
 
@@ -197,3 +198,60 @@ def test_ground_on_a_long_clip_grounds_it_in_chunks(browser, app_url: str, artif
     expect(heading).to_contain_text(re.compile("not found in 12 sampled frames|appears in"))
     page.screenshot(path=str(artifacts / "e2e-long-ground.png"), full_page=True)
     page.context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)  # a whole chapters run and a search, on one CPU worker
+def test_a_reload_mid_run_comes_back_to_the_long_run(browser, app_url: str, artifacts: Path,
+                                                      tmp_path_factory: pytest.TempPathFactory
+                                                      ) -> None:
+    """The run is a parent job named in the URL (``?job=``): a reload while it runs comes
+    back to its progress; a link opened in a new tab after it finished shows its chapters;
+    a search made there comes back after another reload."""
+    from chord_core.testing.scenes import even_times, make_scene_clip
+
+    clip = make_scene_clip(tmp_path_factory.mktemp("long-reload") / "long-reload.mp4",
+                           [70, 160], even_times(240, 10.0), size_wh=(320, 192))  # 24 s
+    page = browser.new_context(viewport=VIEW).new_page()
+    page.set_default_timeout(60_000)
+    page.goto(app_url)
+    page.get_by_role("heading", name="Analyze a clip").wait_for()
+    box = page.get_by_role("textbox", name="…or the path of a video on this machine")
+    box.fill(str(clip.path))
+    box.press("Enter")
+    page.get_by_test_id("stAlert").filter(has_text="Long video").wait_for()
+    page.get_by_role("button", name=re.compile("Run")).click()
+    progress = page.locator(".st-key-long-progress")
+    expect(progress).to_contain_text(re.compile(r"\d+/\d+"), timeout=WHOLE_RUN_MS)
+    page.wait_for_url(re.compile(r"[?&]job=lvc-[0-9a-f]{12}"))
+    link = page.url
+    job = re.search(r"job=(lvc-[0-9a-f]{12})", link).group(1)
+
+    page.reload()  # mid-way: the same run's progress, not an empty page
+    chapters = page.locator("[data-testid=chord-chapter]")
+    progress.or_(chapters).first.wait_for(timeout=60_000)
+    assert f"job={job}" in page.url
+    expect(page.get_by_test_id("stAlert").filter(has_text="Long video")).to_contain_text(
+        "24.0 s is past")  # the link's clip, restored
+    page.screenshot(path=str(artifacts / "e2e-long-reload.png"))
+    chapters.first.wait_for(timeout=WHOLE_RUN_MS)
+    page.context.close()
+
+    tab = browser.new_context(viewport=VIEW).new_page()  # a shared link, after the run
+    tab.set_default_timeout(60_000)
+    tab.goto(link)
+    tab.locator("[data-testid=chord-chapter]").first.wait_for(timeout=60_000)
+    expect(tab.locator(".st-key-long-progress")).to_have_count(0)
+    query = tab.get_by_role("textbox", name="When does this happen?")
+    query.fill("the yellow square moves")
+    tab.get_by_role("button", name=re.compile("^.*Search$")).click()
+    answer = tab.locator("[data-testid=chord-range]").or_(
+        tab.get_by_text(re.compile("Not found in the chapters checked")))
+    answer.first.wait_for(timeout=WHOLE_RUN_MS)
+    tab.reload()  # the search comes back with the run
+    answer.first.wait_for(timeout=60_000)
+    expect(tab.get_by_role("textbox", name="When does this happen?")).to_have_value(
+        "the yellow square moves")
+    assert f"job={job}" in tab.url
+    tab.screenshot(path=str(artifacts / "e2e-long-reload-search.png"), full_page=True)
+    tab.context.close()

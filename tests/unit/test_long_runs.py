@@ -1,6 +1,6 @@
 """The app's long-video runs (``chord_ui.long_runs``): one run per key however often Run is
 pressed, a failed or cancelled run starts again, a finished one is kept, and progress comes
-from the run's row in the real SQLite store (written by ``longvideo.runs``)."""
+from the run's parent row in the real SQLite store (written by the manager's parents)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from chord_core.errors import InputError, JobCancelled
-from chord_core.longvideo.runs import RunStore
+from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.store import Store
 from chord_core.types import ProgressEvent
 from chord_ui.long_runs import LongRunManager
@@ -81,8 +81,11 @@ def test_progress_comes_from_the_runs_row_in_the_store(tmp_path) -> None:
 
     def work(run, on_progress):
         run.run_id = "lvc-0123456789ab"
-        RunStore(store, run.run_id, "clip.mp4").progress(
-            {"progress": {"stage": "chunks", "done": 4, "total": 60, "eta_s": 93.5}})
+        parents = ParentJobs(store)  # what the manager writes for a long run
+        parents.open(run.run_id, kind="chapters", video_path="clip.mp4", model="test",
+                     label="clip.mp4")
+        parents.summarise(run.run_id, {"progress": {"stage": "chunks", "done": 4,
+                                                    "total": 60, "eta_s": 93.5}})
         gate.wait(30)
         return None
 
@@ -95,3 +98,20 @@ def test_progress_comes_from_the_runs_row_in_the_store(tmp_path) -> None:
     gate.set()
     _wait(manager, "k", "done")
     store.close()
+
+
+def test_a_run_is_found_by_its_parent_job_and_a_stored_one_is_adopted() -> None:
+    manager, gate = LongRunManager(), threading.Event()
+    assert manager.start("clip:describe", "chapters", lambda run, p: gate.wait(30),
+                         run_id="lvc-0123456789ab")
+    snap = manager.by_run("lvc-0123456789ab")  # named from the start: the URL can say it
+    assert snap is not None and snap["key"] == "clip:describe" and snap["state"] == "running"
+    assert manager.by_run("lvc-ffffffffffff") is None
+    # a run finished before this server started: filed as done, once; a live run is kept
+    adopted = manager.adopt("other:describe", "chapters", "lvc-111111111111", {"doc": 1})
+    assert adopted["state"] == "done" and adopted["doc"] == {"doc": 1}
+    assert manager.adopt("clip:describe", "chapters", "lvc-0123456789ab", {})["state"] == \
+        "running"
+    assert not manager.start("other:describe", "chapters", lambda run, p: None)
+    gate.set()
+    _wait(manager, "clip:describe", "done")

@@ -1,0 +1,65 @@
+"""Parent jobs' rows in the job store: a long-video run is one job row whose children (its
+chunk jobs) carry ``parent``.
+
+A parent's row is an ordinary ``jobs`` row (History lists it, ``?job=`` opens it) with two
+columns of its own: ``summary_json`` holds what the run planned and how far it got (``plan``,
+``progress``, and at the end its ``document``: chapters, a search, a long grounding result),
+and its state says whether the run is going (``running``), stopped part-way (``queued``
+after a crash: its children's results are kept), or ended. A parent is done by its
+document, not by a ``results`` row (a chord.chapters/v1 document is not a chord.result/v1).
+Only the job runtime writes these rows (``runtime.parents.ParentJobs``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Mapping
+
+from chord_core.runtime.jobs import FINISHED_STATES
+
+
+def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: str = "",
+                model: str = "", spec: Mapping[str, Any] | None = None,
+                video_name: str | None = None, parent: str | None = None) -> dict[str, Any]:
+    """The parent's row, made ``running`` (a new row, or one a previous run left unfinished:
+    its summary is kept); a done one is left as it is. Returns the row. A ``parent`` the
+    store does not have (chapters read from a file) is left out."""
+    parent = parent if parent and store.get_job(parent) is not None else None
+    if store.get_job(job_id) is None:
+        try:
+            store.add_job(job_id, video_path=video_path, task=task, query=query, model=model,
+                          spec=spec, video_name=video_name)
+        except ValueError:
+            pass  # another process made it meanwhile
+    with store.transaction() as conn:
+        conn.execute("UPDATE jobs SET state = 'running', started_at = ?, finished_at = NULL, "
+                     "error_json = NULL, attempts = attempts + 1, parent = ? "
+                     "WHERE job_id = ? AND state <> 'done'", (time.time(), parent, job_id))
+    return store.get_job(job_id) or {}
+
+
+def set_summary(store: Any, job_id: str, summary: Mapping[str, Any], *,
+                state: str | None = None, error: Mapping[str, Any] | None = None) -> None:
+    """Write the parent's summary; with ``state`` (done, failed, cancelled), how it ended."""
+    sets, params = ["summary_json = ?"], [json.dumps(dict(summary), default=str)]
+    if state is not None:
+        if state not in FINISHED_STATES:
+            raise ValueError(f"a parent job ends done, failed or cancelled, not {state!r}")
+        sets += ["state = ?", "finished_at = ?", "error_json = ?"]
+        params += [state, time.time(), None if error is None else json.dumps(dict(error))]
+    with store.transaction() as conn:
+        cur = conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE job_id = ?",
+                           (*params, job_id))
+        if cur.rowcount == 0:
+            raise KeyError(f"no job {job_id!r}")
+
+
+def children(store: Any, job_id: str, limit: int = 100_000) -> list[dict[str, Any]]:
+    """The parent's chunk jobs, in the order they were submitted."""
+    return list(reversed(store.list_jobs(limit=limit, parent=job_id)))
+
+
+def is_parent(row: Mapping[str, Any] | None) -> bool:
+    """Whether a job row is a parent job (a long-video run), by its spec."""
+    return bool(row) and bool((row.get("spec") or {}).get("long_run"))
