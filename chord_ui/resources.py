@@ -156,6 +156,14 @@ def renders() -> RenderManager:
 
 
 @st.cache_resource(show_spinner=False)
+def library_index() -> Any:
+    """The library's search index (FTS5 tables in the job store's file), one per server."""
+    from chord_core.library.index import LibraryIndex
+
+    return LibraryIndex(store().path)
+
+
+@st.cache_resource(show_spinner=False)
 def long_runs() -> LongRunManager:
     """Long-video runs (chapters, long grounding, search) in background threads."""
     from chord_ui.long_runs import LongRunManager

@@ -16,11 +16,13 @@ YYYY-MM-DD in UTC for the date filter).
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
 from typing import Any, Iterator, Mapping
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_TEXT_CHARS = 4000  # a passage longer than this is cut: bm25 favours short fields anyway
 
 
@@ -68,7 +70,7 @@ def _span(times: Any, duration: float) -> tuple[float, float]:
 
 
 def _cut(text: str) -> str:
-    text = " ".join(str(text or "").split())
+    text = " ".join(_CONTROL.sub(" ", str(text or "")).split())  # \x02/\x03 mark snippets
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS - 1] + "…"
 
 

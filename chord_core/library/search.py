@@ -7,7 +7,8 @@ passage has all of them, passages with any of them are ranked instead (the answe
 folder (the folder or below it), date (the day the result was made, UTC), task.
 
 A hit: the clip (path, name, folder), the time range, the passage's kind and text with the
-matched words marked (``snippet``, ``[`` ``]`` around each), the job or run that made it, a
+matched words marked (``snippet``, ``[`` ``]`` around each; ``parts``, the same as
+``[[text, matched], …]`` for clients that render it), the job or run that made it, a
 ``thumbnail_s`` (the moment to show: the range's middle) and the score (lower is better, as
 bm25 reports it).
 """
@@ -97,7 +98,7 @@ def check_limit(limit: int) -> int:
 
 _SELECT = ("SELECT p.id, p.source, p.kind, p.task, p.video_path, p.folder, p.name, p.t0, "
            "p.t1, p.made_at, p.day, p.model, p.verdict, p.found, f.rank AS score, "
-           "snippet(library_fts, 0, '[', ']', '…', 24) AS snippet "
+           "snippet(library_fts, 0, char(2), char(3), '…', 24) AS snippet "
            "FROM library_fts f JOIN library_passages p ON p.id = f.rowid "
            "WHERE library_fts MATCH ?{where} ORDER BY f.rank LIMIT ?")
 
@@ -121,12 +122,24 @@ def search(index: LibraryIndex, q: str, *, filters: Filters | None = None, limit
             "filters": {k: v for k, v in vars(filters).items() if v}, "hits": hits}
 
 
+def snippet_parts(marked: str) -> list[list[Any]]:
+    """The snippet as ``[[text, matched], …]``: a client renders the matched words however
+    it likes (bold, highlighted) without parsing markup out of user or model text."""
+    parts: list[list[Any]] = []
+    for i, piece in enumerate(re.split("[\x02\x03]", marked or "")):
+        if piece:
+            parts.append([piece, i % 2 == 1])
+    return parts
+
+
 def _hit(row: Any) -> dict[str, Any]:
     t0, t1 = float(row["t0"]), float(row["t1"])
+    parts = snippet_parts(row["snippet"])
     return {"source": row["source"], "kind": row["kind"], "task": row["task"],
             "video_path": row["video_path"], "name": row["name"], "folder": row["folder"],
             "start_s": round(t0, 3), "end_s": round(t1, 3),
-            "thumbnail_s": round((t0 + t1) / 2, 3), "snippet": row["snippet"],
+            "thumbnail_s": round((t0 + t1) / 2, 3),
+            "snippet": "".join(f"[{p}]" if hit else p for p, hit in parts), "parts": parts,
             "day": row["day"], "made_at": row["made_at"], "model": row["model"],
             "verdict": row["verdict"] or None, "found": bool(row["found"]),
             "score": round(float(row["score"]), 4), "checked": None}
