@@ -2,8 +2,10 @@
 
     library_passages (id, source, kind, task, video_path, folder, name, t0, t1, made_at, day,
                       model, verdict, found)           one row per passage (passages.py)
-    library_fts      FTS5 (text, place), rowid = library_passages.id; ranked by bm25 with
-                     the text weighted over the file name and folder
+    library_fts      FTS5 (text, place, tags), rowid = library_passages.id; ranked by bm25
+                     with the text weighted over the file name and folder; ``tags`` holds
+                     the filters as tokens (folders, day/month/year, task), so a filter is
+                     one more term FTS5 intersects, not a scan of the matches
     library_runs     long-video runs whose chapters document is indexed
     library_meta     the watermark: the last indexed result's (created_at, job_id)
 
@@ -32,7 +34,11 @@ from chord_core.library.passages import Passage, chapters_passages, result_passa
 
 log = logging.getLogger(__name__)
 
+LIBRARY_SCHEMA = "2"  # another value in library_meta: the tables are made again (rebuild)
 SYNC_BATCH = 500  # results read per transaction: a rebuild of 100k results commits often
+# Chapters documents are looked for at most this often: finding the runs not yet indexed
+# walks the store's long-video batch ids, which a search should not pay for every time.
+RUNS_CHECK_S = 10.0
 _DDL = """
 CREATE TABLE IF NOT EXISTS library_passages (
     id INTEGER PRIMARY KEY, source TEXT NOT NULL, kind TEXT NOT NULL, task TEXT NOT NULL,
@@ -41,7 +47,7 @@ CREATE TABLE IF NOT EXISTS library_passages (
     verdict TEXT NOT NULL DEFAULT '', found INTEGER NOT NULL DEFAULT 1);
 CREATE INDEX IF NOT EXISTS library_passages_source ON library_passages (source);
 CREATE VIRTUAL TABLE IF NOT EXISTS library_fts USING fts5 (
-    text, place, tokenize = 'unicode61 remove_diacritics 2');
+    text, place, tags, tokenize = 'unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS library_runs (source TEXT PRIMARY KEY, indexed_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS library_results_by_time ON results (created_at, job_id);
@@ -66,6 +72,7 @@ class LibraryIndex:
         self.path = Path(path)
         Store(self.path).close()  # the store's tables exist (a fresh or damaged file is fixed)
         self._lock = threading.RLock()
+        self._runs_checked = -RUNS_CHECK_S
         try:
             self._conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None,
                                          check_same_thread=False)
@@ -73,13 +80,28 @@ class LibraryIndex:
             self._conn.execute("PRAGMA busy_timeout = 5000")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             with self.write() as conn:
-                for statement in _DDL.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO library_fts (library_fts, rank) "
-                             "VALUES ('rank', 'bm25(1.0, 0.4)')")
+                self._create(conn)
         except sqlite3.DatabaseError as exc:
             raise self._failure("opened", exc) from None
+
+    @staticmethod
+    def _create(conn: sqlite3.Connection) -> None:
+        """The tables, made again when an older Chord made them differently (the next sync
+        indexes the whole store: the watermark goes with them)."""
+        meta = conn.execute("SELECT name FROM sqlite_master WHERE name = 'library_meta'"
+                            ).fetchone()
+        old = meta and conn.execute("SELECT value FROM library_meta WHERE key = 'schema'"
+                                    ).fetchone()
+        if meta and (old is None or old[0] != LIBRARY_SCHEMA):
+            for table in ("library_fts", "library_passages", "library_runs", "library_meta"):
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT INTO library_fts (library_fts, rank) "
+                     "VALUES ('rank', 'bm25(1.0, 0.4, 0.0)')")
+        conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('schema', ?)",
+                     (LIBRARY_SCHEMA,))
 
     def _failure(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"the library index in {self.path} could not be {what}: {exc}",
@@ -128,8 +150,8 @@ class LibraryIndex:
             cur = conn.execute(_INSERT, (p.source, p.kind, p.task, p.video_path, p.folder,
                                          p.name, p.t0, p.t1, p.made_at, p.day, p.model,
                                          p.verdict, int(p.found)))
-            conn.execute("INSERT INTO library_fts (rowid, text, place) VALUES (?, ?, ?)",
-                         (cur.lastrowid, p.text, p.place))
+            conn.execute("INSERT INTO library_fts (rowid, text, place, tags) "
+                         "VALUES (?, ?, ?, ?)", (cur.lastrowid, p.text, p.place, p.tags))
 
     @staticmethod
     def drop_source(conn: sqlite3.Connection, source: str) -> None:
@@ -146,8 +168,10 @@ class LibraryIndex:
         at, job = json.loads(rows[0]["value"])
         return float(at), str(job)
 
-    def sync(self) -> int:
-        """Index what the store saved since the last sync; returns passages added."""
+    def sync(self, runs: bool | None = None) -> int:
+        """Index what the store saved since the last sync; returns passages added.
+        Long-video chapters runs are looked for when ``runs``, or (None) every
+        RUNS_CHECK_S seconds."""
         added = 0
         while True:
             at, job = self._watermark()
@@ -159,7 +183,10 @@ class LibraryIndex:
             if not rows:
                 break
             added += self._index_results(rows)
-        return added + self._sync_runs()
+        if runs or (runs is None and time.monotonic() - self._runs_checked >= RUNS_CHECK_S):
+            self._runs_checked = time.monotonic()
+            added += self._sync_runs()
+        return added
 
     def _index_results(self, rows: Sequence[sqlite3.Row]) -> int:
         added = 0
@@ -187,8 +214,9 @@ class LibraryIndex:
     def _sync_runs(self) -> int:
         """Long-video chapters runs whose document is new (``lvc-…`` batch rows)."""
         rows = self.read("SELECT b.batch_id, b.created_at, b.summary_json FROM batches b "
-                         "WHERE b.batch_id LIKE 'lvc-%' AND b.summary_json LIKE '%\"document\"%' "
-                         "AND b.batch_id NOT IN (SELECT source FROM library_runs)")
+                         "WHERE b.batch_id >= 'lvc-' AND b.batch_id < 'lvc.' "
+                         "AND b.batch_id NOT IN (SELECT source FROM library_runs) "
+                         "AND b.summary_json LIKE '%\"document\"%'")
         added = 0
         for row in rows:
             try:
@@ -213,7 +241,7 @@ class LibraryIndex:
             conn.execute("DELETE FROM library_passages")
             conn.execute("DELETE FROM library_runs")
             conn.execute("DELETE FROM library_meta WHERE key = 'watermark'")
-        return self.sync()
+        return self.sync(runs=True)
 
     def forget_missing(self, sources: Sequence[str]) -> list[str]:
         """Of ``sources``, those the store no longer has (a deleted job): their passages are

@@ -16,6 +16,7 @@ YYYY-MM-DD in UTC for the date filter).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -60,8 +61,30 @@ class Passage:
         ``fence``, ``cam2`` and ``site``."""
         return f"{self.name} {self.folder}"
 
+    @property
+    def tags(self) -> str:
+        """The filters as index tokens (see ``filter_tokens``): every folder above the clip,
+        the day, month and year, the task."""
+        day = self.day
+        return " ".join([*(folder_token(f) for f in folder_chain(self.folder)),
+                         f"d{day.replace('-', '')}", f"m{day[:7].replace('-', '')}",
+                         f"y{day[:4]}", f"t{self.task}"])
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "name": self.name, "folder": self.folder, "day": self.day}
+
+
+def folder_chain(folder: str) -> list[str]:
+    """``/a/b/c`` → ``/a``, ``/a/b``, ``/a/b/c``: a folder filter matches clips below it."""
+    path = PurePath(folder)
+    return [str(p) for p in reversed(path.parents) if str(p) not in (".", path.anchor)] + \
+        [str(path)]
+
+
+def folder_token(folder: str) -> str:
+    """One index token per folder (its path hashed: paths are not words)."""
+    norm = str(PurePath(folder.rstrip("/") or "/"))
+    return "f" + hashlib.sha1(norm.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _span(times: Any, duration: float) -> tuple[float, float]:

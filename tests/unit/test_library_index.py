@@ -148,3 +148,52 @@ def test_a_ground_result_with_nothing_found_is_a_target_passage_marked_not_found
     doc = result_doc("ground", "/m/a.mp4", query="a zebra", duration_s=7.0)
     [p] = result_passages({"job_id": "j"}, doc, 0.0)
     assert (p.kind, p.text, p.t0, p.t1, p.found) == ("target", "a zebra", 0.0, 7.0, False)
+
+
+def test_a_chapters_run_is_indexed_with_its_chapter_times(library):
+    store, index = library
+    doc = {"schema": "chord.chapters/v1", "video": {"path": "/media/lectures/term.mp4",
+                                                   "duration_s": 3600.0},
+           "model": {"id": "test"}, "summary": "A term of optimisation lectures.",
+           "chapters": [{"index": 0, "start_s": 0.0, "end_s": 900.0, "title": "Intro",
+                         "summary": "Course overview."},
+                        {"index": 1, "start_s": 900.0, "end_s": 1800.0,
+                         "title": "Momentum", "summary": "The heavy-ball method."}]}
+    store.add_batch("lvc-0123456789ab", "term.mp4")
+    store.set_batch_summary("lvc-0123456789ab", {"document": doc, "progress": {}})
+    store.add_batch("lvg-0123456789ab", "other.mp4")  # a grounding run: not chapters
+    hits = search(index, "heavy ball")["hits"]
+    assert [(h["source"], h["kind"], h["task"], h["start_s"], h["end_s"]) for h in hits] == [
+        ("lvc-0123456789ab", "chapter", "chapters", 900.0, 1800.0)]
+    assert index.sync(runs=True) == 0  # indexed once
+    assert search(index, "optimisation", filters=Filters(task="chapters"))["hits"]
+
+
+@pytest.mark.parametrize("lo, hi, tokens", [
+    ("2026-12-01", "2026-12-01", ["d20261201"]),
+    ("2026-11-30", "2026-12-31", ["d20261130", "m202612"]),
+    ("2026-01-01", "2027-02-02", ["y2026", "m202701", "d20270201", "d20270202"]),
+    ("2026-12-02", "2026-12-01", []),
+], ids=["one-day", "day-and-month", "year-month-days", "empty"])
+def test_a_date_range_is_the_fewest_tokens(lo, hi, tokens):
+    from datetime import date
+
+    from chord_core.library.search import date_tokens
+
+    assert date_tokens(date.fromisoformat(lo), date.fromisoformat(hi)) == tokens
+
+
+def test_past_the_rank_window_the_newest_matches_are_ranked(library, monkeypatch):
+    import chord_core.library.search as library_search
+
+    store, index = library
+    for i in range(5):
+        store_result(store, f"j-many-{i}", result_doc("describe", f"/m/w/{i}.mp4",
+                                                      text=f"walrus number {i}"))
+    monkeypatch.setattr(library_search, "RANK_WINDOW", 3)
+    out = search(index, "walrus", limit=10)
+    assert out["ranked"] == "the newest 3 matches"
+    assert {h["source"] for h in out["hits"]} == {"j-many-2", "j-many-3", "j-many-4"}
+    assert search(index, "walrus", limit=10, filters=Filters(folder="/m/w"))["ranked"] == \
+        "the newest 3 matches"
+    assert search(index, "fence")["ranked"] == "all"
