@@ -12,6 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from chord_ui import library_view
 from chord_ui.i18n import language_switch, t
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -33,4 +34,6 @@ PAGES = [
 
 navigation = st.navigation(PAGES)
 language_switch()
+library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
 navigation.run()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from datetime import date
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -174,3 +175,66 @@ def index_footer() -> None:
         n = index.rebuild()
         st.toast(t("Indexed {n} passages of {clips} clips.", n=n,
                    clips=index.stats()["clips"]))
+
+
+K_ALERT_SEEN = "library_alert_seen"
+K_ALERT_PLAY = "library_alert_play"
+
+
+def alerts_section() -> None:
+    """The newest alerts of the watched folders' standing checks, each playable."""
+    from chord_core.library.alerts import latest_alerts
+
+    st.subheader(t("Alerts"))
+    alerts = latest_alerts(resources.library_index(), 20)
+    if not alerts:
+        st.caption(t("No alerts yet. Watched folders with statements (CHORD_WATCH_CHECKS, or "
+                     "`watch --statement`) raise them here."))
+        return
+    for alert in alerts:
+        path = alert["path"]
+        with st.container(border=True, key=f"library-alert-{alert['id']}"):
+            st.markdown(t("**{name}** · {start}–{end} s · P = {p} · {statement}",
+                          name=md_escape(Path(path).name), start=f"{alert['start_s']:.1f}",
+                          end=f"{alert['end_s']:.1f}", p=f"{alert['probability']:.2f}",
+                          statement=md_escape(alert["statement"])))
+            st.caption(t("Evidence frames at {times} s", times=", ".join(
+                f"{e['t_s']:.1f}" for e in alert["evidence"])))
+            if servable(path) and browser_playable(path):
+                st.button(t("Play here"), key=f"alert-play-{alert['id']}",
+                          icon=":material/play_arrow:",
+                          on_click=st.session_state.__setitem__,
+                          args=(K_ALERT_PLAY, alert["id"]))
+                if st.session_state.get(K_ALERT_PLAY) == alert["id"]:
+                    st.video(path, start_time=int(alert["start_s"]))
+
+
+@st.fragment(run_every=5.0)
+def alert_toasts() -> None:
+    """A toast for each alert stored since this session began (checked every 5 s)."""
+    from chord_core.library.alerts import list_alerts
+
+    index = resources.library_index()
+    if K_ALERT_SEEN not in st.session_state:
+        newest = index.read("SELECT MAX(id) FROM library_alerts") if _has_alerts(index) else []
+        st.session_state[K_ALERT_SEEN] = int(newest[0][0] or 0) if newest else 0
+        return
+    for alert in list_alerts(index, after_id=st.session_state[K_ALERT_SEEN], limit=5):
+        st.session_state[K_ALERT_SEEN] = int(alert["id"])
+        st.toast(t("Alert: {statement} in {name} at {start} s",
+                   statement=alert["statement"][:80], name=Path(alert["path"]).name,
+                   start=f"{alert['start_s']:.1f}"), icon=":material/notifications_active:")
+
+
+def _has_alerts(index: Any) -> bool:
+    return bool(index.read("SELECT 1 FROM sqlite_master WHERE name = 'library_alerts'"))
+
+
+def start_watches() -> None:
+    """Start ``CHORD_WATCH``'s watchers (once per server); a bad setting is said in the
+    sidebar, never a crash of the page."""
+    try:
+        resources.watches()
+    except ChordError as exc:
+        st.sidebar.error(f"{md_escape(exc.message)}  \n{md_escape(exc.hint)}",
+                         icon=":material/folder_off:")

@@ -27,4 +27,12 @@ ZH_LIBRARY: dict[str, str] = {
     "Rebuild index": "重建索引",
     "Indexed {n} passages of {clips} clips.": "已索引 {clips} 个视频的 {n} 个段落。",
     "Index: {n} passages of {clips} clips": "索引：{clips} 个视频的 {n} 个段落",
+    "Alerts": "警报",
+    "No alerts yet. Watched folders with statements (CHORD_WATCH_CHECKS, or "
+    "`watch --statement`) raise them here.":
+        "还没有警报。带有陈述的监视文件夹（CHORD_WATCH_CHECKS 或 `watch --statement`）会在这里发出警报。",
+    "**{name}** · {start}–{end} s · P = {p} · {statement}":
+        "**{name}** · {start}–{end} 秒 · 概率 {p} · {statement}",
+    "Evidence frames at {times} s": "证据帧：{times} 秒",
+    "Alert: {statement} in {name} at {start} s": "警报：{name} 在 {start} 秒处：{statement}",
 }

@@ -16,4 +16,6 @@ st.caption(t("Every clip analysed so far, searchable: descriptions, chapters, gr
 library_view.search_form()
 library_view.results()
 st.divider()
+library_view.alerts_section()
+st.divider()
 library_view.index_footer()

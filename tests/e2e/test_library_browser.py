@@ -111,10 +111,46 @@ def test_grounding_target_hit_and_chinese_page(browser, app_url, stored,
     page.context.close()
 
 
+def _store_alert(app_server, clip: Path, start_s: float) -> None:
+    """An alert as a watcher's standing check stores it (another process, same store)."""
+    import json
+    import time
+
+    from chord_core.library.alerts import create_tables
+    from chord_core.library.index import LibraryIndex
+
+    with LibraryIndex(Path(app_server["data"]) / "chord.sqlite3") as index:
+        create_tables(index)
+        with index.write() as conn:
+            conn.execute("INSERT INTO library_alerts (watch, clip_key, statement, path, "
+                         "start_s, end_s, probability, evidence_json, job_id, created_at) "
+                         "VALUES ('w-test', 'k', 'a forklift enters the walkway', ?, ?, ?, "
+                         "0.93, ?, 'job-x', ?)",
+                         (str(clip), start_s, start_s + 1.0,
+                          json.dumps([{"t_s": start_s, "frame_index": 0,
+                                       "entailment": 0.93}]), time.time()))
+
+
+def test_alerts_are_listed_and_a_new_one_is_a_toast(browser, app_url, app_server, stored,
+                                                    artifacts: Path) -> None:
+    _store_alert(app_server, stored["dock"], 1.0)
+    page = _page(browser, app_url)
+    page.goto(f"{app_url}/library")
+    page.get_by_role("heading", name="Alerts").wait_for()
+    page.get_by_text("a forklift enters the walkway").first.wait_for()
+    page.wait_for_timeout(1500)  # the toast check has noted what this session has seen
+    _store_alert(app_server, stored["gate"], 2.0)  # stored while the page is open
+    toast = page.locator("[data-testid=stToast]", has_text="gate-cam.mp4")
+    toast.wait_for(timeout=20_000)
+    assert "2.0 s" in toast.inner_text()
+    page.screenshot(path=str(artifacts / "e2e-library-alert.png"))
+    page.context.close()
+
+
 def test_copy_screenshots_to_docs(artifacts: Path) -> None:
     """The README's screenshots come from the tests above (when both ran)."""
     docs = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-    for name in ("library", "library-zh"):
+    for name in ("library", "library-zh", "library-alert"):
         src = artifacts / f"e2e-{name}.png"
         if not src.exists():
             pytest.skip("run the whole module to refresh the screenshots")
