@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable
 
 from chord_core.errors import InputError
@@ -65,7 +66,8 @@ def cmd_search(args: argparse.Namespace,
             raise InputError("nothing to search for",
                              hint='give words, e.g. `python -m chord_core search "forklift"`, '
                                   "or a video and words to search inside one long video")
-        filters = Filters(folder=args.folder, date_from=args.date_from, date_to=args.date_to,
+        folder = str(Path(args.folder).expanduser().resolve()) if args.folder else ""
+        filters = Filters(folder=folder, date_from=args.date_from, date_to=args.date_to,
                           task=args.task)
         doc = search(index, q, filters=filters, limit=args.limit)
     emit(doc, args.json_out)

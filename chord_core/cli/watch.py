@@ -68,7 +68,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     try:
         watcher = FolderWatcher(manager, store, settings)
         checks = StandingChecks(manager, store, watcher) if settings.statements else None
-        print(f"watching {watcher.folder} ({settings.task}; watch {settings.watch_id})",
+        print(f"watching {watcher.folder} ({settings.task}; watch "
+              f"{watcher.settings.watch_id})",
               file=sys.stderr, flush=True)
         _loop(watcher, checks, args.idle_exit)
     finally:

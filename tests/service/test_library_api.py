@@ -106,8 +106,11 @@ def test_search_with_filters(keyed, params, sources):
     ("/v1/library/thumbnail", {"source": "j-nope"}, KEY, 404),
     ("/v1/library/thumbnail", {"source": "j-a", "t": 1}, KEY, 422),  # /media/… is no file
     ("/v1/library/thumbnail", {"source": "j-a"}, None, 401),
+    ("/v1/alerts", {}, None, 401),
+    ("/v1/alerts/events", {"timeout": 1}, None, 401),
+    ("/v1/alerts/events", {"timeout": 99999}, KEY, 422),
 ], ids=["no-key", "wrong-key", "long-q", "big-limit", "no-words", "bad-date", "unknown-source",
-        "clip-gone", "thumb-no-key"])
+        "clip-gone", "thumb-no-key", "alerts-no-key", "events-no-key", "events-too-long"])
 def test_refusals_are_json_with_a_hint(keyed, path, params, key, status):
     r = _get(keyed, path, key=key, **params)
     assert r.status_code == status, r.text
