@@ -36,6 +36,9 @@ def add_library_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--task", default="", choices=("", "describe", "ground", "entail",
                                                   "chapters"), help="only this task's results")
     g.add_argument("--limit", type=int, default=20, help="hits to show, 1–100 (default 20)")
+    g.add_argument("--check", type=int, default=0, metavar="N",
+                   help="re-check the best N hits on their frames by entailment (the query "
+                        "as a statement; loads the model in this process)")
 
 
 def cmd_search(args: argparse.Namespace,
@@ -70,8 +73,25 @@ def cmd_search(args: argparse.Namespace,
         filters = Filters(folder=folder, date_from=args.date_from, date_to=args.date_to,
                           task=args.task)
         doc = search(index, q, filters=filters, limit=args.limit)
+    if args.check > 0 and doc["hits"]:
+        _check(doc, args)
     emit(doc, args.json_out)
     if not doc["hits"]:
         print("no hits (analysed clips are searched: describe, ground, entail, chapters)",
               file=sys.stderr)
     return 0
+
+
+def _check(doc: dict, args: argparse.Namespace) -> None:
+    """``--check N``: the best N hits re-checked by entailment, one model in this process."""
+    from chord_core.config import model_config_from_env
+    from chord_core.library.recheck import recheck
+    from chord_core.runtime.cluster import in_process_manager
+
+    cfg = model_config_from_env(model=args.model, device=args.device)
+    manager = in_process_manager(cfg.with_overrides(compile=False))
+    try:
+        n = recheck(doc["hits"], doc["query"], manager, cfg.model, top=args.check)
+    finally:
+        manager.shutdown()
+    doc["checked"] = n

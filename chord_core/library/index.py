@@ -34,7 +34,7 @@ from chord_core.library.passages import Passage, chapters_passages, result_passa
 
 log = logging.getLogger(__name__)
 
-LIBRARY_SCHEMA = "2"  # another value in library_meta: the tables are made again (rebuild)
+LIBRARY_SCHEMA = "3"  # another value in library_meta: the tables are made again (rebuild)
 SYNC_BATCH = 500  # results read per transaction: a rebuild of 100k results commits often
 # Chapters documents are looked for at most this often: finding the runs not yet indexed
 # walks the store's long-video batch ids, which a search should not pay for every time.
@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS library_passages (
 CREATE INDEX IF NOT EXISTS library_passages_source ON library_passages (source);
 CREATE VIRTUAL TABLE IF NOT EXISTS library_fts USING fts5 (
     text, place, tags, tokenize = 'unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS library_vocab USING fts5vocab (library_fts, row);
 CREATE TABLE IF NOT EXISTS library_runs (source TEXT PRIMARY KEY, indexed_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS library_results_by_time ON results (created_at, job_id);
@@ -93,7 +94,8 @@ class LibraryIndex:
         old = meta and conn.execute("SELECT value FROM library_meta WHERE key = 'schema'"
                                     ).fetchone()
         if meta and (old is None or old[0] != LIBRARY_SCHEMA):
-            for table in ("library_fts", "library_passages", "library_runs", "library_meta"):
+            for table in ("library_vocab", "library_fts", "library_passages", "library_runs",
+                          "library_meta"):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _DDL.split(";"):
             if statement.strip():
@@ -256,9 +258,44 @@ class LibraryIndex:
                     conn.execute("DELETE FROM library_runs WHERE source = ?", (source,))
         return gone
 
+    def totals(self) -> tuple[int, tuple[float, float]]:
+        """Passages (the highest id: a seek, not a count) and the average tokens per text
+        and place field (FTS5's own running totals), for BM25."""
+        top = self.read("SELECT MAX(id) FROM library_passages")[0][0] or 0
+        avg = (20.0, 6.0)
+        rows = self.read("SELECT block FROM library_fts_data WHERE id = 1")
+        if rows and top:
+            avg = _averages(bytes(rows[0][0]), avg)
+        return int(top), avg
+
     def stats(self) -> dict[str, Any]:
         """Passages, distinct clips and the file's size, for the CLI and the benchmark."""
         row = self.read("SELECT COUNT(*) AS n, COUNT(DISTINCT video_path) AS clips "
                         "FROM library_passages")[0]
         return {"passages": int(row["n"]), "clips": int(row["clips"]),
                 "file_bytes": self.path.stat().st_size}
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """SQLite's variable-length integer at ``at``: (value, next offset)."""
+    value = 0
+    for i in range(9):
+        byte = data[at + i]
+        if i == 8:
+            return (value << 8) | byte, at + 9
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at + i + 1
+    return value, at + 9
+
+
+def _averages(block: bytes, default: tuple[float, float]) -> tuple[float, float]:
+    """Average tokens of the text and place columns from FTS5's averages record (row id 1
+    of the ``_data`` table: the row count, then each column's token total, as varints)."""
+    try:
+        rows, at = _varint(block, 0)
+        text, at = _varint(block, at)
+        place, _ = _varint(block, at)
+    except IndexError:
+        return default
+    return (text / rows, place / rows) if rows else default

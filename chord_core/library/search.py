@@ -3,8 +3,9 @@
 A query is words, not FTS5 syntax: each word is quoted (so ``-``, ``"``, ``NEAR`` or ``*``
 typed by a user can never be a syntax error or an operator), all words must match; when no
 passage has all of them, passages with any of them are ranked instead (the answer says
-``matched: "any"``). Ranked by bm25 (text weighted over the file name and folder); a query
-matching more than RANK_WINDOW passages ranks the newest of them (``ranked`` says which).
+``matched: "any"``). Ranked by BM25 (text weighted over the file name and folder; computed
+in ranking.py, not by FTS5); a query matching more than RANK_WINDOW passages ranks the
+newest of them (``ranked`` says which).
 Filters: folder (the folder or below it), date (the day the result was made, UTC), task —
 each an index term, so a filter makes a search cheaper, never dearer.
 
@@ -12,7 +13,7 @@ A hit: the clip (path, name, folder), the time range, the passage's kind and tex
 matched words marked (``snippet``, ``[`` ``]`` around each; ``parts``, the same as
 ``[[text, matched], …]`` for clients that render it), the job or run that made it, a
 ``thumbnail_s`` (the moment to show: the range's middle) and the score (lower is better, as
-bm25 reports it).
+BM25, higher is better: ranking.py).
 """
 
 from __future__ import annotations
@@ -120,37 +121,36 @@ def check_limit(limit: int) -> int:
     return int(limit)
 
 
-# Ranking every match by bm25 costs about 6 µs a passage on this 2-core machine: a word
-# in 14 % of a million passages would take most of a second. Matches past the newest
-# RANK_WINDOW are therefore not ranked (the answer says so): the window is found by walking
-# the match list newest-first (rowid order, no scoring), then only it is ranked.
-RANK_WINDOW = 2000
+# The newest RANK_WINDOW matches are ranked (ranking.py says why); older ones only when
+# fewer than that match (the answer's ``ranked`` says which).
+RANK_WINDOW = 1000
 _META = ("SELECT id, source, kind, task, video_path, folder, name, t0, t1, made_at, day, "
          "model, verdict, found FROM library_passages WHERE id IN ({marks})")
 
 
-def _ranked(index: LibraryIndex, match: str, limit: int) -> tuple[list[Any], bool]:
-    """(rowid, score, snippet) of the best ``limit`` matches, and whether older matches went
-    unranked. FTS5 sorts by rank itself and computes the snippet for the rows it returns
-    only (a join here would make SQLite sort, and snippet every match)."""
-    edge = index.read("SELECT rowid FROM library_fts WHERE library_fts MATCH ? "
-                      "ORDER BY rowid DESC LIMIT 1 OFFSET ?", (match, RANK_WINDOW))
-    floor = int(edge[0][0]) + 1 if edge else 0
-    rows = index.read("SELECT rowid, rank, snippet(library_fts, 0, char(2), char(3), '…', 24) "
-                      "FROM library_fts WHERE library_fts MATCH ? AND rowid >= ? "
-                      "ORDER BY rank LIMIT ?", (match, floor, limit))
-    return rows, bool(edge)
+def _window(index: LibraryIndex, match: str) -> list[Any]:
+    """The newest RANK_WINDOW + 1 matching passages' text (rowid order: no scoring)."""
+    return index.read("SELECT rowid, text, place FROM library_fts WHERE library_fts MATCH ? "
+                      "ORDER BY rowid DESC LIMIT ?", (match, RANK_WINDOW + 1))
 
 
-def _details(index: LibraryIndex, ranked: list[Any]) -> list[dict[str, Any]]:
-    """The passages' rows, in rank order, with score and snippet."""
-    if not ranked:
+def _ranked(index: LibraryIndex, terms: list[str], rows: list[Any],
+            limit: int) -> list[dict[str, Any]]:
+    """The best ``limit`` of ``rows`` by BM25, with their passage rows and snippets."""
+    from chord_core.library.ranking import bm25, snippet, tokens
+
+    folded = [(tokens(t) or [t])[0] for t in terms]
+    freq = {t: int(r[0]) for t in folded
+            for r in index.read("SELECT doc FROM library_vocab WHERE term = ?", (t,))}
+    total, avg = index.totals()
+    best = bm25(rows[:RANK_WINDOW], terms, freq, total, avg)[:limit]
+    if not best:
         return []
-    ids = [int(r[0]) for r in ranked]
-    meta = {int(r["id"]): dict(r) for r in index.read(
+    ids = [int(r["rowid"]) for _, r in best]
+    meta = {int(m["id"]): dict(m) for m in index.read(
         _META.format(marks=",".join("?" * len(ids))), ids)}
-    return [{**meta[int(r[0])], "score": r[1], "snippet": r[2]} for r in ranked
-            if int(r[0]) in meta]
+    return [{**meta[int(r["rowid"])], "score": score, "parts": snippet(r["text"], folded)}
+            for score, r in best if int(r["rowid"]) in meta]
 
 
 def search(index: LibraryIndex, q: str, *, filters: Filters | None = None, limit: int = 20,
@@ -162,34 +162,24 @@ def search(index: LibraryIndex, q: str, *, filters: Filters | None = None, limit
     if sync:
         index.sync()
     narrow = filters.tokens()
-    matched = "all"
+    matched, window = "all", []
     for op in ("AND", "OR") if len(terms) > 1 else ("AND",):
-        match = f"({_match(terms, op)})" + (f" AND {narrow}" if narrow else "")
-        ranked, windowed = _ranked(index, match, limit)
-        if ranked:
+        window = _window(index, f"({_match(terms, op)})" + (f" AND {narrow}" if narrow else ""))
+        if window:
             matched = "all" if op == "AND" else "any"
             break
-    rows = _details(index, ranked)
+    rows = _ranked(index, terms, window, limit)
     gone = set(index.forget_missing([r["source"] for r in rows]))
     hits = [_hit(r) for r in rows if r["source"] not in gone]
     return {"schema": SEARCH_SCHEMA, "query": q, "terms": terms, "matched": matched,
-            "ranked": f"the newest {RANK_WINDOW} matches" if ranked and windowed else "all",
+            "ranked": f"the newest {RANK_WINDOW} matches" if len(window) > RANK_WINDOW
+            else "all",
             "filters": {k: v for k, v in vars(filters).items() if v}, "hits": hits}
-
-
-def snippet_parts(marked: str) -> list[list[Any]]:
-    """The snippet as ``[[text, matched], …]``: a client renders the matched words however
-    it likes (bold, highlighted) without parsing markup out of user or model text."""
-    parts: list[list[Any]] = []
-    for i, piece in enumerate(re.split("[\x02\x03]", marked or "")):
-        if piece:
-            parts.append([piece, i % 2 == 1])
-    return parts
 
 
 def _hit(row: dict[str, Any]) -> dict[str, Any]:
     t0, t1 = float(row["t0"]), float(row["t1"])
-    parts = snippet_parts(row["snippet"])
+    parts = row["parts"]
     return {"source": row["source"], "kind": row["kind"], "task": row["task"],
             "video_path": row["video_path"], "name": row["name"], "folder": row["folder"],
             "start_s": round(t0, 3), "end_s": round(t1, 3),
