@@ -48,7 +48,6 @@ CREATE TABLE IF NOT EXISTS library_passages (
 CREATE INDEX IF NOT EXISTS library_passages_source ON library_passages (source);
 CREATE VIRTUAL TABLE IF NOT EXISTS library_fts USING fts5 (
     text, place, tags, tokenize = 'unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS library_vocab USING fts5vocab (library_fts, row);
 CREATE TABLE IF NOT EXISTS library_runs (source TEXT PRIMARY KEY, indexed_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS library_results_by_time ON results (created_at, job_id);
@@ -180,8 +179,8 @@ class LibraryIndex:
             rows = self.read(
                 "SELECT r.job_id, r.created_at, r.result_json, j.state, j.video_path, j.task, "
                 "j.finished_at FROM results r JOIN jobs j ON j.job_id = r.job_id "
-                "WHERE r.created_at > ? OR (r.created_at = ? AND r.job_id > ?) "
-                "ORDER BY r.created_at, r.job_id LIMIT ?", (at, at, job, SYNC_BATCH))
+                "WHERE (r.created_at, r.job_id) > (?, ?) "  # a row value: one index seek
+                "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, SYNC_BATCH))
             if not rows:
                 break
             added += self._index_results(rows)

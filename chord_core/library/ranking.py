@@ -4,8 +4,8 @@ computed here, and the snippet with the matched words marked.
 Why not FTS5's own ``bm25()``: it counts, for every query, the rows each term occurs in by
 walking the term's whole document list, so a word in 14 % of a million passages cost most
 of a second per search on this 2-core machine (measured: p50 662 ms, p99 3.1 s at 1M
-passages, docs/benchmarks.md). Here the document frequencies come from the FTS5 vocabulary
-table (one seek per term), the match list is walked newest-first (rowid order, no scoring)
+passages, docs/benchmarks.md). Here the document frequencies are counted up to a cap and
+estimated past it (``search.doc_freq``), the match list is walked newest-first (rowid order, no scoring)
 only as far as the window, and the window's passages are scored in Python: the cost of a
 search no longer grows with the library.
 

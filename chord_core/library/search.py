@@ -134,15 +134,30 @@ def _window(index: LibraryIndex, match: str) -> list[Any]:
                       "ORDER BY rowid DESC LIMIT ?", (match, RANK_WINDOW + 1))
 
 
+DF_CAP = 1000
+
+
+def doc_freq(index: LibraryIndex, term: str, total: int) -> int:
+    """Passages holding ``term``: counted up to DF_CAP (newest first), past that estimated
+    from how densely the newest DF_CAP occur (their rowid span). Bounded work per term: an
+    exact count walks the term's whole document list (what FTS5's bm25() and its
+    vocabulary table do, and what made a common word cost most of a second at 1M)."""
+    rows = index.read("SELECT rowid FROM library_fts WHERE library_fts MATCH ? "
+                      "ORDER BY rowid DESC LIMIT ?", (f'"{term}"', DF_CAP))
+    if len(rows) < DF_CAP:
+        return len(rows)
+    span = max(1, total - int(rows[-1][0]) + 1)
+    return min(total, round(DF_CAP * total / span))
+
+
 def _ranked(index: LibraryIndex, terms: list[str], rows: list[Any],
             limit: int) -> list[dict[str, Any]]:
     """The best ``limit`` of ``rows`` by BM25, with their passage rows and snippets."""
     from chord_core.library.ranking import bm25, snippet, tokens
 
     folded = [(tokens(t) or [t])[0] for t in terms]
-    freq = {t: int(r[0]) for t in folded
-            for r in index.read("SELECT doc FROM library_vocab WHERE term = ?", (t,))}
     total, avg = index.totals()
+    freq = {t: doc_freq(index, t, total) for t in folded}
     best = bm25(rows[:RANK_WINDOW], terms, freq, total, avg)[:limit]
     if not best:
         return []
