@@ -12,6 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from chord_ui import library_view
 from chord_ui.i18n import language_switch, t
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -22,14 +23,17 @@ ICON = Path(__file__).resolve().parent / "chord_ui" / "static" / "icon.png"
 st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
 
 # Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
-# from the file names (/batch, /history, /gpus), the same in both.
+# from the file names (/batch, /history, /library, /gpus), the same in both.
 PAGES = [
     st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
     st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
     st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
+    st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
     st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
 ]
 
 navigation = st.navigation(PAGES)
 language_switch()
+library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
 navigation.run()

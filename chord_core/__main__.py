@@ -181,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub, _model_args)
     add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
+    from chord_core.cli.library import add_library_args
+
+    add_library_args(sub.choices["search"])  # search: the library, or inside one long video
+    from chord_core.cli.watch import add_parser as add_watch_parser
+
+    add_watch_parser(sub, _model_args)
 
     p = sub.add_parser("make-tiny-model",
                        help="write a random-weight Qwen2.5-VL or Qwen3-VL checkpoint")
@@ -289,6 +295,22 @@ COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "gr
             "entail": cmd_analyze,
             "export": cmd_export, "serve": cmd_serve, "make-tiny-model": cmd_make_tiny_model}
 COMMANDS.update(LONG_VIDEO_COMMANDS)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from chord_core.cli.library import cmd_search as search
+
+    return search(args, LONG_VIDEO_COMMANDS["search"])
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from chord_core.cli.watch import cmd_watch as watch
+
+    return watch(args)
+
+
+COMMANDS["search"] = cmd_search
+COMMANDS["watch"] = cmd_watch
 
 
 def main(argv: Sequence[str] | None = None) -> int:

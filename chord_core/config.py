@@ -72,6 +72,14 @@ ENV_VARS = (
            "LongVideoSettings.chunk_s"),
     EnvVar("CHORD_LONG_CHAPTER_S", "about one chapter per this many seconds in long-video "
            "mode (300)", "LongVideoSettings.chapter_s"),
+    EnvVar("CHORD_WATCH", "folders the app and `serve` watch: `DIR[|TASK[|QUERY]]`, "
+           "`;`-separated (each new clip analysed once)", "library/background.py"),
+    EnvVar("CHORD_WATCH_CHECKS", "statements checked on every watched clip, `;`-separated "
+           "(alerts)", "library/background.py"),
+    EnvVar("CHORD_WATCH_THRESHOLD", "P(entailment) at which a moment becomes an alert (0.8)",
+           "library/background.py"),
+    EnvVar("CHORD_WATCH_HOOK", "a local command run per alert (the alert as JSON on stdin)",
+           "library/background.py"),
     EnvVar("CHORD_API_HOST", "address the HTTP service binds (127.0.0.1)", "ServiceSettings"),
     EnvVar("CHORD_API_PORT", "port of the HTTP service (8080)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY", "bearer key the service requires", "ServiceSettings"),

@@ -16,9 +16,10 @@ from typing import Any
 import streamlit as st
 
 from chord_ui.locale_zh import ZH as _ZH_ANALYZE
+from chord_ui.locale_zh_library import ZH_LIBRARY
 from chord_ui.locale_zh_pages import ZH_PAGES
 
-ZH: dict[str, str] = {**ZH_PAGES, **_ZH_ANALYZE}  # every Chinese text the pages look up
+ZH: dict[str, str] = {**ZH_LIBRARY, **ZH_PAGES, **_ZH_ANALYZE}  # every Chinese text shown
 
 log = logging.getLogger(__name__)
 

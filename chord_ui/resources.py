@@ -156,6 +156,30 @@ def renders() -> RenderManager:
 
 
 @st.cache_resource(show_spinner=False)
+def library_index() -> Any:
+    """The library's search index (FTS5 tables in the job store's file), one per server."""
+    from chord_core.library.index import LibraryIndex
+
+    return LibraryIndex(store().path)
+
+
+def _stop_watches(watches: Any) -> None:
+    watches.stop()
+
+
+@st.cache_resource(show_spinner=False, on_release=_stop_watches)
+def watches() -> Any:
+    """The folders ``CHORD_WATCH`` names, watched over the shared manager and store (started
+    once per server; only when the variable is set, so the workers are not started early)."""
+    from chord_core.library.background import BackgroundWatches, watches_from_env
+
+    settings = watches_from_env(cluster().startup_model) if env_value("CHORD_WATCH") else []
+    if not settings:
+        return BackgroundWatches(None, store(), [])
+    return BackgroundWatches(job_manager(), store(), settings).start()
+
+
+@st.cache_resource(show_spinner=False)
 def long_runs() -> LongRunManager:
     """Long-video runs (chapters, long grounding, search) in background threads."""
     from chord_ui.long_runs import LongRunManager

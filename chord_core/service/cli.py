@@ -118,15 +118,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"Chord service: http://{settings.host}:{settings.port} ({auth}); workers are "
           "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
     _leave_on_sigterm()
+    from chord_core.library.background import start_from_env
     from chord_core.service.discovery import advertise, local_url, withdraw
 
+    watches = None
     advertised = advertise(local_url(settings.host, settings.port), cfg.model)
     try:
+        watches = start_from_env(runtime.manager, runtime.store, runtime.model)  # CHORD_WATCH
         uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,
                     timeout_graceful_shutdown=5)
     finally:
         withdraw(advertised)  # the one-shot CLI stops sending here
+        if watches is not None:
+            watches.stop()
         readers.close()
         runtime.manager.shutdown(timeout=10.0)
         if runtime.store is not None:

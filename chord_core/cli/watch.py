@@ -1,0 +1,106 @@
+"""``python -m chord_core watch DIR --task describe|ground|entail|chapters``: analyse every
+new or changed clip under DIR once, as soon as it is complete; runs until Ctrl-C (or, with
+``--idle-exit S``, until nothing new came for S seconds). Survives restarts: files done
+before are not done again (the watch table in the job store)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+
+def add_parser(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser("watch", help="analyse each new clip in a folder (under the media "
+                                     "roots) once, as it arrives; standing checks raise alerts")
+    p.add_argument("dir", help="the folder to watch (under CHORD_MEDIA_ROOTS)")
+    p.add_argument("--task", choices=("describe", "ground", "entail", "chapters"),
+                   default="describe")
+    p.add_argument("--query", default="", help="target (ground), statement (entail) or "
+                                               "prompt (describe)")
+    p.add_argument("--max-new-tokens", type=int, default=512)
+    p.add_argument("--settle-s", type=float, default=5.0,
+                   help="a file is taken once its size and mtime held this long (default 5)")
+    p.add_argument("--rescan-s", type=float, default=30.0,
+                   help="rescan the folder this often, besides file events (default 30)")
+    g = p.add_argument_group("standing checks (alerts)")
+    g.add_argument("--statement", action="append", default=[], metavar="TEXT",
+                   help='check every new clip for this, e.g. "a person climbs the fence" '
+                        "(repeatable)")
+    g.add_argument("--threshold", type=float, default=0.8,
+                   help="P(entailment) at which a moment becomes an alert (default 0.8)")
+    g.add_argument("--hook", default="", metavar="COMMAND",
+                   help="a local command run per alert, the alert as JSON on its stdin")
+    g = p.add_argument_group("workers")
+    g.add_argument("--cpu-workers", type=int, default=None, help="N CPU worker processes")
+    g.add_argument("--gpus", default=None, help="GPU numbers for the workers, e.g. 0,1")
+    g.add_argument("--config", default=None, help="multigpu_config.yaml")
+    p.add_argument("--idle-exit", type=float, default=None, metavar="S",
+                   help="stop when every file is done and nothing new came for S seconds")
+    model_args(p)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from chord_core.config import model_config_from_env
+    from chord_core.library.alerts import StandingChecks
+    from chord_core.library.watch import FolderWatcher, WatchSettings
+    from chord_core.media.roots import resolve_folder
+    from chord_core.runtime.cluster import start_manager
+    from chord_core.runtime.parallel_config import load_parallel_config
+    from chord_core.runtime.store import Store
+
+    cfg = model_config_from_env(model=args.model, device=args.device,
+                                max_memory=args.max_memory, allow_offload=args.allow_offload)
+    settings = WatchSettings(args.dir, args.task, args.query, cfg.model, args.max_new_tokens,
+                             args.settle_s, args.rescan_s, tuple(args.statement),
+                             args.threshold, args.hook)
+    resolve_folder(args.dir)  # under the media roots: said before any worker starts
+    store = Store()
+    parallel = load_parallel_config(args.config, overrides={
+        "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":
+        args.batch_size})
+    manager, plan = start_manager(cfg, parallel,
+                                  store=None if args.task == "chapters" else store)
+    for line in plan.lines:
+        print(f"plan: {line}", file=sys.stderr)
+    try:
+        watcher = FolderWatcher(manager, store, settings)
+        checks = StandingChecks(manager, store, watcher) if settings.statements else None
+        print(f"watching {watcher.folder} ({settings.task}; watch "
+              f"{watcher.settings.watch_id})",
+              file=sys.stderr, flush=True)
+        _loop(watcher, checks, args.idle_exit)
+    finally:
+        manager.shutdown()
+        store.close()
+    return 0
+
+
+def _loop(watcher: Any, checks: Any, idle_exit: float | None) -> None:
+    from chord_core.library.watch import STEP_S
+
+    watcher.start()
+    last_change, last_rows = time.monotonic(), None
+    try:
+        while True:
+            watcher.step()
+            if checks is not None:
+                checks.step()
+            rows = [(r["path"], r["state"]) for r in watcher.table.rows()]
+            if rows != last_rows:
+                _report(rows, last_rows or [])
+                last_rows, last_change = rows, time.monotonic()
+            busy = watcher.busy() or (checks is not None and checks.busy())
+            if idle_exit is not None and not busy and time.monotonic() - last_change > idle_exit:
+                return
+            threading.Event().wait(STEP_S)
+    finally:
+        watcher.stop()
+
+
+def _report(rows: list[tuple[str, str]], before: list[tuple[str, str]]) -> None:
+    for path, state in rows:
+        if (path, state) not in before and state in ("done", "error"):
+            print(f"{state}: {path}", file=sys.stderr, flush=True)

@@ -1,0 +1,196 @@
+"""Standing checks: a watch folder's statements, checked on every clip it analyses, with the
+entailment curve Chord already has (an ``entail`` job per clip and statement: P(entailment)
+per sampled frame, at the frames' presentation times).
+
+A **moment** is a run of consecutive checked frames whose P(entailment) is at least the
+folder's threshold; it becomes an **alert**: clip, statement, time range (first to last
+frame of the run), the highest probability, and the evidence frames (up to
+MAX_EVIDENCE best, time and probability). Tables, made here:
+
+    library_alert_checks (watch, clip_key, statement, path, job_id, state)   one per clip
+    library_alerts (id, watch, clip_key, statement, path, start_s, end_s, probability,
+                    evidence_json, job_id, created_at, hook)
+                    UNIQUE (watch, clip_key, statement, start_s): each fires once per clip
+                    and moment, also when a check is repeated after a restart
+
+A new alert runs the folder's **hook** when it has one: a local command (split like a shell
+would, run without one), the alert as JSON on its stdin, 30 s at most; its exit status is
+kept on the alert. Chord itself makes no network call; a hook may (that is the user's choice).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import subprocess
+import time
+from typing import Any, Sequence
+
+log = logging.getLogger(__name__)
+
+MAX_EVIDENCE = 5
+HOOK_TIMEOUT_S = 30.0
+_DDL = """
+CREATE TABLE IF NOT EXISTS library_alert_checks (
+    watch TEXT NOT NULL, clip_key TEXT NOT NULL, statement TEXT NOT NULL, path TEXT NOT NULL,
+    job_id TEXT, state TEXT NOT NULL, PRIMARY KEY (watch, clip_key, statement));
+CREATE TABLE IF NOT EXISTS library_alerts (
+    id INTEGER PRIMARY KEY, watch TEXT NOT NULL, clip_key TEXT NOT NULL,
+    statement TEXT NOT NULL, path TEXT NOT NULL, start_s REAL NOT NULL, end_s REAL NOT NULL,
+    probability REAL NOT NULL, evidence_json TEXT NOT NULL, job_id TEXT NOT NULL,
+    created_at REAL NOT NULL, hook TEXT NOT NULL DEFAULT '',
+    UNIQUE (watch, clip_key, statement, start_s));
+"""
+
+
+def create_tables(index: Any) -> None:
+    with index.write() as conn:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+
+
+def moments(frames: Sequence[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
+    """Runs of consecutive frames at or over ``threshold`` (see the module docstring)."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for frame in sorted(frames, key=lambda f: float(f["t_s"])) + [None]:  # type: ignore[list-item]
+        if frame is not None and float(frame.get("entailment", 0.0)) >= threshold:
+            run.append(frame)
+            continue
+        if run:
+            best = sorted(run, key=lambda f: -float(f["entailment"]))[:MAX_EVIDENCE]
+            out.append({"start_s": round(float(run[0]["t_s"]), 4),
+                        "end_s": round(float(run[-1]["t_s"]), 4),
+                        "probability": round(max(float(f["entailment"]) for f in run), 4),
+                        "evidence": [{"t_s": round(float(f["t_s"]), 4),
+                                      "frame_index": int(f.get("frame_index", -1)),
+                                      "entailment": round(float(f["entailment"]), 4)}
+                                     for f in sorted(best, key=lambda f: float(f["t_s"]))]})
+            run = []
+    return out
+
+
+def list_alerts(index: Any, *, after_id: int = 0, limit: int = 100,
+                watch: str | None = None) -> list[dict[str, Any]]:
+    """Alerts with ids over ``after_id``, oldest first (what the SSE stream sends next)."""
+    create_tables(index)
+    where, params = "id > ?", [int(after_id)]
+    if watch:
+        where += " AND watch = ?"
+        params.append(watch)
+    rows = index.read(f"SELECT * FROM library_alerts WHERE {where} ORDER BY id LIMIT ?",
+                      [*params, int(limit)])
+    return [alert_dict(r) for r in rows]
+
+
+def latest_alerts(index: Any, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest alerts first (the app's alerts section)."""
+    create_tables(index)
+    return [alert_dict(r) for r in index.read(
+        "SELECT * FROM library_alerts ORDER BY id DESC LIMIT ?", (int(limit),))]
+
+
+def alert_dict(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["evidence"] = json.loads(out.pop("evidence_json") or "[]")
+    return out
+
+
+class StandingChecks:
+    """The statements of one ``FolderWatcher``: a check per analysed clip, alerts from its
+    curve. Installs itself as the watcher's ``on_done``; ``step()`` follows the checks."""
+
+    def __init__(self, manager: Any, store: Any, watcher: Any) -> None:
+        self.manager, self.store, self.watcher = manager, store, watcher
+        self.settings, self.index = watcher.settings, watcher.index
+        create_tables(self.index)
+        watcher.on_done = self.clip_done
+
+    def clip_done(self, row: dict[str, Any], doc: dict[str, Any]) -> None:
+        """A clip the watch analysed: one entail job per statement (once per clip)."""
+        for statement in self.settings.statements:
+            with self.index.write() as conn:
+                cur = conn.execute("INSERT OR IGNORE INTO library_alert_checks VALUES "
+                                   "(?, ?, ?, ?, NULL, 'claimed')",
+                                   (self.settings.watch_id, row["key"], statement, row["path"]))
+            if cur.rowcount == 1:
+                self._submit(row["key"], row["path"], statement)
+
+    def _submit(self, clip_key: str, path: str, statement: str) -> None:
+        from chord_core.analysis.request import AnalysisRequest
+        from chord_core.runtime.jobs import JobSpec
+
+        job_id = self.manager.submit(JobSpec(AnalysisRequest(path, "entail", statement),
+                                             model=self.settings.model))
+        self._set(clip_key, statement, "submitted", job_id)
+
+    def _set(self, clip_key: str, statement: str, state: str, job_id: str | None = None) -> None:
+        with self.index.write() as conn:
+            conn.execute("UPDATE library_alert_checks SET state = ?, job_id = COALESCE(?, "
+                         "job_id) WHERE watch = ? AND clip_key = ? AND statement = ?",
+                         (state, job_id, self.settings.watch_id, clip_key, statement))
+
+    def busy(self) -> bool:
+        return bool(self._checks("submitted") or self._checks("claimed"))
+
+    def _checks(self, state: str) -> list[dict[str, Any]]:
+        return [dict(r) for r in self.index.read(
+            "SELECT * FROM library_alert_checks WHERE watch = ? AND state = ?",
+            (self.settings.watch_id, state))]
+
+    def step(self) -> list[dict[str, Any]]:
+        """Checks whose job ended become alerts (new ones returned, hooks run)."""
+        for row in self._checks("claimed"):  # claimed before a restart, never submitted
+            self._submit(row["clip_key"], row["path"], row["statement"])
+        fired = []
+        for row in self._checks("submitted"):
+            state, _ = self.watcher._job_state(row["job_id"])  # noqa: SLF001 — same lookup
+            if state == "done":
+                doc = self.store.get_result(row["job_id"]) or {}
+                frames = (doc.get("entailment") or {}).get("frames") or []
+                fired += self._fire(row, moments(frames, self.settings.threshold))
+                self._set(row["clip_key"], row["statement"], "done")
+            elif state in ("failed", "cancelled"):
+                self._set(row["clip_key"], row["statement"], "error")
+        return fired
+
+    def _fire(self, check: dict[str, Any], found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        fired = []
+        for m in found:
+            with self.index.write() as conn:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO library_alerts (watch, clip_key, statement, path, "
+                    "start_s, end_s, probability, evidence_json, job_id, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (self.settings.watch_id, check["clip_key"], check["statement"],
+                     check["path"], m["start_s"], m["end_s"], m["probability"],
+                     json.dumps(m["evidence"]), check["job_id"], time.time()))
+                alert_id = cur.lastrowid if cur.rowcount == 1 else None
+            if alert_id is None:
+                continue  # fired before (this clip, this moment)
+            alert = {"id": alert_id, "watch": self.settings.watch_id, **check, **m}
+            log.warning("alert: %s at %.1f–%.1f s in %s (P=%.2f)", check["statement"],
+                        m["start_s"], m["end_s"], check["path"], m["probability"])
+            if self.settings.hook:
+                self._hook(alert)
+            fired.append(alert)
+        return fired
+
+    def _hook(self, alert: dict[str, Any]) -> None:
+        try:
+            done = subprocess.run(shlex.split(self.settings.hook), input=json.dumps(alert),
+                                  text=True, capture_output=True, timeout=HOOK_TIMEOUT_S,
+                                  check=False)
+            status = f"exit {done.returncode}"
+        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+            status = f"not run: {exc}"
+        if status != "exit 0":
+            log.warning("alert hook %r: %s", self.settings.hook, status)
+        with self.index.write() as conn:
+            conn.execute("UPDATE library_alerts SET hook = ? WHERE id = ?",
+                         (status, alert["id"]))
+
+
+__all__ = ["StandingChecks", "moments", "list_alerts", "latest_alerts"]

@@ -1,0 +1,99 @@
+"""Watch folders inside the app and ``serve`` (``CHORD_WATCH``): one thread steps every
+watcher (and its standing checks) over the process's own job manager and store.
+
+    CHORD_WATCH="/media/cams|describe;/media/dock|ground|a forklift"
+        watches separated by ``;``, each ``DIR[|TASK[|QUERY]]`` (task describe by default)
+    CHORD_WATCH_CHECKS="a person climbs the fence;a forklift enters the walkway"
+        statements checked on every clip of every watch (alerts)
+    CHORD_WATCH_THRESHOLD=0.8     P(entailment) at which a moment becomes an alert
+    CHORD_WATCH_HOOK="/usr/local/bin/notify-guard"   a local command run per alert
+
+A folder that is not under the media roots, or a bad task, is refused when the process
+starts (a ConfigError with a hint), not later.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Mapping
+
+from chord_core.config import env_value
+from chord_core.errors import ChordError, ConfigError
+from chord_core.library.watch import STEP_S, WatchSettings
+
+log = logging.getLogger(__name__)
+
+
+def watches_from_env(model: str, env: Mapping[str, str] | None = None) -> list[WatchSettings]:
+    """The watches ``CHORD_WATCH`` names (none when it is unset)."""
+    text = env_value("CHORD_WATCH", env)
+    if not text:
+        return []
+    statements = tuple(s.strip() for s in env_value("CHORD_WATCH_CHECKS", env).split(";")
+                       if s.strip())
+    raw_threshold = env_value("CHORD_WATCH_THRESHOLD", env) or "0.8"
+    try:
+        threshold = float(raw_threshold)
+    except ValueError:
+        raise ConfigError(f"CHORD_WATCH_THRESHOLD={raw_threshold!r} is not a number",
+                          hint="give a probability, e.g. 0.8") from None
+    out = []
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        folder, task, query = (entry.split("|", 2) + ["", ""])[:3]
+        out.append(WatchSettings(folder.strip(), task.strip() or "describe", query.strip(),
+                                 model, statements=statements, threshold=threshold,
+                                 hook=env_value("CHORD_WATCH_HOOK", env)))
+    return out
+
+
+class BackgroundWatches:
+    """The watchers of one process, stepped by one daemon thread until ``stop()``."""
+
+    def __init__(self, manager: Any, store: Any, settings: list[WatchSettings]) -> None:
+        from chord_core.library.alerts import StandingChecks
+        from chord_core.library.index import LibraryIndex, store_path
+        from chord_core.library.watch import FolderWatcher
+
+        if any(s.task == "chapters" for s in settings):
+            raise ConfigError("CHORD_WATCH cannot run chapters in the app or the service",
+                              hint="run `python -m chord_core watch DIR --task chapters` "
+                                   "on its own (its runs keep their own rows)")
+        self.index = LibraryIndex(store_path(store)) if settings else None
+        self.pairs = []
+        for s in settings:
+            watcher = FolderWatcher(manager, store, s, index=self.index)
+            checks = StandingChecks(manager, store, watcher) if s.statements else None
+            self.pairs.append((watcher, checks))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="chord-watch", daemon=True)
+
+    def start(self) -> BackgroundWatches:
+        if self.pairs:
+            for watcher, _ in self.pairs:
+                watcher.start()
+                log.info("watching %s (%s)", watcher.folder, watcher.settings.task)
+            self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(STEP_S):
+            for watcher, checks in self.pairs:
+                try:
+                    watcher.step()
+                    if checks is not None:
+                        checks.step()
+                except ChordError as exc:  # a full disk, a store error: said, then retried
+                    log.warning("watch %s: %s", watcher.folder, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+        for watcher, _ in self.pairs:
+            watcher.stop()
+
+
+def start_from_env(manager: Any, store: Any, model: str) -> BackgroundWatches:
+    """``CHORD_WATCH``'s watches over this process's manager and store, started."""
+    return BackgroundWatches(manager, store, watches_from_env(model)).start()

@@ -1,0 +1,71 @@
+"""Watch folders with ``--task chapters``: each settled clip becomes a long-video chapters
+run (``longvideo.chapters.ChaptersRun``), one clip at a time on a thread of its own, so the
+watcher keeps noticing files while a long clip is described chunk by chunk.
+
+A run's id is a content key of the clip and its settings, and its chunks are kept in the
+store as they finish: a watcher restarted mid-run resumes the run where it stopped (nothing
+is described twice). The manager must have no store of its own (the run writes the rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from chord_core.errors import ChordError
+
+log = logging.getLogger(__name__)
+
+
+class ChaptersQueue:
+    """Chapters runs for a ``FolderWatcher``, in the order their clips settled."""
+
+    def __init__(self, watcher: Any) -> None:
+        self.watcher = watcher
+        self._todo: queue.SimpleQueue = queue.SimpleQueue()
+        self._cancel = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="chord-watch-chapters",
+                                        daemon=True)
+        self._thread.start()
+
+    def put(self, key: str, path: str) -> None:
+        self._todo.put((key, path))
+
+    def stop(self) -> None:
+        self._cancel.set()
+        self._todo.put(None)
+        self._thread.join(10)
+
+    def _loop(self) -> None:
+        while not self._cancel.is_set():
+            item = self._todo.get()
+            if item is None:
+                return
+            self._run(*item)
+
+    def _run(self, key: str, path: str) -> None:
+        from chord_core.analysis.request import probe_input
+        from chord_core.longvideo.chapters import ChaptersRun
+        from chord_core.longvideo.settings import LongVideoSettings
+        from chord_core.media.content_keys import file_hash
+
+        w, table = self.watcher, self.watcher.table
+        try:
+            info = probe_input(path)
+            run = ChaptersRun(w.manager, w.store, info, file_hash(path), LongVideoSettings(),
+                              w.settings.model, cancel=self._cancel)
+            table.mark(key, "submitted", job_id=run.run)
+            doc = run()
+        except ChordError as exc:
+            if not self._cancel.is_set():  # stopped: the next start resumes the run
+                table.mark(key, "error", error=f"{exc.message} ({exc.hint})" if exc.hint
+                           else exc.message)
+            return
+        table.mark(key, "done")
+        w._done(table_row(table, key), doc.to_dict())  # noqa: SLF001 — the watcher's hook
+
+
+def table_row(table: Any, key: str) -> dict[str, Any]:
+    return next((r for r in table.rows() if r["key"] == key), {"key": key})

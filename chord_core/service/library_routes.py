@@ -1,0 +1,118 @@
+"""The library over HTTP: ``GET /v1/search``, a hit's thumbnail, and the alerts.
+
+    GET /v1/search?q=…&folder=…&date_from=YYYY-MM-DD&date_to=…&task=…&limit=20
+        → chord.library-search/v1 (hits ranked by bm25; see chord_core/library/search.py)
+    GET /v1/library/thumbnail?source=<job or run id>&t=<seconds>   → image/jpeg
+    GET /v1/alerts                  the newest alerts of the watch folders' standing checks
+    GET /v1/alerts/events?after=ID  the alerts as server-sent events, as they are stored
+
+Behind the API key like every route but /health (the router is included with it). ``q`` is
+at most 200 characters and ``limit`` 1–100 (a 400 with a hint otherwise). The thumbnail
+names a job, never a path: only clips the store says were analysed are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from chord_core.service.http_errors import ApiError
+
+router = APIRouter()
+
+
+def library_index(request: Request) -> Any:
+    """The app's one ``LibraryIndex`` over the runtime's store, opened on first use."""
+    from chord_core.library.index import LibraryIndex, store_path
+
+    state = request.app.state
+    index = getattr(state, "library_index", None)
+    if index is None:
+        store = getattr(state.runtime, "store", None)
+        if store is None:
+            raise ApiError(503, "this service keeps no job store, so it has no library",
+                           "start it with a data folder (CHORD_DATA_DIR) to search results")
+        index = state.library_index = LibraryIndex(store_path(store))
+    return index
+
+
+@router.get("/v1/search")
+async def search_library(request: Request, q: str = Query(..., max_length=200),
+                         folder: str = Query("", max_length=4096),
+                         date_from: str = Query("", max_length=10),
+                         date_to: str = Query("", max_length=10),
+                         task: str = Query("", max_length=16),
+                         limit: int = Query(20, ge=1, le=100)) -> Any:
+    """Ranked hits across every clip analysed (description, chapters, targets, statements,
+    file names), filtered by folder, date and task."""
+    from chord_core.library.search import Filters, search
+
+    index = library_index(request)
+    filters = Filters(folder=folder, date_from=date_from, date_to=date_to, task=task)
+    return await run_in_threadpool(search, index, q, filters=filters, limit=limit)
+
+
+@router.get("/v1/library/thumbnail")
+async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64),
+                        t: float = Query(0.0, ge=0.0, le=7 * 86400.0)) -> Response:
+    """The frame of the job's clip at ``t`` seconds, 320 px wide."""
+    from chord_core.config import default_data_dir
+    from chord_core.library.thumbs import thumbnail
+
+    index = library_index(request)
+    rows = index.read("SELECT video_path FROM library_passages WHERE source = ? LIMIT 1",
+                      (source,))
+    if not rows:
+        raise ApiError(404, f"no library entry {source!r}",
+                       "use a hit's 'source' from GET /v1/search")
+    data = await run_in_threadpool(thumbnail, rows[0]["video_path"], t,
+                                   default_data_dir() / "thumbs")
+    return Response(data, media_type="image/jpeg",
+                    headers={"Cache-Control": "private, max-age=3600"})
+
+
+ALERT_POLL_S = 0.5
+
+
+@router.get("/v1/alerts")
+async def alerts(request: Request, limit: int = Query(50, ge=1, le=500)) -> Any:
+    """The newest alerts of the watch folders' standing checks, newest first."""
+    from chord_core.library.alerts import latest_alerts
+
+    index = library_index(request)
+    return {"alerts": await run_in_threadpool(latest_alerts, index, limit)}
+
+
+@router.get("/v1/alerts/events")
+async def alert_events(request: Request, after: int = Query(0, ge=0),
+                       timeout: float = Query(3600.0, gt=0, le=3600.0)) -> StreamingResponse:
+    """Server-sent events: one ``alert`` event per alert with an id over ``after`` (or the
+    ``Last-Event-ID`` a reconnecting client sends), as they are stored, until ``timeout``
+    seconds have passed; a ``ping`` comment every 15 s keeps proxies from closing it."""
+    from chord_core.library.alerts import list_alerts
+
+    index = library_index(request)
+    last_id = request.headers.get("last-event-id", "")
+    start = int(last_id) if last_id.isdigit() else after
+
+    async def stream() -> AsyncIterator[str]:
+        nonlocal start
+        deadline, ping = time.monotonic() + timeout, time.monotonic() + 15.0
+        while time.monotonic() < deadline and not await request.is_disconnected():
+            for alert in await run_in_threadpool(list_alerts, index, after_id=start):
+                start = int(alert["id"])
+                yield f"id: {start}\nevent: alert\ndata: {json.dumps(alert)}\n\n"
+            if time.monotonic() > ping:
+                ping = time.monotonic() + 15.0
+                yield ": ping\n\n"
+            await asyncio.sleep(ALERT_POLL_S)
+        yield "event: end\ndata: {}\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,199 @@
+"""The library index over a real SQLite store: passages from stored results, ranked search,
+filters, the watermark (indexed once, re-indexed when saved again), rebuild, deleted jobs."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from chord_core.errors import InputError
+from chord_core.library.index import LibraryIndex
+from chord_core.library.passages import result_passages
+from chord_core.library.search import Filters, search
+from chord_core.runtime.store import Store
+from chord_core.testing.library_docs import result_doc, store_result
+
+
+@pytest.fixture
+def library(tmp_path: Path):
+    store = Store(tmp_path / "chord.sqlite3")
+    store_result(store, "j-fence", result_doc(
+        "describe", "/media/site-a/cam2_north.mp4", duration_s=30.0,
+        text="A man in a blue jacket climbs the fence near the loading dock.",
+        times=[4.0, 8.0, 12.0]))
+    store_result(store, "j-lecture", result_doc(
+        "describe", "/media/lectures/week3.mp4", duration_s=600.0,
+        text="The lecturer explains gradient descent on the whiteboard."))
+    store_result(store, "j-fork", result_doc(
+        "ground", "/media/site-a/dock/cam5.mp4", query="the forklift", duration_s=20.0,
+        segments=[(2.0, 5.5), (11.0, 14.0)]))
+    store_result(store, "j-gate", result_doc(
+        "entail", "/media/site-b/gate.mp4", query="a person opens the gate",
+        verdict="entailment", supporting_s=[3.0, 3.5, 4.0]))
+    index = LibraryIndex(store.path)
+    yield store, index
+    index.close()
+    store.close()
+
+
+@pytest.mark.parametrize("q, source, kind, span", [
+    ("fence", "j-fence", "description", (4.0, 12.0)),
+    ("gradient descent", "j-lecture", "description", (0.0, 525.0)),  # the frames seen
+    ("forklift", "j-fork", "target", (2.0, 5.5)),
+    ("opens gate", "j-gate", "statement", (3.0, 4.0)),
+    ("cam2", "j-fence", "description", (4.0, 12.0)),
+], ids=["description-word", "two-words", "target-segment", "statement", "file-name"])
+def test_search_finds_a_clip_by_a_word_of_its_stored_text(library, q, source, kind, span):
+    _, index = library
+    out = search(index, q)
+    top = out["hits"][0]
+    assert (top["source"], top["kind"]) == (source, kind)
+    assert (top["start_s"], top["end_s"]) == span
+    assert out["matched"] == "all"
+    assert "[" in top["snippet"] or q == "cam2"  # a file-name hit marks nothing in the text
+
+
+def test_grounding_gives_one_hit_per_segment_and_entail_carries_the_verdict(library):
+    _, index = library
+    spans = sorted((h["start_s"], h["end_s"]) for h in search(index, "forklift")["hits"])
+    assert spans == [(2.0, 5.5), (11.0, 14.0)]
+    assert search(index, "gate")["hits"][0]["verdict"] == "entailment"
+
+
+@pytest.mark.parametrize("filters, expected", [
+    (Filters(folder="/media/site-a"), {"j-fence", "j-fork"}),
+    (Filters(folder="/media/site-a/dock"), {"j-fork"}),
+    (Filters(folder="/media/site"), set()),  # a folder, not a string prefix
+    (Filters(task="ground"), {"j-fork"}),
+    (Filters(date_from="2000-01-01", date_to="2999-01-01"), {"j-fence", "j-fork", "j-gate",
+                                                            "j-lecture"}),
+    (Filters(date_to="2000-01-01"), set()),
+], ids=["folder", "sub-folder", "not-a-prefix", "task", "date-range", "before-any"])
+def test_filters(library, filters, expected):
+    _, index = library
+    out = search(index, "media", filters=filters, limit=50)  # every clip's folder has it
+    assert {h["source"] for h in out["hits"]} == expected
+
+
+def test_all_words_first_then_any(library):
+    _, index = library
+    out = search(index, "forklift whiteboard")
+    assert out["matched"] == "any"
+    assert {h["source"] for h in out["hits"]} == {"j-fork", "j-lecture"}
+
+
+@pytest.mark.parametrize("q", ['"unbalanced', "NEAR(a b)", "fence*", "-fence", "a:b"],
+                         ids=["quote", "near", "star", "minus", "colon"])
+def test_query_syntax_is_never_an_error(library, q):
+    _, index = library
+    assert search(index, q)["schema"] == "chord.library-search/v1"
+
+
+@pytest.mark.parametrize("q, kwargs, words", [
+    ("", {}, "no words"), ("x" * 201, {}, "characters"), ("fence", {"limit": 0}, "limit"),
+    ("fence", {"limit": 101}, "limit"),
+    ("fence", {"filters": Filters(date_from="yesterday")}, "not a date"),
+    ("fence", {"filters": Filters(task="dance")}, "unknown task"),
+], ids=["empty", "too-long", "limit-0", "limit-big", "bad-date", "bad-task"])
+def test_bad_input_is_a_clear_error(library, q, kwargs, words):
+    _, index = library
+    with pytest.raises(InputError, match=words) as err:
+        search(index, q, **kwargs)
+    assert err.value.hint
+
+
+def test_new_results_are_indexed_once_and_a_saved_again_result_replaces(library):
+    store, index = library
+    assert index.sync() == 5  # the four results: 1 + 1 + 2 segments + 1
+    assert index.sync() == 0
+    before = index.stats()["passages"]
+    store_result(store, "j-new", result_doc("describe", "/media/x/new.mp4",
+                                            text="A yellow umbrella."))
+    assert search(index, "umbrella")["hits"][0]["source"] == "j-new"
+    assert index.sync() == 0 and index.stats()["passages"] == before + 1
+    time.sleep(0.01)
+    store.save_result("j-new", result_doc("describe", "/media/x/new.mp4", text="A red kite."))
+    assert search(index, "umbrella")["hits"] == []
+    assert search(index, "kite")["hits"][0]["source"] == "j-new"
+    assert index.stats()["passages"] == before + 1
+
+
+def test_unfinished_and_deleted_jobs_are_not_hits(library):
+    store, index = library
+    store.add_job("j-run", video_path="/media/x/run.mp4", task="describe")
+    store.update_state("j-run", "running")
+    store.save_result("j-run", result_doc("describe", "/media/x/run.mp4", text="pelican"),
+                      state="cancelled")
+    assert search(index, "pelican")["hits"] == []
+    assert search(index, "climbs")["hits"]
+    store.delete_job("j-fence")
+    assert search(index, "climbs")["hits"] == []
+    assert search(index, "climbs")["hits"] == []
+
+
+def test_rebuild_reads_the_whole_store_again(library):
+    store, index = library
+    search(index, "fence")
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DELETE FROM library_fts")  # an index gone wrong
+    assert search(index, "fence")["hits"] == []
+    assert index.rebuild() == index.stats()["passages"] == 5
+    assert search(index, "fence")["hits"][0]["source"] == "j-fence"
+
+
+def test_a_ground_result_with_nothing_found_is_a_target_passage_marked_not_found():
+    doc = result_doc("ground", "/m/a.mp4", query="a zebra", duration_s=7.0)
+    [p] = result_passages({"job_id": "j"}, doc, 0.0)
+    assert (p.kind, p.text, p.t0, p.t1, p.found) == ("target", "a zebra", 0.0, 7.0, False)
+
+
+def test_a_chapters_run_is_indexed_with_its_chapter_times(library):
+    store, index = library
+    doc = {"schema": "chord.chapters/v1", "video": {"path": "/media/lectures/term.mp4",
+                                                   "duration_s": 3600.0},
+           "model": {"id": "test"}, "summary": "A term of optimisation lectures.",
+           "chapters": [{"index": 0, "start_s": 0.0, "end_s": 900.0, "title": "Intro",
+                         "summary": "Course overview."},
+                        {"index": 1, "start_s": 900.0, "end_s": 1800.0,
+                         "title": "Momentum", "summary": "The heavy-ball method."}]}
+    store.add_batch("lvc-0123456789ab", "term.mp4")
+    store.set_batch_summary("lvc-0123456789ab", {"document": doc, "progress": {}})
+    store.add_batch("lvg-0123456789ab", "other.mp4")  # a grounding run: not chapters
+    hits = search(index, "heavy ball")["hits"]
+    assert [(h["source"], h["kind"], h["task"], h["start_s"], h["end_s"]) for h in hits] == [
+        ("lvc-0123456789ab", "chapter", "chapters", 900.0, 1800.0)]
+    assert index.sync(runs=True) == 0  # indexed once
+    assert search(index, "optimisation", filters=Filters(task="chapters"))["hits"]
+
+
+@pytest.mark.parametrize("lo, hi, tokens", [
+    ("2026-12-01", "2026-12-01", ["d20261201"]),
+    ("2026-11-30", "2026-12-31", ["d20261130", "m202612"]),
+    ("2026-01-01", "2027-02-02", ["y2026", "m202701", "d20270201", "d20270202"]),
+    ("2026-12-02", "2026-12-01", []),
+], ids=["one-day", "day-and-month", "year-month-days", "empty"])
+def test_a_date_range_is_the_fewest_tokens(lo, hi, tokens):
+    from datetime import date
+
+    from chord_core.library.search import date_tokens
+
+    assert date_tokens(date.fromisoformat(lo), date.fromisoformat(hi)) == tokens
+
+
+def test_past_the_rank_window_the_newest_matches_are_ranked(library, monkeypatch):
+    import chord_core.library.search as library_search
+
+    store, index = library
+    for i in range(5):
+        store_result(store, f"j-many-{i}", result_doc("describe", f"/m/w/{i}.mp4",
+                                                      text=f"walrus number {i}"))
+    monkeypatch.setattr(library_search, "RANK_WINDOW", 3)
+    out = search(index, "walrus", limit=10)
+    assert out["ranked"] == "the newest 3 matches"
+    assert {h["source"] for h in out["hits"]} == {"j-many-2", "j-many-3", "j-many-4"}
+    assert search(index, "walrus", limit=10, filters=Filters(folder="/m/w"))["ranked"] == \
+        "the newest 3 matches"
+    assert search(index, "fence")["ranked"] == "all"
