@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from chord_core.errors import JobCancelled
+from chord_core.media.confined import source
 from chord_core.media.probe import rotated_wh, upright
 
 __all__ = ["AvFailed", "AvMissing", "AvStats", "read_frames_av"]
@@ -154,7 +155,8 @@ class _AvCursor:
         import av
 
         self.cancel, self.stats, self.wanted = cancel, stats, set(wanted)
-        self.container = av.open(str(p))
+        with source(p) as src:
+            self.container = av.open(src)
         if not self.container.streams.video:
             self.container.close()
             raise AvFailed("PyAV finds no video stream")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chord_core.errors import InputError
+from chord_core.media.confined import source
 from chord_core.types import VideoInfo
 
 if TYPE_CHECKING:
@@ -39,7 +40,8 @@ def image_info(path: str | Path, *, decode: bool = True) -> VideoInfo:
 
     p = Path(path)
     try:
-        st = os.stat(p)
+        with source(p) as src:
+            st = os.stat(src)
     except OSError:
         raise InputError(f"no image at {p.name}", hint=_HINT) from None
     if not stat.S_ISREG(st.st_mode):
@@ -47,7 +49,7 @@ def image_info(path: str | Path, *, decode: bool = True) -> VideoInfo:
     if st.st_size == 0:
         raise InputError(f"image {p.name} is empty (0 bytes)", hint=_HINT)
     try:
-        with Image.open(p) as img:
+        with source(p) as src, Image.open(src) as img:
             w, h = img.size
             if _orientation(img, decode) in (5, 6, 7, 8):  # EXIF orientation: shown rotated
                 w, h = h, w
@@ -89,7 +91,7 @@ def read_image(path: str | Path, size_wh: tuple[int, int] | None = None) -> np.n
     from PIL import Image, ImageOps, UnidentifiedImageError
 
     try:
-        with Image.open(path) as img:
+        with source(path) as src, Image.open(src) as img:
             img = ImageOps.exif_transpose(img).convert("RGB")
             if size_wh is not None and img.size != tuple(size_wh):
                 img = img.resize(tuple(size_wh), Image.Resampling.BICUBIC)

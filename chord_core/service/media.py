@@ -28,6 +28,7 @@ from chord_core.media.roots import (
     is_under,
     readable_roots,
     roots_text,
+    typed_path,
     uploads_root,
 )
 
@@ -63,7 +64,7 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
              "media roots (CHORD_MEDIA_ROOTS on the server)")
     if not raw or not roots:
         raise refused
-    path = Path(os.path.realpath(Path(raw).expanduser()))
+    path = Path(os.path.realpath(typed_path(raw)))  # refuses NUL bytes and ~name
     if not is_under(path, readable_roots()) or path.suffix.lower().lstrip(".") not in kinds:
         raise refused
     try:
