@@ -96,3 +96,12 @@ def test_qwen3_harness_cpu_mode(tmp_path):
     assert ground["two_pass"]["method"] == "two_pass"
     assert 0 < ground["two_pass"]["frames_grounded"] < 12
     assert ground["two_pass"]["latency_s"] > ground["two_pass"]["first_pass_s"] > 0
+
+
+def test_image_memory_prints_the_peak_and_the_refusal(tmp_path):
+    proc = _run(["benchmarks/image_memory.py", "--count", "2", "--side", "300"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.splitlines()[-1])
+    assert res["pixels_total"] == 180_000 and res["peak_added_mib"] >= 0
+    proc = _run(["benchmarks/image_memory.py", "--count", "1", "--side", "5000"], tmp_path)
+    assert "the limit is 16.8 MP" in json.loads(proc.stdout.splitlines()[-1])["refused"]
