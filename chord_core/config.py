@@ -47,6 +47,10 @@ ENV_VARS = (
     EnvVar("CHORD_DATA_DIR", "job store, uploads, exports (./data)", "default_data_dir"),
     EnvVar("CHORD_MEDIA_ROOTS", "folders a typed path may read (`,`-separated; `off`: none)",
            "media/roots.py"),
+    EnvVar("CHORD_MAX_IMAGE_PIXELS", "most pixels one input image may hold (16777216 = "
+           "4096×4096)", "media/images.py"),
+    EnvVar("CHORD_MAX_REQUEST_PIXELS", "most pixels all images of one service request may "
+           "hold (67108864)", "media/images.py"),
     EnvVar("CHORD_GPUS", "CUDA ordinals the workers use (`0,1`)", "ParallelConfig.gpus"),
     EnvVar("CHORD_NUM_GPUS", "how many GPUs the workers use (a number or `all`)",
            "ParallelConfig.num_gpus"),

@@ -135,13 +135,15 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                  manager: Any, store: Any) -> BatchRun:
     """Queue every clip not already done; returns the run. Raises ChordError (e.g. an empty
     grounding target) before anything is queued."""
+    from chord_core.media.roots import job_roots
     from chord_core.runtime.batch import request_key
 
     if not clips:
         raise ChordError("no clips to queue", hint="upload videos or give a folder first")
     query = query.strip()
     template = AnalysisRequest(clips[0].path, task, query, sampling=sampling,
-                               max_new_tokens=max_new_tokens)
+                               max_new_tokens=max_new_tokens,
+                               media_roots=job_roots())  # the worker re-checks at open
     run = BatchRun(f"batch-{uuid.uuid4().hex[:12]}", task, query, model, time.time(), [],
                    busy0={w["worker"]: w["busy_s"] for w in manager.workers()})
     store.add_batch(run.batch_id)

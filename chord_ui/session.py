@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
@@ -59,7 +60,18 @@ def _request(clip: ClipSource, task: str, query: str, settings: Settings) -> Ana
                            sampling=settings.sampling(task),
                            max_new_tokens=settings.max_new_tokens,
                            score_boxes=task == "ground" and bool(
-                               st.session_state.get("ground_scores", False)))
+                               st.session_state.get("ground_scores", False)),
+                           media_roots=_roots_of(clip))
+
+
+def _roots_of(clip: ClipSource) -> tuple[str, ...] | None:
+    """The media roots a typed path or an upload is read under by the worker (it opens the
+    file under them again: a link swapped in after the check is refused); None for the
+    example clip, which Chord made itself outside the roots."""
+    from chord_core.media.roots import is_under, job_roots
+
+    roots = job_roots()
+    return roots if is_under(Path(clip.path), [Path(r) for r in roots]) else None
 
 
 def request_key(clip: ClipSource, task: str, query: str, settings: Settings,

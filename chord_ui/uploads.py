@@ -20,7 +20,8 @@ from typing import BinaryIO
 
 from chord_core.config import default_data_dir
 from chord_core.errors import InputError
-from chord_core.media.roots import VIDEO_EXTENSIONS, resolve_video
+from chord_core.media.confined import confine
+from chord_core.media.roots import VIDEO_EXTENSIONS, job_roots, resolve_video
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +112,11 @@ def discard_upload(clip: ClipSource) -> None:
 def local_source(text: str) -> ClipSource:
     """A clip already on this machine, typed into a path box: only a regular video file
     under the media roots (``chord_core.media.roots``). Raises InputError otherwise, with
-    one message for missing and outside the roots."""
+    one message for missing and outside the roots. The path is confined to the roots in this
+    process from now on (``media.confined``): the page's probe and previews open it under them,
+    so a link swapped in after this check is refused, not read."""
     path = resolve_video(text)
+    confine(path, job_roots())
     stat = path.stat()
     raw = f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()
     key = "path-" + hashlib.sha256(raw).hexdigest()[:16]

@@ -56,8 +56,18 @@ class AnalysisRequest:
     # cost 58 % of the grounding time (docs/benchmarks.md), above the issue's 20 % line.
     score_boxes: bool = False
     ground_method: str = "per_frame"  # ground: "per_frame" or "two_pass" (GROUND_METHODS)
+    # The folders ``video_path`` must stay under until it is read (the service and the app
+    # set them; None, the CLI: any file). Wherever the request is made or unpickled, the path
+    # is confined in that process, so the readers open it under these roots
+    # (``media.confined``: a symlink swapped in after the submit-time check is refused).
+    media_roots: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.media_roots is not None:
+            from chord_core.media.confined import confine
+
+            object.__setattr__(self, "media_roots", tuple(str(r) for r in self.media_roots))
+            confine(self.video_path, self.media_roots)
         if self.ground_method not in GROUND_METHODS:
             raise ConfigError(f"unknown grounding method {self.ground_method!r}",
                               hint=f"use one of: {', '.join(GROUND_METHODS)}")
@@ -101,7 +111,14 @@ class AnalysisRequest:
                 "sampling": asdict(self.sampling), "max_new_tokens": self.max_new_tokens,
                 "annotated_video": self.annotated_video, "batch_size": self.batch_size,
                 "min_new_tokens": self.min_new_tokens, "score_boxes": self.score_boxes,
-                "ground_method": self.ground_method}
+                "ground_method": self.ground_method,
+                **({"media_roots": list(self.media_roots)}
+                   if self.media_roots is not None else {})}
+
+    def __reduce__(self) -> tuple[Any, tuple[dict]]:
+        """Pickled (to a worker process, a Ray actor) through ``from_dict``, so the path is
+        confined there too (``media_roots``) before any reader sees it."""
+        return (AnalysisRequest.from_dict, (self.to_dict(),))
 
     @classmethod
     def from_dict(cls, data: dict) -> AnalysisRequest:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from chord_core.errors import JobCancelled
+from chord_core.media.confined import source
 from chord_core.media.probe import rotated_wh, upright
 
 __all__ = ["AvFailed", "AvMissing", "AvStats", "read_frames_av"]
@@ -154,7 +155,8 @@ class _AvCursor:
         import av
 
         self.cancel, self.stats, self.wanted = cancel, stats, set(wanted)
-        self.container = av.open(str(p))
+        with source(p) as src:
+            self.container = av.open(src)
         if not self.container.streams.video:
             self.container.close()
             raise AvFailed("PyAV finds no video stream")
@@ -181,6 +183,8 @@ class _AvCursor:
         self.skip = "DEFAULT"
         self.rotation: int | None = None
         self.pts0: int | None = None  # frame 0's pts: times are counted from it
+        self.last_pts: int | None = None
+        self.disorder: tuple[int, int, int] | None = None  # (pts before, pts, index): first
 
     def close(self) -> None:
         self.container.close()
@@ -291,8 +295,20 @@ class _AvCursor:
                                f"{self.next}..{self.target})")
         if got == 0 and self.pts0 is None:
             self.pts0 = frame.pts
+        self._check_order(frame.pts, got)
         self.next = got + 1
         return got
+
+    def _check_order(self, pts: int | None, index: int) -> None:
+        """Note the first output frame whose pts is not above the one before. Decoders output
+        frames in display order, so such pts belong to other frames: MPEG-4 part 2 with packed
+        B-frames in AVI (no pts stored) decodes as pts 1, 3, 2, 5, 4 … and a sampled subset
+        can still look increasing (7 of 32 frames got a neighbour's time, ±42 ms)."""
+        if pts is None:
+            return
+        if self.last_pts is not None and pts <= self.last_pts and self.disorder is None:
+            self.disorder = (self.last_pts, pts, index)
+        self.last_pts = pts
 
     def time_s(self, frame: Any) -> float:
         """A decoded frame's own presentation time, seconds from frame 0 (NaN: none)."""
@@ -354,6 +370,12 @@ def _read_once(p: Path, wanted: tuple[int, ...], size_wh: tuple[int, int] | None
             times_s.append(cursor.time_s(frame))
             if on_progress is not None:
                 on_progress(done + 1, len(wanted))
+        if cursor.disorder is not None:  # none of these times can be trusted
+            before, pts, index = cursor.disorder
+            log.warning("%s: decoded frame times are not increasing (pts %d after %d at frame "
+                        "%d, e.g. packed B-frames); using the probe's times instead", p.name,
+                        pts, before, index)
+            times_s[:] = [float("nan")] * len(times_s)
         return frames, cursor.next
     finally:
         cursor.close()

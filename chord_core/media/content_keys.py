@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from chord_core.errors import VideoError
+from chord_core.media.confined import source
 
 _HASH_CACHE: dict[tuple[str, int, int], str] = {}
 _HASH_LOCK = threading.Lock()
@@ -31,7 +32,7 @@ def file_hash(path: str | Path) -> str:
         if cache_key in _HASH_CACHE:
             return _HASH_CACHE[cache_key]
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with source(path) as src, open(src, "rb") as handle:
         for chunk in iter(lambda: handle.read(CHUNK), b""):
             digest.update(chunk)
     value = digest.hexdigest()

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from chord_core.media.confined import source
+
 __all__ = ["FrameTimes", "MAX_PACKETS", "TIME_TOLERANCE_S", "Timeline", "analyse", "compact",
            "container_timeline", "read_frame_times"]
 
@@ -120,7 +122,7 @@ def read_frame_times(path: Path) -> FrameTimes | None:
     except ImportError:
         return None
     try:
-        with av.open(str(path)) as container:
+        with source(path) as src, av.open(src) as container:
             if not container.streams.video:
                 return None
             stream = container.streams.video[0]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from chord_core.errors import VideoError
+from chord_core.media.confined import source
 from chord_core.media.video_files import check_container, check_video_file
 from chord_core.types import VideoInfo
 
@@ -46,7 +47,8 @@ def _open(p: Path) -> Any:
     """A cv2.VideoCapture on ``p`` with OpenCV's auto-rotation switched off."""
     import cv2
 
-    cap = cv2.VideoCapture(str(p), cv2.CAP_FFMPEG)
+    with source(p) as src:
+        cap = cv2.VideoCapture(src, cv2.CAP_FFMPEG)
     if not cap.isOpened():
         cap.release()
         raise VideoError(

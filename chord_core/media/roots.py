@@ -93,6 +93,31 @@ def _clean(text: str) -> str:
     return text.strip().strip('"').strip("'").strip()
 
 
+def typed_path(text: str) -> Path:
+    """A path typed by a user or sent by a client, as a Path, not yet resolved.
+
+    Refused with a clear InputError (the same for every caller: the app's boxes, the service's
+    fields): a NUL byte (``os.stat`` would raise ValueError: a crash in the app, a 500 in the
+    service) and ``~name`` (expanding it looks the account up: ``~nosuchuser`` crashed where
+    ``~root`` was refused, which told which accounts exist). ``~`` and ``~/…`` (this user's
+    own home, no lookup of anyone) are expanded."""
+    if "\x00" in text:
+        raise InputError("the path contains a NUL byte (\\0), which no file name can hold",
+                         hint="type or paste the path again without control characters")
+    if text.startswith("~") and not (text == "~" or text.startswith("~/")):
+        name = text[1:].split("/", 1)[0][:64]
+        raise InputError(f"~{name}: Chord does not expand another account's home folder",
+                         hint="give the full path (e.g. /home/name/Videos/clip.mp4), or ~/… "
+                              "for the home folder of the account Chord runs as")
+    return Path(text).expanduser() if text.startswith("~") else Path(text)
+
+
+def job_roots(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The folders a job of the app or the service may read, for ``AnalysisRequest.
+    media_roots``: the worker opens the file under them again (``media.confined``)."""
+    return tuple(str(r) for r in readable_roots(env))
+
+
 def _refused(text: str, roots: list[Path]) -> InputError:
     """One message for missing, outside the roots, not regular, and not a video name."""
     shown = text if len(text) <= 200 else text[:200] + "…"
@@ -116,7 +141,7 @@ def resolve_video(text: str, env: Mapping[str, str] | None = None) -> Path:
     roots = configured_roots(env)
     if not raw:
         raise _refused(raw, roots)
-    path = Path(os.path.realpath(Path(raw).expanduser()))
+    path = Path(os.path.realpath(typed_path(raw)))
     if not is_under(path, readable_roots(env)) or not is_video_name(path):
         raise _refused(raw, roots)
     try:
@@ -142,7 +167,7 @@ def resolve_folder(text: str, env: Mapping[str, str] | None = None) -> Path:
     """The resolved folder under the roots (or one video file, see ``list_videos``)."""
     raw = _clean(text)
     roots = configured_roots(env)
-    path = Path(os.path.realpath(Path(raw).expanduser())) if raw else Path()
+    path = Path(os.path.realpath(typed_path(raw))) if raw else Path()
     if not raw or not roots or not is_under(path, roots) or not path.is_dir():
         raise InputError(f"{raw[:200]} is not a folder under the media roots "
                          f"({roots_text(roots)})" if roots else

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from chord_core.errors import VideoError
+from chord_core.media.confined import source
 
 __all__ = ["TTY_SUFFIXES", "check_container", "check_regular_file", "check_video_file"]
 
@@ -55,7 +56,8 @@ def _kind_of(mode: int) -> str:
 
 def _stat(p: Path) -> os.stat_result:
     try:
-        return os.stat(p)
+        with source(p) as src:
+            return os.stat(src)
     except FileNotFoundError:
         dangling = p.is_symlink()
         raise VideoError(f"video file not found: {p}" + (" (a symbolic link to a missing "
@@ -75,7 +77,7 @@ def _stat(p: Path) -> os.stat_result:
 
 def _head(p: Path) -> bytes:
     try:
-        with p.open("rb") as f:
+        with source(p) as src, open(src, "rb") as f:
             return f.read(HEAD_BYTES)
     except PermissionError:
         raise VideoError(f"cannot read {p.name}: permission denied",
@@ -133,7 +135,7 @@ def check_container(p: Path) -> None:
                              "not video)", hint=_PICK_VIDEO) from None
         return
     try:
-        with av.open(str(p)) as container:
+        with source(p) as src, av.open(src) as container:
             fmt = container.format.name
             streams = [s for s in container.streams.video
                        if not s.disposition & av.stream.Disposition.attached_pic]

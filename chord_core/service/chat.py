@@ -113,6 +113,7 @@ async def _media(media: list[tuple[str, Any]]) -> str:
 async def chat_completions(request: Request, body: ChatBody) -> Any:
     """Answer a question about one image or clip, OpenAI style (optionally streamed)."""
     from chord_core.analysis.request import AnalysisRequest
+    from chord_core.media.roots import job_roots
     from chord_core.runtime.jobs import JobSpec
 
     rt, settings = request.app.state.runtime, request.app.state.settings
@@ -120,7 +121,8 @@ async def chat_completions(request: Request, body: ChatBody) -> Any:
     question, media = split_messages(body.messages)
     path = await _media(media)
     # the model stops at max_tokens: nothing is generated only to be cut away
-    spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=limit),
+    spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=limit,
+                                   media_roots=job_roots()),  # the worker re-checks at open
                    model=None, label="api chat")
     (job_id,) = await rt.submit([spec])
     try:

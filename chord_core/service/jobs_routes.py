@@ -141,6 +141,7 @@ def _iter_file(fh: Any) -> Any:
 def _analysis_request(body: JobBody, path: str) -> Any:
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.config import SamplingConfig
+    from chord_core.media.roots import job_roots
 
     sampling: dict[str, Any] = {}
     for name in ("fps", "max_frames", "token_budget"):
@@ -150,7 +151,8 @@ def _analysis_request(body: JobBody, path: str) -> Any:
         sampling.update(max_pixels=body.max_pixels, ground_max_pixels=body.max_pixels,
                         min_pixels=min(SamplingConfig().min_pixels, body.max_pixels))
     extra = {} if body.max_new_tokens is None else {"max_new_tokens": body.max_new_tokens}
-    return AnalysisRequest(path, body.task, body.text(), SamplingConfig(**sampling), **extra)
+    return AnalysisRequest(path, body.task, body.text(), SamplingConfig(**sampling),
+                           media_roots=job_roots(), **extra)  # the worker re-checks at open
 
 
 @router.post("/v1/jobs", status_code=202)

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from chord_core.errors import ChordError, InputError
-from chord_core.media.images import IMAGE_EXTENSIONS
+from chord_core.media.images import IMAGE_EXTENSIONS, image_format, image_info, is_image_path
 from chord_core.media.roots import (
     VIDEO_EXTENSIONS,
     configured_roots,
     is_under,
     readable_roots,
     roots_text,
+    typed_path,
     uploads_root,
 )
 
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 
 _DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^;,]*)*?);base64,",
                        re.IGNORECASE)
-_PIL_EXT = {"PNG": "png", "JPEG": "jpg", "WEBP": "webp", "BMP": "bmp"}
 _MEDIA_HINT = ("send a PNG, JPEG, WebP or BMP image or an mp4, avi, mov, mkv or webm video")
 CHUNK = 1 << 20
 
@@ -63,7 +63,7 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
              "media roots (CHORD_MEDIA_ROOTS on the server)")
     if not raw or not roots:
         raise refused
-    path = Path(os.path.realpath(Path(raw).expanduser()))
+    path = Path(os.path.realpath(typed_path(raw)))  # refuses NUL bytes and ~name
     if not is_under(path, readable_roots()) or path.suffix.lower().lstrip(".") not in kinds:
         raise refused
     try:
@@ -71,6 +71,8 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
             raise refused
     except OSError:
         raise refused from None
+    if is_image_path(path):  # the one format policy, by the bytes, before a job is queued
+        image_info(path, decode=False)
     return path
 
 
@@ -121,19 +123,9 @@ def _place(tmp: Path, digest: str, ext: str) -> tuple[Path, bool]:
 
 
 def image_ext(data: bytes) -> str:
-    """The extension of an image by its content (Pillow), or InputError."""
-    import io
-
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            fmt = img.format or ""
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
-        raise InputError("the image data is not a readable image", hint=_MEDIA_HINT) from None
-    if fmt not in _PIL_EXT:
-        raise InputError(f"{fmt or 'this'} images are not supported", hint=_MEDIA_HINT)
-    return _PIL_EXT[fmt]
+    """The extension of an image by its content: the one format policy of
+    ``media.images`` (the same bytes are accepted or refused on every route)."""
+    return image_format(data)
 
 
 def save_image_bytes(data: bytes) -> Path:

@@ -116,12 +116,31 @@ def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
     read = BatchIntake(out=[None] * len(tasks))
     with ThreadPoolExecutor(min(CHECK_THREADS, len(tasks))) as pool:
         checked = list(pool.map(_checked, range(len(tasks)), tasks))
+    checked = _within_pixels(checked)
     for i, (task_id, spec, entry) in enumerate(checked):
         if entry is not None:
             read.out[i] = entry
         else:
             read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
     return read
+
+
+def _within_pixels(checked: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
+    """Tasks in order until the request's images pass ``CHORD_MAX_REQUEST_PIXELS`` in all
+    (``media.images.PixelBudget``); each task past it gets that error entry, not a job."""
+    from chord_core.media.images import PixelBudget
+
+    budget, out = PixelBudget(), []
+    for task_id, spec, entry in checked:
+        if entry is None:
+            try:
+                budget.take(spec.info, f"task {task_id}'s image")
+            except ChordError as exc:
+                api = from_chord_error(exc)
+                task_id, spec, entry = None, None, {"id": task_id, "error": api.message,
+                                                    "hint": api.hint}
+        out.append((task_id, spec, entry))
+    return out
 
 
 def _checked(index: int, task: Any) -> tuple[Any, Any, dict[str, Any] | None]:

@@ -6,6 +6,9 @@
   recordings whose clock restarts (a backward jump, as after joining camera files).
 * :func:`make_audio_only`, :func:`make_png`, :func:`make_jpeg`, :func:`make_ansi_art`,
   :func:`make_armored_text` — files FFmpeg opens although they are no video.
+* :func:`make_packed_bframes_avi` — MPEG-4 part 2 in AVI with DivX-style *packed* B-frames
+  (OpenCV's ``Megamind.avi`` kind): PyAV decodes its frames in display order but reports
+  their pts out of order (1, 3, 2, 5, 4 …).
 * :func:`container_times` — every decoded frame's presentation time, read independently of
   Chord (PyAV decode), relative to the first frame: the truth a probe is checked against.
 """
@@ -124,6 +127,89 @@ def make_armored_text(path: str | Path) -> Path:
     path.write_text(f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{body}\n"
                     "-----END PGP PRIVATE KEY BLOCK-----\n")
     return path
+
+
+_VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2 VOP start code; 2 bits after it: I P B S
+_DIVX_PACKED = b"\x00\x00\x01\xb2DivX503b1393p"  # user data: 'p' = packed bitstream
+
+
+def _vop_type(data: bytes) -> str:
+    at = data.find(_VOP)
+    return "IPBS"[data[at + 4] >> 6] if at >= 0 else "?"
+
+
+def _n_vop(p_vop: bytes, time_bits: int) -> bytes:
+    """A not-coded VOP (the placeholder a packed stream puts where the P-frame was): the
+    P-VOP's header bits up to its time stamp, then ``vop_coded = 0`` and stuffing."""
+    at = p_vop.find(_VOP) + 4
+    bits = [(p_vop[at + k // 8] >> (7 - k % 8)) & 1 for k in range(8 * 8)]
+    end = 2
+    while bits[end]:  # modulo_time_base: ones, then a zero
+        end += 1
+    head = bits[: end + 1 + 1 + time_bits + 1] + [0, 0]  # marker, increment, marker; coded=0
+    head += [1] * (-len(head) % 8)
+    return _VOP + bytes(int("".join(map(str, head[k:k + 8])), 2)
+                        for k in range(0, len(head), 8))
+
+
+def _mpeg4_packets(count: int, fps: int, size_wh: tuple[int, int]) -> list[bytes]:
+    """An I P B P B … MPEG-4 part 2 stream of synthetic frames, packets in decode order."""
+    import io
+
+    import av
+
+    buf, background = io.BytesIO(), _background(size_wh, 0)
+    with av.open(buf, "w", format="avi") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height = size_wh
+        stream.pix_fmt, stream.bit_rate = "yuv420p", 4_000_000
+        stream.codec_context.max_b_frames, stream.codec_context.gop_size = 1, 10 * fps
+        for k in range(count):
+            frame = av.VideoFrame.from_ndarray(render_frame(k, count, size_wh, background),
+                                               format="rgb24")
+            frame.pts = k
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    buf.seek(0)
+    with av.open(buf) as container:
+        return [bytes(p) for p in container.demux(container.streams.video[0]) if p.size]
+
+
+def make_packed_bframes_avi(path: str | Path, count: int = 96, fps: int = 24,
+                            size_wh: tuple[int, int] = (112, 84)) -> SyntheticVideo:
+    """Frame ``k`` shown at ``k / fps``, stored as a packed bitstream: each P-frame shares an
+    AVI chunk with the B-frame after it, and a not-coded VOP holds the next chunk's place
+    (what DivX and XviD wrote). AVI stores no pts, so the decoder's pts come out of order."""
+    import av
+
+    path, packets, packed = Path(path), _mpeg4_packets(count, fps, size_wh), []
+    time_bits = max(1, (fps - 1).bit_length())  # vop_time_increment: resolution = fps
+    k = 0
+    while k < len(packets):
+        if _vop_type(packets[k]) == "P" and k + 1 < len(packets) \
+                and _vop_type(packets[k + 1]) == "B":
+            packed += [packets[k] + packets[k + 1], _n_vop(packets[k], time_bits)]
+            k += 2
+        else:
+            packed.append(packets[k])
+            k += 1
+    vop = packed[0].find(_VOP)
+    packed[0] = packed[0][:vop] + _DIVX_PACKED + packed[0][vop:]
+    with av.open(str(path), "w", format="avi") as container:
+        stream = container.add_stream("mpeg4", rate=fps)
+        stream.width, stream.height = size_wh
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.codec_tag = "XVID"
+        for n, data in enumerate(packed):
+            packet = av.Packet(data)
+            packet.stream, packet.time_base = stream, Fraction(1, fps)
+            packet.pts = packet.dts = n
+            packet.is_keyframe = n == 0
+            container.mux(packet)
+    return SyntheticVideo(path=path, fps=float(fps), frame_count=count, size_wh=tuple(size_wh),
+                          codec="mpeg4", timestamps_s=tuple(k / fps for k in range(count)))
 
 
 def container_times(path: str | Path) -> list[float]:

@@ -270,3 +270,45 @@ def test_history_shows_prompts_and_names_as_text(new_app, app_server, app_clip: 
     visible = [" ".join(_visible(r).split()) for r in rendered]
     assert any(prompt in v for v in visible), visible  # the prompt, literally
     assert any(name in v for v in visible), visible   # the file name, literally
+
+
+@pytest.mark.parametrize(("typed", "words"), [
+    ("/tmp/clip\x00.mp4", "NUL byte"),
+    ("~nosuchuser/x.mp4", "does not expand another account's home folder"),
+    ("~root/x.mp4", "does not expand another account's home folder"),
+], ids=["nul-byte", "unknown-account", "root-account"])
+def test_path_box_refuses_nul_bytes_and_other_accounts(new_app, tree, typed, words) -> None:
+    """A NUL byte or ``~name`` crashed the Analyze page (ValueError, RuntimeError); now one
+    clear message, and ``~nosuchuser`` reads like ``~root`` (no account oracle)."""
+    at = new_app().run()
+    at.text_input(key="local_path").input(typed).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1 and words in at.error[0].value
+    assert "How to fix" in at.error[0].value
+    assert at.button(key="run").disabled
+
+
+def test_a_link_swapped_in_after_the_path_box_check_is_refused(new_app, tree, app_server) -> None:
+    """The path box checks ``swap.mp4`` (a clip under the root); then it becomes a link to
+    a different clip outside. Everything that opens it later (the page's probe, Run's content
+    hash, the job's probe and reader) opens it under the roots again: the swap is refused, no
+    job is queued, and the outside clip's size (160×120) and length never show."""
+    from chord_core.testing.videos import make_video
+
+    outside = make_video(tree["outside"] / "other.mp4", duration_s=2.0, fps=10.0,
+                         size_wh=(160, 120)).path
+    clip = tree["roots"] / "swap.mp4"
+    shutil.copyfile(tree["roots"] / "ok.mp4", clip)
+    at = new_app().run()
+    at.text_input(key="local_path").input(str(clip)).run()
+    assert not at.error and "Size **320×240**" in "\n".join(_page_texts(at))
+    clip.unlink()
+    clip.symlink_to(outside)
+    at.run()
+    if not at.error:  # the page's probe is cached by the clip's key: Run hashes the file
+        at.button(key="run").click().run()
+    assert all(j.spec.request.video_path != str(clip) for j in app_server["manager"].jobs())
+    assert not at.exception
+    shown = "\n".join(_page_texts(at))
+    assert "is not a file under the media roots" in shown, shown
+    assert "160×120" not in shown and "2.0 s" not in shown

@@ -118,3 +118,12 @@ def test_thinking_entail_harness_cpu_mode(tmp_path):
     think = res["thinking_4"]  # random weights never close: every row hits the budget
     assert think["pairs"] == 4 and think["forced_share"] == 1.0
     assert think["cost_vs_first_token"] > 1
+
+
+def test_image_memory_prints_the_peak_and_the_refusal(tmp_path):
+    proc = _run(["benchmarks/image_memory.py", "--count", "2", "--side", "300"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout.splitlines()[-1])
+    assert res["pixels_total"] == 180_000 and res["peak_added_mib"] >= 0
+    proc = _run(["benchmarks/image_memory.py", "--count", "1", "--side", "5000"], tmp_path)
+    assert "the limit is 16.8 MP" in json.loads(proc.stdout.splitlines()[-1])["refused"]

@@ -34,6 +34,7 @@ from chord_core.testing.odd_files import (
     make_armored_text,
     make_audio_only,
     make_jpeg,
+    make_packed_bframes_avi,
     make_png,
     make_restarting_ts,
     make_timed_video,
@@ -394,3 +395,31 @@ def test_annotated_video_frames_are_timed_like_the_plan(tmp_path: Path) -> None:
     truth = container_times(sv.path)
     assert len(times) == len(truth) == 20
     assert all(abs(a - b) <= TOL for a, b in zip(times, truth))
+
+
+@pytest.mark.slow
+def test_packed_b_frames_in_avi_keep_the_display_order_times(tmp_path: Path, tiny_model_dir,
+                                                            capsys: pytest.CaptureFixture
+                                                            ) -> None:
+    """MPEG-4 part 2 with packed B-frames in AVI (``Megamind.avi``'s kind, no pts stored):
+    PyAV reports the decoded frames' pts out of order (1, 3, 2, 5, 4 …) while the frames come
+    in display order. Chord used those times whenever the sampled subset looked increasing
+    (7 of 32 frames got a neighbour's time, ±42 ms); now times that do not increase over
+    every decoded frame are not trusted, with a warning, and each sampled frame keeps
+    index / 24 fps, which the index band on the frame proves."""
+    from chord_core.testing.videos import read_frame_index
+
+    sv = make_packed_bframes_avi(tmp_path / "packed.avi", count=96, fps=24)
+    decoded = container_times(sv.path)
+    assert any(b <= a for a, b in zip(decoded, decoded[1:]))  # the premise: PyAV's disorder
+    out = tmp_path / "r.json"
+    rc = main(["describe", str(sv.path), "--model", "test", "-q", "--fps", "8",
+               "--max-new-tokens", "1", "--json", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    s = json.loads(out.read_text())["sampling"]
+    assert len(s["frame_indices"]) == 32
+    for index, t in zip(s["frame_indices"], s["timestamps_s"]):
+        assert abs(t - index / 24) <= TOL, (index, t)  # a neighbour's would be 42 ms off
+    frames, read = read_frames(sv.path, s["frame_indices"])
+    assert [read_frame_index(f) for f in frames] == list(read) == s["frame_indices"]

@@ -311,3 +311,26 @@ def test_default_backend_is_pyav(clips: dict[str, SyntheticVideo],
     monkeypatch.setattr(video, "_read_opencv", lambda *a, **k: calls.append("cv") or real(*a))
     frames, _ = read_frames(clips["mp4v"].path, SHORT, (80, 60))
     assert calls == [] and [read_frame_index(f) for f in frames] == list(SHORT)
+
+
+def test_decoded_times_out_of_order_are_not_handed_on(tmp_path, caplog) -> None:
+    """Packed B-frames in AVI: PyAV's pts come out 1, 3, 2 … for frames in display order.
+    A sampled subset can look increasing (frames 0, 3, 6 …), so the reader judges the order
+    over every decoded frame, and then hands on no times (NaN: the probe's stay)."""
+    import math
+
+    from chord_core.media.av_reader import read_frames_av
+    from chord_core.testing.odd_files import make_packed_bframes_avi
+    from chord_core.testing.videos import make_video, read_frame_index
+
+    sv = make_packed_bframes_avi(tmp_path / "packed.avi", count=24)
+    times: list[float] = []
+    with caplog.at_level("WARNING"):
+        frames, _ = read_frames_av(sv.path, (0, 3, 6, 9), times_s=times)
+    assert [read_frame_index(f) for f in frames] == [0, 3, 6, 9]
+    assert len(times) == 4 and all(math.isnan(t) for t in times)
+    assert "decoded frame times are not increasing (pts 2 after 3 at frame 2" in caplog.text
+    plain = make_video(tmp_path / "plain.mp4", duration_s=1.0, fps=10.0, size_wh=(64, 48))
+    times = []
+    read_frames_av(plain.path, (0, 3, 6, 9), times_s=times)
+    assert times == pytest.approx([0.0, 0.3, 0.6, 0.9], abs=1e-3)
