@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from chord_core.cli.batch import cmd_batch
+from chord_core.cli.example import cmd_example_clip
 from chord_core.cli.output import ProgressLine, emit, sampling_from
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
@@ -175,7 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_parser as add_serve_parser,  # light: argparse only
     )
 
+    from chord_core.cli.example import add_parser as add_example_parser
+
     add_serve_parser(sub, _model_args)
+    add_example_parser(sub)
     add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
 
     p = sub.add_parser("make-tiny-model",
@@ -278,6 +282,7 @@ COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "gr
             "entail": cmd_analyze,
             "export": cmd_export, "serve": cmd_serve, "make-tiny-model": cmd_make_tiny_model}
 COMMANDS.update(LONG_VIDEO_COMMANDS)
+COMMANDS["example-clip"] = cmd_example_clip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
