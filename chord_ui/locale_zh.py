@@ -73,7 +73,7 @@ ZH: dict[str, str] = {
     "uploaded": "已上传", "local file": "本地文件",
     "Duration": "时长", "Frame rate": "帧率", "Size": "尺寸", "Codec": "编码", "Rotation": "旋转",
     "Making a browser-playable preview…": "正在生成可在浏览器中播放的预览…",
-    "First frame (no playable preview of this file)": "第一帧（此文件没有可播放的预览）",
+    "A frame of the clip (no playable preview of this file)": "片段中的一帧（此文件没有可播放的预览）",
     "Browsers cannot play {ext} files: this is an H.264 preview made for the page. Analysis "
     "reads the original.": "浏览器无法播放 {ext} 文件：这是为页面生成的 H.264 预览。分析读取的是原文件。",
     "How to fix:": "解决办法：",
