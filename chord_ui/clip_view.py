@@ -86,7 +86,7 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
         return None  # a failed preview was logged once, when it failed
     try:
         with st.spinner(t("Making a browser-playable preview…")):
-            make_preview(clip.path, out)
+            make_preview(clip.path, out, info=info)
     except Exception as exc:  # noqa: BLE001 — a preview is a convenience: never fatal
         log.warning("no browser preview of %s: %s", clip.path, exc)
         return None

@@ -76,10 +76,7 @@ def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, s
         scale = min(1.0, max_w / max(1, w))
         ow, oh = _even(round(w * scale)), _even(round(h * scale))
         rate = vin.average_rate or vin.guessed_rate or Fraction(25)
-        vout = dst.add_stream(codec, rate=rate)
-        vout.width, vout.height, vout.pix_fmt = ow, oh, "yuv420p"
-        vout.time_base = vout.codec_context.time_base = PREVIEW_TIME_BASE
-        vout.options = {"crf": "26", "preset": "veryfast"}
+        vout = _open_h264(dst, codec, (ow, oh), Fraction(rate))
         for frame, tick in _preview_times(inp.decode(vin), vin.time_base, Fraction(rate)):
             img = frame.reformat(width=ow, height=oh, format="yuv420p")
             img.pts, img.time_base = tick, PREVIEW_TIME_BASE
@@ -91,9 +88,60 @@ def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, s
     return written
 
 
-def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W) -> Path:
+def _open_h264(dst: Any, codec: str, size_wh: tuple[int, int], rate: Fraction) -> Any:
+    vout = dst.add_stream(codec, rate=rate)
+    vout.width, vout.height, vout.pix_fmt = *size_wh, "yuv420p"
+    vout.time_base = vout.codec_context.time_base = PREVIEW_TIME_BASE
+    vout.options = {"crf": "26", "preset": "veryfast"}
+    return vout
+
+
+def _transcode_opencv(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo) -> int:
+    """The fallback for files PyAV cannot decode but Chord's OpenCV reader can: the frames
+    as Chord reads them (upright), at the probe's own frame times (``info.time_of``, the
+    times a result's detections carry), encoded by PyAV."""
+    import av
+
+    from chord_core.media.video import iter_frames
+
+    scale = min(1.0, max_w / max(1, info.width))
+    size = (_even(round(info.width * scale)), _even(round(info.height * scale)))
+    rate = Fraction(info.fps).limit_denominator(1001) if info.fps > 0 else Fraction(25)
+    written, last = 0, -1
+    with av.open(str(tmp), "w") as dst:
+        vout = _open_h264(dst, codec, size, rate)
+        for _, t_s, rgb in iter_frames(src, size_wh=size, time_of=info.time_of):
+            last = max(round(Fraction(t_s).limit_denominator(90000) / PREVIEW_TIME_BASE),
+                       last + 1)
+            img = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            img.pts, img.time_base = last, PREVIEW_TIME_BASE
+            for packet in vout.encode(img):
+                dst.mux(packet)
+            written += 1
+        for packet in vout.encode():
+            dst.mux(packet)
+    return written
+
+
+def _write_any(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo | None) -> int:
+    """PyAV's own decode (with the MP4 index first, then without), then OpenCV's frames."""
+    errors = []
+    for options in ({"movflags": "+faststart"}, {}):
+        try:
+            return _transcode(src, tmp, codec, max_w, options)
+        except (OSError, ValueError, IndexError) as exc:  # av.FFmpegError is an OSError
+            errors.append(f"{type(exc).__name__}: {exc}")
+            log.info("preview of %s (%s) failed: %s", src, options or "no options", exc)
+    if info is None or info.width < 2:
+        raise ValueError("; ".join(errors))
+    return _transcode_opencv(src, tmp, codec, max_w, info)
+
+
+def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W,
+                 info: VideoInfo | None = None) -> Path:
     """Transcode ``src``'s video stream to H.264 (no audio) at most ``max_w`` wide, each
-    frame keeping its presentation time. Written to a temp file, then moved in place.
+    frame keeping its presentation time. Written to a temp file, then moved in place. A
+    file PyAV cannot transcode is read as the analysis reads it (OpenCV, ``info``'s times).
 
     A failure is remembered next to the preview (``failed_marker``) so that a page rerun
     neither tries again nor logs it again; the next version of Chord (or a deleted marker)
@@ -107,11 +155,7 @@ def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W) -> Path:
     private_dir(out.parent)
     tmp = out.with_name(out.stem + ".part.mp4")
     try:
-        try:
-            written = _transcode(src, tmp, codec, max_w, {"movflags": "+faststart"})
-        except (OSError, ValueError) as exc:  # av.FFmpegError: retry without the index move
-            log.info("preview of %s with faststart failed (%s); trying without", src, exc)
-            written = _transcode(src, tmp, codec, max_w, {})
+        written = _write_any(src, tmp, codec, max_w, info)
         if not written:
             raise ValueError("no video frame could be decoded")
         os.chmod(tmp, 0o600)

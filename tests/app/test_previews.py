@@ -48,9 +48,12 @@ def _times(path: Path) -> list[float]:
 @pytest.mark.parametrize("make", [
     lambda p: _mpeg4_avi(p / "m.avi", rate=Fraction(24000, 1001), size_wh=(720, 528), sar=None),
     lambda p: _mpeg4_avi(p / "s.avi", rate=Fraction(25), size_wh=(352, 288), sar=Fraction(12, 11)),
+    lambda p: make_video(p / "x.avi", duration_s=1.5, fps=10.0, size_wh=(160, 120),
+                         codec="xvid").path,
     lambda p: make_video(p / "j.avi", duration_s=1.5, fps=10.0, size_wh=(160, 120)).path,
     lambda p: make_video(p / "v.mkv", duration_s=2.0, fps=10.0, size_wh=(160, 120), vfr=True).path,
-], ids=["mpeg4-avi-bframes-23.976", "mpeg4-avi-anamorphic", "mjpeg-avi", "vfr-mkv"])
+], ids=["mpeg4-avi-bframes-23.976", "mpeg4-avi-anamorphic", "opencv-xvid-avi", "mjpeg-avi",
+        "vfr-mkv"])
 def test_preview_plays_and_keeps_frame_times(tmp_path: Path, make) -> None:
     src = make(tmp_path)
     out = make_preview(str(src), tmp_path / "previews" / "key.mp4")
@@ -94,3 +97,19 @@ def test_poster_candidates_skip_a_black_start(fps: float, frames: int, want: lis
     info = VideoInfo(path="x.avi", duration_s=frames / (fps or 25), fps=fps, frame_count=frames,
                      width=64, height=48, codec="mpeg4")
     assert poster_indices(info) == want
+
+
+def test_the_opencv_fallback_keeps_the_probes_times(tmp_path: Path) -> None:
+    """For files PyAV cannot transcode: the frames as Chord's OpenCV reader gives them, at
+    the probe's frame times (what detections carry)."""
+    from chord_core.analysis.render import h264_encoder
+    from chord_core.media.probe import probe
+    from chord_ui.previews import _transcode_opencv
+
+    src = _mpeg4_avi(tmp_path / "m.avi", rate=Fraction(24000, 1001), size_wh=(320, 240),
+                     sar=None, frames=24)
+    info = probe(str(src))
+    out = tmp_path / "o.mp4"
+    assert _transcode_opencv(str(src), out, h264_encoder(), 960, info) == info.frame_count
+    got = _times(out)
+    assert np.allclose(got, [info.time_of(i) for i in range(len(got))], atol=1e-3)
