@@ -106,4 +106,11 @@ ZH_PAGES: dict[str, str] = {
     "Supports it at:": "支持的时刻：", "Contradicts it at:": "矛盾的时刻：",
     "{model} · {n} frame(s) checked · {total} total": "{model} · 检查了 {n} 帧 · 共 {total}",
     "Result (.json)": "结果（JSON）",
+    "Select a row to see its frame in the player.": "选择一行即可在播放器中查看该帧。",
+    "Show this moment in the player": "在播放器中显示这一时刻",
+    "({n} of {total})": "（共 {total} 个，显示 {n} 个）",
+    "Supports it": "支持",
+    "All moments ({n})": "全部时刻（{n}）",
+    "Click the curve or select a row to see that moment in the player.":
+        "点击曲线或选择一行，即可在播放器中查看该时刻。",
 }

@@ -1,0 +1,61 @@
+"""Everything that names a moment seeks the player: numbered seek requests in the session
+(key frames' buttons, table rows and chart points through ``on_select``), carried in the
+player's data; the statement's moments say how many there are."""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+
+from chord_ui.entail_view import moments_text
+from chord_ui.player import long_player_data, pending_seek, seek_on_select, seek_to
+
+
+@pytest.fixture(autouse=True)
+def _clean_session():
+    for k in list(st.session_state.keys()):
+        del st.session_state[k]
+    yield
+
+
+def test_each_click_is_a_new_request() -> None:
+    assert pending_seek("job-a") is None
+    seek_to("job-a", 3.25)
+    seek_to("job-a", 3.25)  # the same moment twice: the player must seek twice
+    assert pending_seek("job-a") == {"t": 3.25, "n": 2}
+    seek_to("job-a", -1.0)
+    assert pending_seek("job-a") == {"t": 0.0, "n": 3} and pending_seek("job-b") is None
+
+
+@pytest.mark.parametrize(("selection", "times", "want"), [
+    ({"rows": [1], "columns": []}, [0.5, 2.5, 4.0], 2.5),
+    ({"points": [{"x": 7.5, "y": 0.9}]}, None, 7.5),
+    ({"rows": [], "columns": []}, [0.5], None),
+    ({"rows": [9]}, [0.5], None),
+    ({"points": []}, None, None),
+], ids=["table-row", "chart-point", "deselected", "row-out-of-range", "no-point"])
+def test_selection_seeks(selection: dict, times: list[float] | None, want: float | None) -> None:
+    st.session_state["tbl"] = {"selection": selection}
+    seek_on_select("job-a", "tbl", times)
+    got = pending_seek("job-a")
+    assert (got["t"] if got else None) == want
+
+
+def test_player_data_carries_the_request() -> None:
+    from chord_core.types import VideoInfo
+
+    video = VideoInfo(path="c.mp4", duration_s=10.0, fps=25.0, frame_count=250, width=64,
+                      height=48, codec="h264")
+    assert long_player_data(video, "", "job-a", chapters=[])["seek"] is None
+    seek_to("job-a", 4.0)
+    assert long_player_data(video, "", "job-a", chapters=[])["seek"] == {"t": 4.0, "n": 1}
+
+
+@pytest.mark.parametrize(("times", "limit", "want"), [
+    ((), 12, "none"),
+    ((1.0, 2.5), 12, "1.0 s, 2.5 s"),
+    (tuple(float(i) for i in range(38)), 12,
+     ", ".join(f"{i:.1f} s" for i in range(12)) + " … (12 of 38)"),
+], ids=["none", "all-fit", "12-of-38"])
+def test_moments_say_how_many_there_are(times: tuple, limit: int, want: str) -> None:
+    assert moments_text(times, limit) == want
