@@ -182,7 +182,8 @@ ZH: dict[str, str] = {
     "**Search this video**": "**在视频中搜索**", "When does this happen?": "这件事何时发生？",
     "e.g. a person opens the car door": "例如：有人打开车门", "Search": "搜索",
     "Not found in the chapters checked ({n} frames).": "在检查过的章节中没有找到（{n} 帧）。",
-    "{start}–{end} · chapter {chapter} · score {score}":
-        "{start}–{end} · 第 {chapter} 章 · 得分 {score}",
+    "{span} · chapter {chapter} · score {score}": "{span} · 第 {chapter} 章 · 得分 {score}",
+    "at {at}": "在 {at}", "{start} to {end}": "{start} 至 {end}",
+    "Play from {at}": "从 {at} 播放",
     "Chapters JSON": "章节 JSON",
 }

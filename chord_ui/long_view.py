@@ -179,8 +179,27 @@ def _chapters(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str)
         with st.container(border=True):
             st.markdown(f"**{n}. {md_escape(c.title)}** · {_clock(c.start_s)}–{_clock(c.end_s)}")
             st.caption(md_escape(c.summary))
-    _search(clip, info, doc, key, model, found)
+            _seek_button(key, c.start_s, f"ch-{n}", playable is not None)
+    _search(clip, info, doc, key, model, found, playable is not None)
     _exports(clip, doc, key)
+
+
+def _seek_button(key: str, at: float, name: str, seekable: bool) -> None:
+    """A button that moves the player to ``at`` (only where there is a player)."""
+    if seekable:
+        from chord_ui.player import seek_to
+
+        st.button(t("Play from {at}", at=_clock(at)), key=f"seek-{key}-{name}",
+                  icon=":material/play_arrow:", type="tertiary", on_click=seek_to,
+                  args=(key, at))
+
+
+def span_text(start_s: float, end_s: float) -> str:
+    """A found range as times: ``at 16:50`` for one moment (not "16:50–16:50"), else
+    ``16:50 to 17:10``."""
+    if _clock(start_s) == _clock(end_s):
+        return t("at {at}", at=_clock(start_s))
+    return t("{start} to {end}", start=_clock(start_s), end=_clock(end_s))
 
 
 def _clock(t_s: float) -> str:
@@ -200,7 +219,7 @@ def _search_doc(key: str) -> Any:
 
 
 def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
-            found: Any) -> None:
+            found: Any, seekable: bool = False) -> None:
     from chord_ui import long_runs as lr
 
     st.markdown(t("**Search this video**"))
@@ -225,10 +244,11 @@ def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
         if not found.hits:
             st.caption(t("Not found in the chapters checked ({n} frames).",
                          n=found.frames_checked))
-        for h in found.hits:
-            st.markdown(t("{start}–{end} · chapter {chapter} · score {score}",
-                          start=_clock(h.start_s), end=_clock(h.end_s), chapter=h.chapter + 1,
+        for n, h in enumerate(found.hits):
+            st.markdown(t("{span} · chapter {chapter} · score {score}",
+                          span=span_text(h.start_s, h.end_s), chapter=h.chapter + 1,
                           score=f"{h.score:.2f}"))
+            _seek_button(key, h.start_s, f"hit-{n}", seekable)
 
 
 def _exports(clip: ClipSource, doc: Any, key: str) -> None:

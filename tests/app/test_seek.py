@@ -59,3 +59,14 @@ def test_player_data_carries_the_request() -> None:
 ], ids=["none", "all-fit", "12-of-38"])
 def test_moments_say_how_many_there_are(times: tuple, limit: int, want: str) -> None:
     assert moments_text(times, limit) == want
+
+
+@pytest.mark.parametrize(("start", "end", "want"), [
+    (1010.2, 1010.9, "at 16:50"),
+    (1010.0, 1030.0, "16:50 to 17:10"),
+    (3725.0, 3725.0, "at 1:02:05"),
+], ids=["one-moment", "range", "hours"])
+def test_search_hits_read_as_times(start: float, end: float, want: str) -> None:
+    from chord_ui.long_view import span_text
+
+    assert span_text(start, end) == want
