@@ -252,9 +252,9 @@ def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
                                                  "the stored result is reused."))
     cols[3].metric(t("Throughput"), t("{n}/min", n=f"{metrics.per_min:.1f}"),
                    help=t("Clips analysed per minute since the batch began."))
-    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}",
+    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}" if done else "—",
                    help=t("Σ worker busy time / wall time since the batch began: how many "
-                          "workers were kept busy on average."))
+                          "workers were kept busy on average (shown once a clip is done)."))
     frac = finished / metrics.total if metrics.total else 1.0
     took = (t("{finished} of {total} finished · running for {time}") if live
             else t("{finished} of {total} finished · took {time}"))

@@ -74,7 +74,8 @@ ZH_PAGES: dict[str, str] = {
         "已用相同设置分析过：直接复用保存的结果。",
     "Clips analysed per minute since the batch began.": "自批次开始以来每分钟分析的视频数。",
     "Σ worker busy time / wall time since the batch began: how many workers were kept busy "
-    "on average.": "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙。",
+    "on average (shown once a clip is done).":
+        "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙（有视频完成后显示）。",
     "{finished} of {total} finished · running for {time}":
         "{total} 个中已完成 {finished} 个 · 已运行 {time}",
     "{finished} of {total} finished · took {time}": "{total} 个中已完成 {finished} 个 · 用时 {time}",

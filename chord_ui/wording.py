@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from chord_core.types import ProgressEvent, SamplingPlan
+from chord_core.types import SamplingPlan
 from chord_ui.i18n import translate
 
-FRAME_STAGES = ("grounding_frames", "decoding", "generating")
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
 
 
@@ -73,23 +72,6 @@ def ground_summary(result: Any, lang: str) -> str:
     if tracks > 1:
         out += translate(" ({n} tracks)", lang, n=tracks)
     return out
-
-
-def time_left_s(events: Sequence[ProgressEvent]) -> float | None:
-    """Seconds left, from the measured rate of the current frame loop: (total − done) ×
-    seconds per frame so far in this stage. None until two events of the loop show
-    progress (no estimate is better than a wrong one)."""
-    if not events:
-        return None
-    last = events[-1]
-    if last.stage not in FRAME_STAGES or last.total <= 0:
-        return None
-    first = next(e for e in events if e.stage == last.stage)
-    frames = last.done - first.done
-    took = last.elapsed_s - first.elapsed_s
-    if frames <= 0 or took <= 0:
-        return None
-    return max(0.0, (last.total - last.done) * took / frames)
 
 
 def progress_value(fraction: float, elapsed_s: float, left_s: float | None) -> float:

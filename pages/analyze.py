@@ -66,7 +66,7 @@ with right:
         else:
             st.rerun()
     if running:
-        progress.job_progress(outcome.job_id)
+        progress.job_progress(outcome.job_id, plan)
 
 if long_clip:
     long_view.show_results(clip, info, task, query, model)
