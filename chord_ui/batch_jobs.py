@@ -27,7 +27,7 @@ from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
-from chord_ui.formatting import human_duration, progress_fraction, stage_text
+from chord_ui.formatting import human_duration, progress_fraction, sentence_start, stage_text
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def clip_state(clip: BatchClip, manager: Any, store: Any) -> ClipState:
     if clip.error is not None:
         return ClipState(clip, "failed", stage="could not be queued", error=clip.error)
     if clip.skipped:
-        return ClipState(clip, "skipped", stage=clip.skipped[:1].upper() + clip.skipped[1:],
+        return ClipState(clip, "skipped", stage=sentence_start(clip.skipped),
                          progress=1.0)
     try:
         st = manager.status(clip.job_id)

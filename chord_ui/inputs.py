@@ -25,7 +25,7 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
-from chord_ui.formatting import md_escape
+from chord_ui.formatting import md_escape, sentence_start
 from chord_ui.i18n import t
 from chord_ui.uploads import (
     VIDEO_TYPES,
@@ -272,6 +272,6 @@ def show_error(err: dict | ChordError) -> None:
     data = err.to_dict() if isinstance(err, ChordError) else err
     message, hint = localized(str(data.get("message") or "something went wrong"),
                               str(data.get("hint") or ""))
-    text = md_escape(message[:1].upper() + message[1:])  # messages quote paths, names, text
+    text = md_escape(sentence_start(message))  # messages quote paths, names, text
     st.error(text + (f"\n\n**{t('How to fix:')}** {md_escape(hint)}" if hint else ""),
              icon=":material/error:")

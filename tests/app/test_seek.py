@@ -70,3 +70,16 @@ def test_search_hits_read_as_times(start: float, end: float, want: str) -> None:
     from chord_ui.long_view import span_text
 
     assert span_text(start, end) == want
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("notavideo.mp4 could not be read", "notavideo.mp4 could not be read"),
+    ("/data/x.mp4 is not a video file", "/data/x.mp4 is not a video file"),
+    ("the hub is not reachable", "The hub is not reachable"),
+    ("job-1a2b is gone", "job-1a2b is gone"),
+    ("", ""),
+], ids=["file-name", "path", "words", "id", "empty"])
+def test_names_are_not_capitalised(text: str, want: str) -> None:
+    from chord_ui.formatting import sentence_start
+
+    assert sentence_start(text) == want
