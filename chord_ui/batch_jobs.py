@@ -190,6 +190,8 @@ def clip_state(clip: BatchClip, manager: Any, store: Any) -> ClipState:
         stage = (st.error or {}).get("message", "failed")
     elif state == "queued":
         stage = "Waiting for a worker"
+    elif state in ("done", "cancelled"):  # not the last stage it went through ("Generating")
+        stage = "Done" if state == "done" else "Cancelled"
     else:
         stage = stage_text(st.last_event, state)
     return ClipState(clip, state, worker=st.worker or "", stage=stage,
@@ -286,7 +288,8 @@ def summary(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
 
 def batch_zip(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
               manager: Any, store: Any) -> bytes:
-    """A ZIP of every result JSON (done and skipped clips) plus summary.json."""
+    """A ZIP of every result JSON (done and skipped clips) plus summary.json. Each result
+    carries the user's own file name in ``video.name``, as the Analyze download does."""
     buf = io.BytesIO()
     used: set[str] = set()
     names: dict[str, str] = {}
@@ -297,6 +300,7 @@ def batch_zip(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
             doc = result_doc(s.clip, manager, store)
             if doc is None:
                 continue
+            doc = {**doc, "video": {**(doc.get("video") or {}), "name": s.clip.name}}
             name = out_name(Path(s.clip.name.replace("/", "_")), run.task, used)
             names[s.clip.name] = name
             zf.writestr(name, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

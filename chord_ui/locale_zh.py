@@ -171,9 +171,16 @@ ZH: dict[str, str] = {
         "运行时逐段描述，再把各段合并成章节。",
     "Run grounds the whole clip in chunks at {fps} frame(s) per second.":
         "运行时以每秒 {fps} 帧分段定位整段视频。",
-    "**Long video** — {duration} is past the long-video threshold of {threshold} "
-    "(CHORD_LONG_VIDEO_S).": "**长视频** — {duration} 超过长视频阈值 {threshold}"
-                             "（CHORD_LONG_VIDEO_S）。",
+    "**Long video** — {duration} is longer than {threshold}, so it is analysed in parts.":
+        "**长视频** — {duration} 长于 {threshold}，因此分段分析。",
+    "Chord will describe about {chunks} chunks of about {chunk} each, {pictures} pictures per "
+    "chunk, and merge them into about {chapters} chapter(s).":
+        "Chord 将描述约 {chunks} 段（每段约 {chunk}，每段 {pictures} 张画面），"
+        "再合并为约 {chapters} 个章节。",
+    "Chord will look for the target in {frames} pictures, one every {every}, in {jobs} jobs "
+    "of up to {per} pictures.": "Chord 将在 {frames} 张画面中查找目标（每 {every} 一张），"
+                                "分 {jobs} 个任务，每个最多 {per} 张。",
+    "{n} min": "{n} 分钟", "{n} s": "{n} 秒",
     "Describing chunks": "正在描述各段", "Writing chapter titles": "正在写章节标题",
     "Writing the summary": "正在写总结", "Grounding chunks": "正在定位各段",
     "Checking frames": "正在检查帧", "Starting": "正在开始",

@@ -25,7 +25,7 @@ from chord_core.errors import ChordError
 from chord_core.types import VideoInfo
 from chord_ui import clip_view, resources
 from chord_ui.formatting import human_duration, md_escape, test_model_label
-from chord_ui.i18n import t
+from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
 from chord_ui.uploads import ClipSource, servable
 
@@ -81,12 +81,11 @@ def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: s
               model_ok: bool) -> None:
     """The right column's Run for a long clip: what will happen, Run, live progress."""
     s = settings()
-    what = t("Run describes it chunk by chunk and merges the chunks into chapters.") \
-        if task == "describe" else \
-        t("Run grounds the whole clip in chunks at {fps} frame(s) per second.",
-          fps=f"{s.ground_fps:g}")
-    st.info(t("**Long video** — {duration} is past the long-video threshold of {threshold} "
-              "(CHORD_LONG_VIDEO_S).", duration=human_duration(info.duration_s),
+    from chord_ui.wording import long_plan_words
+
+    what = long_plan_words(s, info.duration_s, task, lang())
+    st.info(t("**Long video** — {duration} is longer than {threshold}, so it is analysed in "
+              "parts.", duration=human_duration(info.duration_s),
               threshold=human_duration(s.threshold_s)) + " " + what,
             icon=":material/view_timeline:")
     key = run_key(clip, task, query, model or "")

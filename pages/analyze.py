@@ -56,7 +56,7 @@ running = outcome is not None and not outcome.finished
 job_link.bind(outcome.job_id if outcome is not None else None)
 
 with right:
-    if plan is not None:
+    if plan is not None and not long_clip:  # a long clip's run panel says what will run
         clip_view.show_plan(plan, info)
         plan_slot.caption(t("Plan: {numbers}", numbers=plan_numbers(plan, lang())))
     elif clip is None:

@@ -146,6 +146,8 @@ def test_zip_has_results_and_summary(new_app, poll, clip_folder: Path, app_serve
     assert names == ["a.describe.json", "sub_b.describe.json", "summary.json"]
     assert docs["a.describe.json"]["schema"] == "chord.result/v1"
     assert docs["a.describe.json"]["video"]["path"].endswith("a.mp4")
+    assert docs["a.describe.json"]["video"]["name"] == "a.mp4"  # as the Analyze download
+    assert docs["sub_b.describe.json"]["video"]["name"] == "sub/b.mp4"
     summary = docs["summary.json"]
     assert summary["batch_id"] == run.batch_id and summary["model"] == "test"
     assert sum(summary["counts"].values()) == 3 and summary["counts"]["failed"] == 1
