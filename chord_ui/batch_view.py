@@ -32,7 +32,7 @@ from chord_ui.batch_jobs import (
     table_rows,
     worker_rows,
 )
-from chord_ui.formatting import human_bytes, human_duration, md_escape
+from chord_ui.formatting import human_bytes, human_duration, md_escape, root_example
 from chord_ui.i18n import t
 from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
@@ -64,7 +64,7 @@ def clip_inputs() -> list[PendingClip]:
                                accept_multiple_files=True, key=_uploads_key(),
                                help=t("Many files at once: mp4, avi, mov, mkv or webm"))
     folder = st.text_input(t("…and/or a folder on this machine"), key=K_FOLDER,
-                           placeholder="/data/videos",
+                           placeholder=root_example(),
                            help=t("Every video file in the folder and its subfolders is "
                                   "queued; the folder must be under the media roots "
                                   "(CHORD_MEDIA_ROOTS) on the machine running Chord: {roots}.",

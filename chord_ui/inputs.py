@@ -25,7 +25,7 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
-from chord_ui.formatting import md_escape, sentence_start
+from chord_ui.formatting import md_escape, root_example, sentence_start
 from chord_ui.i18n import t
 from chord_ui.uploads import (
     VIDEO_TYPES,
@@ -214,7 +214,7 @@ def clip_input() -> ClipSource | None:
     st.file_uploader(t("Upload a video"), type=list(VIDEO_TYPES), key=_upload_key(),
                      on_change=_on_upload, help=t("mp4, avi, mov, mkv or webm"))
     st.text_input(t("…or the path of a video on this machine"), key=K_PATH,
-                  on_change=_on_path, placeholder="/data/videos/clip.mp4",
+                  on_change=_on_path, placeholder=root_example("clip.mp4"),
                   help=t("Big local files need no upload; the path must exist on the machine "
                          "running Chord."))
     clip = st.session_state.get(K_CLIP)

@@ -96,3 +96,18 @@ def test_long_plan_says_what_will_run(task: str, duration: float, words: str) ->
 
     text = long_plan_words(LongVideoSettings(), duration, task, "en")
     assert words in text and "CHORD_" not in text
+
+
+def test_placeholders_are_paths_under_a_root(tmp_path, monkeypatch) -> None:
+    from chord_core.media.roots import configured_roots, is_under
+    from chord_ui.formatting import root_example
+
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    example = root_example("clip.mp4")
+    assert example == str((tmp_path / "a").resolve() / "clip.mp4")
+    from pathlib import Path
+
+    assert is_under(Path(example), configured_roots()) and root_example() == str(
+        (tmp_path / "a").resolve())
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", "off")
+    assert root_example("clip.mp4") == ""
