@@ -234,31 +234,33 @@ def clip_input() -> ClipSource | None:
     return clip
 
 
-def task_input() -> tuple[str, str]:
-    """Mode (describe / ground) and its text; returns (task, query)."""
+def task_input(prefix: str = "") -> tuple[str, str]:
+    """Mode (describe / ground) and its text; returns (task, query). ``prefix`` gives a page
+    its own widgets (Batch: ``batch_``), so it does not silently inherit Analyze's mode and
+    target."""
     # No default= here: History's "Open in Analyze" and a job link set the mode through
     # Session State, and a widget given both warns on every use.
-    if st.session_state.get(K_TASK) not in TASKS:
-        st.session_state[K_TASK] = "describe"
+    if st.session_state.get(prefix + K_TASK) not in TASKS:
+        st.session_state[prefix + K_TASK] = "describe"
     task = st.segmented_control(t("Mode"), list(TASKS), format_func=lambda k: t(TASKS[k]),
-                                key=K_TASK, persist_state=PERSIST,
+                                key=prefix + K_TASK, persist_state=PERSIST,
                                 required=True) or "describe"
     if task == "ground":
-        query = st.text_input(t("Target"), key=K_TARGET, persist_state=PERSIST,
+        query = st.text_input(t("Target"), key=prefix + K_TARGET, persist_state=PERSIST,
                               placeholder=t("e.g. the cyclist in a red helmet"),
                               help=t("Chord looks for it on every sampled frame, then links "
                                      "the boxes into tracks and time segments."))
-        st.checkbox(t("Score each box"), key=K_SCORES, persist_state=PERSIST,
+        st.checkbox(t("Score each box"), key=prefix + K_SCORES, persist_state=PERSIST,
                     help=t("The probability that the box shows the target, checked by the "
                            "model on the box's crop; lets you filter weak boxes. Slower."))
     elif task == "entail":
-        query = st.text_input(t("Statement"), key=K_STATEMENT, persist_state=PERSIST,
+        query = st.text_input(t("Statement"), key=prefix + K_STATEMENT, persist_state=PERSIST,
                               placeholder=t("e.g. a person opens the car door"),
                               help=t("Chord checks it on every sampled frame: a probability "
                                      "curve over time, an overall verdict, and the moments "
                                      "that support or contradict it."))
     else:
-        query = st.text_area(t("Prompt (optional)"), key=K_PROMPT, persist_state=PERSIST,
+        query = st.text_area(t("Prompt (optional)"), key=prefix + K_PROMPT, persist_state=PERSIST,
                              height=90,
                              placeholder=t("Leave empty for a detailed description, or ask "
                                            "something specific about the clip."))
