@@ -158,7 +158,7 @@ def sentence_start(text: str) -> str:
     """``text`` with a capital first letter, unless it starts with a name that must stay as
     written: a file name or path (``notavideo.mp4 is not…`` must not become ``Notavideo.mp4``),
     an id, a quoted text."""
-    first = text.split(" ", 1)[0]
+    first = text.split(" ", 1)[0].rstrip(":,;.!?")
     if not first.isalpha():
         return text
     return text[:1].upper() + text[1:]

@@ -112,6 +112,7 @@ ZH_PAGES: dict[str, str] = {
     "({n} of {total})": "（共 {total} 个，显示 {n} 个）",
     "Supports it": "支持",
     "Type what to look for to run.": "先输入要查找的内容，才能运行。",
+    "Type the statement to check to run.": "先输入要检查的陈述，才能运行。",
     "Same clip, same settings: this is the earlier run's result, not a new analysis. Change "
     "a setting to analyse it again.": "相同的视频、相同的设置：这是之前那次运行的结果，不是新的分析。"
                                       "修改任一设置即可重新分析。",

@@ -69,7 +69,8 @@ with right:
         job_link.offer_same_job(clip, task, query, settings, model)
     no_target = task != "describe" and not query.strip()
     if no_target and plan is not None:
-        st.caption(":material/info: " + t("Type what to look for to run."))
+        st.caption(":material/info: " + (t("Type what to look for to run.") if task == "ground"
+                                         else t("Type the statement to check to run.")))
     if not long_clip and st.button(
             t("Run"), type="primary", icon=":material/play_arrow:", key="run",
             disabled=plan is None or not model_ok or running or model is None or no_target):

@@ -76,9 +76,10 @@ def test_search_hits_read_as_times(start: float, end: float, want: str) -> None:
     ("notavideo.mp4 could not be read", "notavideo.mp4 could not be read"),
     ("/data/x.mp4 is not a video file", "/data/x.mp4 is not a video file"),
     ("the hub is not reachable", "The hub is not reachable"),
+    ("incomplete: missing config.json", "Incomplete: missing config.json"),
     ("job-1a2b is gone", "job-1a2b is gone"),
     ("", ""),
-], ids=["file-name", "path", "words", "id", "empty"])
+], ids=["file-name", "path", "words", "word-colon", "id", "empty"])
 def test_names_are_not_capitalised(text: str, want: str) -> None:
     from chord_ui.formatting import sentence_start
 
