@@ -1,68 +1,85 @@
 # Chord in a container: the Streamlit app (8501) and, when asked, the HTTP API (8080).
 #
-#   docker build -t chord .                                   # CUDA base + CUDA build of torch
+#   docker build -t chord .                          # CUDA 13.0 base + the locked torch (CUDA 13.0)
 #   docker run --gpus all -p 127.0.0.1:8501:8501 \
 #       -v "$HOME/.cache/huggingface:/cache/huggingface" -v chord-data:/data chord
 #
 # Build arguments (defaults are the GPU image; README "Docker" has the details):
-#   BASE         the base image: any Debian/Ubuntu whose python3 is >= 3.11 (requirements.txt
-#                needs it: fastapi >= 0.165). The default is NVIDIA's CUDA
-#                runtime on Ubuntu 24.04 (Python 3.12); Ubuntu 22.04's 3.10 is too old.
-#                scripts/docker-smoke.sh builds from a Debian bookworm base (Python 3.11) made
-#                locally with debootstrap, because no registry can be reached where it was written.
-#   TORCH_INDEX  where torch/torchvision (and their dependencies) come from: PyTorch's CUDA 12.8
-#                wheel index by default, alone, as PyTorch's install command has it (with PyPI
-#                beside it pip would take PyPI's torch whenever its version is higher);
-#                empty = PyPI's default build (on Linux a CUDA build that brings its own CUDA
-#                libraries); https://download.pytorch.org/whl/cpu for a smaller CPU-only image.
-#                torch and torchvision must come from the same index: PyPI's CUDA torchvision
-#                on a CPU torch fails at import ("operator torchvision::nms does not exist").
-#   TORCH_SPEC   which torch/torchvision to install; empty = the torch and torchvision lines of
-#                requirements.txt, e.g. "torch==2.14.1 torchvision==0.29.1".
+#   BASE         the base image, by digest: any Debian/Ubuntu whose python3 is >= 3.11
+#                (fastapi >= 0.165 needs it). The default is NVIDIA's CUDA 13.0 "base" flavour on
+#                Ubuntu 24.04 (Python 3.12): the CUDA runtime and forward-compatibility
+#                libraries only. CUDA 13.0 matches the torch wheel the lock pins (PyPI's Linux
+#                build, whose nvidia-* dependencies are CUDA 13.0's libraries: they are not
+#                installed twice, as the "runtime" flavour's cuBLAS/cuFFT/… would be); the host
+#                driver must be >= 580.65.06 (CUDA 13.0's minimum, README "GPU image").
+#                scripts/docker-smoke.sh builds from a Debian bookworm base made locally with
+#                debootstrap (Python 3.11), because no registry can be reached where it was written.
+#   APT_SNAPSHOT the archive date apt installs from (Ubuntu's snapshot service, apt >= 2.7, which
+#                Ubuntu 24.04 has): with APT_PINS below, the same packages on every build.
+#                Empty = the base's sources as they are (Debian bookworm: the pins alone).
+#   APT_PINS     the packages installed with apt, each as name=version
+#   LOCK         the Python packages: a lock file with every version and hash (requirements.lock,
+#                made by scripts/lock.sh), installed with pip --require-hashes. Another torch
+#                build (e.g. a CUDA 12.x index for an older driver): make a lock for it
+#                (README "Locked installs") and pass it here.
+#   GPU_EXTRAS   1 = also deploy/requirements-gpu.lock (PyNvVideoCodec: NVDEC), 0 = not
 #   WHEELS_DIR   a folder of local wheels pip may also use (empty = none), e.g. mounted into the
-#                build with `podman build -v /host/wheels:/wheels:ro`
+#                build with `podman build -v /host/wheels:/wheels:ro` (hashes are still checked)
 #   PIP_CA_FILE  a CA bundle for pip's TLS (empty = the base's ca-certificates), for networks that
 #                intercept TLS; mount it into the build, it is not copied into the image
 #   CHORD_UID    the uid of the non-root user "chord" (match your host user for bind mounts)
-ARG BASE=nvidia/cuda:12.8.1-runtime-ubuntu24.04
+ARG BASE=nvidia/cuda:13.0.3-base-ubuntu24.04@sha256:7c7413a56200486f71f181cad9310f6fd31b6bb21816ade15fc9c1e1e927a5c1
 FROM ${BASE}
 
-ARG TORCH_INDEX=https://download.pytorch.org/whl/cu128
-ARG TORCH_SPEC=""
+ARG APT_SNAPSHOT=20260928T000000Z
+ARG APT_PINS="python3-venv=3.12.3-0ubuntu2.1 python3.12-venv=3.12.3-1ubuntu0.17"
+ARG LOCK=requirements.lock
+ARG GPU_EXTRAS=1
 ARG WHEELS_DIR=""
 ARG PIP_CA_FILE=""
 ARG CHORD_UID=1000
 
+# NVIDIA_DRIVER_CAPABILITIES: "video" makes the container toolkit mount the driver's NVDEC
+# library (libnvcuvid) beside CUDA's; NVIDIA_REQUIRE_CUDA makes it refuse, at `docker run`, a
+# host driver too old for CUDA 13.0 instead of failing at the first kernel.
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VIRTUAL_ENV=/opt/venv \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,video \
+    NVIDIA_REQUIRE_CUDA="cuda>=13.0" \
     PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# Python >= 3.11 from the base's own packages, in a venv that start_service.sh --no-install uses
-# (python3 on PATH). ca-certificates for the model download.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
-    && rm -rf /var/lib/apt/lists/* \
-    && python3 -m venv /opt/venv \
-    && python -m pip install ${PIP_CA_FILE:+--cert "$PIP_CA_FILE"} --upgrade pip
-
-# The same requirements.txt that ./start_service.sh installs; torch first, from TORCH_INDEX,
-# so that the requirements step keeps that build. The list of what was installed stays in the
-# image (/opt/venv/chord-packages.txt).
-COPY requirements.txt /app/requirements.txt
+# Python >= 3.11 from the base's own packages, pinned, in a venv that start_service.sh
+# --no-install uses (python3 on PATH).
 RUN set -eux; \
-    spec="${TORCH_SPEC:-$(grep -E '^(torch|torchvision)[<>=! ]' /app/requirements.txt | tr '\n' ' ')}"; \
-    opts="${WHEELS_DIR:+--find-links ${WHEELS_DIR}} ${PIP_CA_FILE:+--cert ${PIP_CA_FILE}}"; \
-    if [ -n "${TORCH_INDEX}" ]; then \
-        pip install $opts --index-url "${TORCH_INDEX}" $spec; \
-    else \
-        pip install $opts $spec; \
-    fi; \
-    pip install $opts -r /app/requirements.txt; \
-    pip freeze > /opt/venv/chord-packages.txt; \
-    python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+    if [ -n "${APT_SNAPSHOT}" ]; then apt-get update --snapshot "${APT_SNAPSHOT}"; else apt-get update; fi; \
+    apt-get install -y --no-install-recommends ${APT_PINS}; \
+    rm -rf /var/lib/apt/lists/*; \
+    python3 -m venv /opt/venv
+
+# One pip run installs the whole locked set, every file checked against its hash, so nothing
+# is installed and then replaced (a from-scratch build once got pillow 13 with torchvision, then
+# 12.3 from requirements.txt), and `pip check` proves the set consistent. In the same layer,
+# what the service never reads at run time is removed: static archives (*.a: triton's CUPTI,
+# 171 MB; only a linker reads them) and the packages' own test suites (pandas, pyarrow, …).
+# The list of what was installed stays in the image (/opt/venv/chord-packages.txt).
+COPY deploy/requirements-pip.lock deploy/requirements-gpu.lock /tmp/locks/
+COPY ${LOCK} /tmp/locks/chord.lock
+RUN set -eux; \
+    opts="--require-hashes ${WHEELS_DIR:+--find-links ${WHEELS_DIR}} ${PIP_CA_FILE:+--cert ${PIP_CA_FILE}}"; \
+    pip install $opts -r /tmp/locks/requirements-pip.lock; \
+    extra=""; if [ "${GPU_EXTRAS}" = 1 ]; then extra="-r /tmp/locks/requirements-gpu.lock"; fi; \
+    pip install $opts -r /tmp/locks/chord.lock $extra; \
+    pip check; \
+    pip freeze --all > /opt/venv/chord-packages.txt; \
+    site="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"; \
+    find "$site" -name '*.a' -type f -delete; \
+    find "$site" -mindepth 2 -maxdepth 3 -type d -name tests -prune -exec rm -rf {} +; \
+    rm -rf /tmp/locks /root/.cache; \
+    python -c "import torch, torchvision, transformers, streamlit, fastapi, ray, cv2, av, supervision, scipy, pandas; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 # A non-root user; the code stays root-owned (read-only to the app).
 RUN groupadd --non-unique --gid "${CHORD_UID}" chord \

@@ -18,7 +18,9 @@ Starts Chord's browser app (streamlit run app.py) from this folder.
   --api-port PORT also start the HTTP service (python -m chord_core serve) on HOST:PORT
                   beside the app. It plans and loads its OWN workers (two processes cannot
                   share one set); both write the same job store, so API jobs show in History.
-                  A HOST other than localhost needs CHORD_API_KEY (or CHORD_API_NO_AUTH=1)
+                  A HOST other than localhost needs CHORD_API_KEY (or CHORD_API_NO_AUTH=1).
+                  Supervised: when either process exits, the other is stopped and the
+                  script exits non-zero (a container's restart policy starts both again)
   --api-gpus LIST GPUs for the service's workers (default: the same as the app's: each
                   process then holds its own copy of the model on them)
   --no-install    do not create .venv or install requirements; use the current python
@@ -155,21 +157,35 @@ echo "Chord: http://${HOST}:${PORT}  (Ctrl+C stops it)" >&2
 if (( ${#API_CMD[@]} == 0 )); then
     exec "${CMD[@]}"
 fi
-# The service beside the app: started first, stopped when the app stops (its workers die
-# with it). A service that cannot start (e.g. a public --host without CHORD_API_KEY) stops
-# the script before the app starts.
-"${API_CMD[@]}" &
-API_PID=$!
+# The service beside the app, supervised: both start at once, and when either exits — for any
+# reason, at any time (a public --host without CHORD_API_KEY, a crash, a kill) — the other is
+# stopped and the script exits non-zero, so Docker/compose/Kubernetes restart the whole unit
+# instead of keeping a container that serves half of Chord. bash's `wait -n` returns as soon as
+# the first child exits (no polling, no fixed start-up delay).
+API_PID=""
 APP_PID=""
-stop_both() { kill $APP_PID "$API_PID" 2>/dev/null; wait 2>/dev/null; }
+stop_both() {  # TERM to what still runs, KILL after 10 s (Docker's own stop grace)
+    local pid left=0
+    kill -TERM $APP_PID $API_PID 2>/dev/null || true
+    while (( left < 100 )) && { kill -0 "$APP_PID" 2>/dev/null || kill -0 "$API_PID" 2>/dev/null; }; do
+        sleep 0.1; left=$(( left + 1 ))
+    done
+    for pid in "$APP_PID" "$API_PID"; do kill -KILL "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
 trap stop_both EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-sleep 2
-if ! kill -0 "$API_PID" 2>/dev/null; then
-    wait "$API_PID"; exit $?
-fi
-echo "Chord service: http://${HOST}:${API_PORT}  (GET /health)" >&2
+"${API_CMD[@]}" &
+API_PID=$!
 "${CMD[@]}" &
 APP_PID=$!
-wait "$APP_PID"
+echo "Chord service: http://${HOST}:${API_PORT}  (GET /health)" >&2
+set +e
+wait -n   # bash >= 4.3: the first of the two children to exit
+status=$?
+set -e
+if ! kill -0 "$API_PID" 2>/dev/null; then who="the HTTP service (chord_core serve)"; else who="the app (streamlit)"; fi
+echo "error: $who exited with status $status; stopping the other and exiting" >&2
+echo "hint: its log is above; a container restart policy (or Kubernetes) starts both again" >&2
+exit $(( status == 0 ? 1 : status ))

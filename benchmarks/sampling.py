@@ -2,6 +2,7 @@
 
     python benchmarks/sampling.py                       # 10-minute 720p30 H.264 clip
     python benchmarks/sampling.py --minutes 0.3 --out x.json   # seconds (the test suite)
+    python benchmarks/sampling.py --clip real_10min.mp4         # real footage (footage.py)
 
 Three ways to get the same frames (2 fps, resized to the size Chord feeds the model), timed
 in the same run on the same file, median of ``--repeats``:
@@ -137,12 +138,16 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cache", default=os.environ.get("CHORD_BENCH_DIR", "/tmp/chord-speed"))
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sampling.json"))
+    ap.add_argument("--clip", default=None,
+                    help="time this file instead of the synthetic clip (real footage: "
+                         "benchmarks/footage.py --minutes 10 --out real_10min.mp4)")
     args = ap.parse_args()
     from chord_core.config import SamplingConfig
     from chord_core.media.probe import probe
     from chord_core.media.sampling import plan_sampling
 
-    clip = make_clip(Path(args.cache) / f"w4_{args.minutes:g}min_720p.mp4", args.minutes)
+    clip = Path(args.clip) if args.clip else \
+        make_clip(Path(args.cache) / f"w4_{args.minutes:g}min_720p.mp4", args.minutes)
     info = probe(clip)
     step = max(1, round(info.fps / args.fps))
     indices = list(range(0, info.frame_count, step))

@@ -17,6 +17,8 @@ from typing import Sequence
 from chord_core.cli.batch import cmd_batch
 from chord_core.cli.example import cmd_example_clip
 from chord_core.cli.output import ProgressLine, emit, sampling_from
+from chord_core.cli.remote import add_args as _where_args
+from chord_core.cli.remote import choose_server, run_remote
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
     env_value,
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT,
                    help="maximum generated tokens, 128–2048 (default 512)")
     _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p), _long_after_arg(p)
+    _where_args(p)
 
     p = sub.add_parser("ground", help="find a target: boxes with timestamps, tracks, segments")
     p.add_argument("video")
@@ -140,12 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="give every box a score: the probability that its crop shows the "
                         "target (one extra prefill per box; slower)")
     _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p), _long_after_arg(p)
+    _where_args(p)
 
     p = sub.add_parser("entail", help="check a statement against a clip or an image: a "
                                       "verdict, a probability curve over time, the moments")
     p.add_argument("video", help="a video, or an image (png, jpg, webp, bmp)")
     p.add_argument("statement", help='what should be true, e.g. "a person opens the car door"')
-    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p)
+    _sampling_args(p), _model_args(p), _placement_args(p), _output_args(p), _where_args(p)
 
     p = sub.add_parser("batch", help="analyse many clips on all workers; resumable")
     p.add_argument("videos", nargs="+", metavar="VIDEO_OR_DIR")
@@ -210,7 +214,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from chord_core.analysis.engine import Engine
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime import outputs
 
@@ -229,6 +232,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         code = run_if_long(args, request.sampling)
         if code is not None:
             return code
+    url, why = choose_server(args)
+    if url is not None:  # a running service has the model loaded: no load here
+        doc = run_remote(url, why, args, query, ProgressLine(args.quiet))
+        emit(doc, args.json_out)
+        return 0
+    log.info("running in this process: %s", why)
+    from chord_core.analysis.engine import Engine
+
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)

@@ -81,6 +81,9 @@ ENV_VARS = (
            "ServiceSettings"),
     EnvVar("CHORD_API_MAX_TASKS", "most jobs one request may hold", "ServiceSettings"),
     EnvVar("CHORD_API_TIMEOUT_S", "longest a blocking request waits", "ServiceSettings"),
+    EnvVar("CHORD_SERVER", "a running Chord service the one-clip commands (describe, ground, "
+           "entail) submit to (URL; `local`: always load the model in the CLI's process; "
+           "unset: the service `serve` advertises in the data dir, if any)", "cli/remote.py"),
     EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
            "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
     EnvVar("CHORD_ALLOWED_HOSTS", "more Host names the app and the service accept "
@@ -133,7 +136,6 @@ MAX_PIXELS_DEFAULT = 768 * PATCH_PX * PATCH_PX
 TOKEN_BUDGET_DEFAULT = 24_000
 MAX_FRAMES_DEFAULT = 768
 MIN_FRAMES = 4
-GROUND_FPS_DEFAULT = 2.0
 # Grounding runs every frame as its own image request: a per-frame token cap keeps each
 # request cheap while leaving enough resolution for boxes (≈ 1 MP at most).
 GROUND_MAX_PIXELS_DEFAULT = 1280 * PATCH_PX * PATCH_PX
@@ -216,10 +218,6 @@ class ModelConfig:
             raise ConfigError(f"unknown decoder {self.decoder!r}",
                               hint=f"use one of: {', '.join(DECODERS)}")
         object.__setattr__(self, "strategy", engine_strategy(self.strategy))
-
-    @property
-    def is_test_model(self) -> bool:
-        return self.model in TEST_MODELS
 
     def with_overrides(self, **kwargs: object) -> ModelConfig:
         return replace(self, **{k: v for k, v in kwargs.items() if v is not None})

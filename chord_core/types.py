@@ -12,12 +12,15 @@ Sizes are ``(width, height)`` tuples named ``*_wh``. Times are seconds from the 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from chord_core.families import DEFAULT_FAMILY, FAMILIES
 
 SCHEMA = "chord.result/v1"
-Task = Literal["describe", "ground", "entail"]
+# every ProgressEvent.stage (the UI has a label for each: chord_ui/formatting.STAGE_LABELS)
+STAGES = ("probe", "sampling", "loading_model", "placed", "decoding", "preprocess",
+          "generating", "grounding_frames", "scoring", "checking", "tracking", "rendering",
+          "done", "chunks", "chapters", "summary", "grounding")
 
 
 def _plain(obj: Any) -> Any:
@@ -378,9 +381,11 @@ class Result:
 class ProgressEvent:
     """A step of a running analysis, for progress bars and logs.
 
-    ``stage`` is one of: probe, sampling, loading_model, decoding, preprocess, generating,
-    grounding_frames, tracking, rendering, done. ``done``/``total`` count units of the stage
-    (frames, batches); ``total`` 0 means indeterminate.
+    ``stage`` is one of ``STAGES``: probe, sampling, loading_model, placed (where the model
+    went), decoding, preprocess, generating, grounding_frames, scoring (box scores), checking
+    (a statement's frames, or a long-video search's hits), tracking, rendering, done; a long
+    run's stages are chunks, chapters, summary and grounding (its chunks). ``done``/``total``
+    count units of the stage (frames, batches, chunks); ``total`` 0 means indeterminate.
     """
 
     stage: str

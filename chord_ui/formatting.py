@@ -23,9 +23,16 @@ STAGE_LABELS = {
     "preprocess": "Preparing frames",
     "generating": "Generating",
     "grounding_frames": "Looking for the target",
+    "placed": "Placing the model",
+    "scoring": "Scoring the boxes",
+    "checking": "Checking the statement",
     "tracking": "Tracking",
     "rendering": "Rendering",
     "done": "Done",
+    "chunks": "Describing the chunks",
+    "chapters": "Writing the chapters",
+    "summary": "Summarising",
+    "grounding": "Grounding the chunks",
 }
 
 

@@ -58,15 +58,28 @@ def pid1_args(path: str = "/proc/1/cmdline") -> list[str]:
     return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
 
 
+def _state(body: bytes) -> str:
+    """The service's ``status`` field (ready / loading / failed) from a /health body, or ""."""
+    import json
+
+    try:
+        doc = json.loads(body[:65536])
+    except ValueError:
+        return ""
+    return str(doc.get("status", "")) if isinstance(doc, dict) else ""
+
+
 def check(url: str, timeout: float = 5.0) -> bool:
-    """True when ``url`` answers HTTP 200; logs what it got either way."""
+    """True when ``url`` answers HTTP 200; logs what it got either way, with the API's state
+    (``loading`` while the model loads, ``failed`` with its error) so ``docker inspect``'s
+    health log says why the app+API container is unhealthy."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (127.0.0.1)
             ok = resp.status == 200
-            log.info("%s %s %s", "ok" if ok else "FAIL", url, resp.status)
+            log.info("%s %s %s %s", "ok" if ok else "FAIL", url, resp.status, _state(resp.read()))
             return ok
     except urllib.error.HTTPError as exc:
-        log.info("FAIL %s %s", url, exc.code)
+        log.info("FAIL %s %s %s", url, exc.code, _state(exc.read()))
     except (urllib.error.URLError, OSError) as exc:
         log.info("FAIL %s %s", url, getattr(exc, "reason", exc))
     return False

@@ -9,6 +9,19 @@ from pathlib import Path
 import pytest
 
 
+# The tiers: `bash run_tests.sh` with no arguments leaves `slow` out (the default suite, meant
+# to stay within 10 minutes on 2 cores); `bash run_tests.sh -m slow` runs the rest, and CI runs
+# both. Every browser test (`e2e`) and every test on a local Ray head counts as slow.
+_SLOW_MODULES = frozenset({"test_ray.py"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("e2e") or item.path.name in _SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_env(tmp_path_factory: pytest.TempPathFactory):
     """Keep tests away from the user's caches, data and the network."""

@@ -75,10 +75,6 @@ class Overlay:
         self.text_scale = text_scale
         self._annotators: dict[tuple[int, float], tuple[Any, Any]] = {}
 
-    @staticmethod
-    def color_rgb(track_id: int) -> tuple[int, int, int]:
-        return track_color(track_id)
-
     def _sizes(self, wh: tuple[int, int]) -> tuple[int, float]:
         short = min(wh)
         thickness = self.thickness or max(2, round(short / 240))

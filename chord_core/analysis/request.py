@@ -75,6 +75,7 @@ class AnalysisRequest:
             raise ConfigError("checking a statement needs the statement",
                               hint='say what should be true, e.g. "a person opens the car '
                                    'door"')
+        self._check_query_as_the_model_takes_it()
         if self.task == "describe":
             check_max_new_tokens(self.max_new_tokens)
         elif not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_RANGE[1]:
@@ -82,6 +83,18 @@ class AnalysisRequest:
                               f"{MAX_NEW_TOKENS_RANGE[1]}, got {self.max_new_tokens}",
                               hint=f"grounding answers are short; {GROUND_MAX_NEW_TOKENS} is "
                                    "plenty")
+
+    def _check_query_as_the_model_takes_it(self) -> None:
+        """The target and the statement pass the same checks here as where the prompt is
+        built (a 301-character target used to be queued, then fail in the worker)."""
+        if self.task == "ground":
+            from chord_core.model.prompts import clean_target
+
+            clean_target(self.query)
+        elif self.task == "entail":
+            from chord_core.analysis.entailment import clean_statement
+
+            clean_statement(self.query)
 
     def to_dict(self) -> dict:
         return {"video_path": self.video_path, "task": self.task, "query": self.query,

@@ -19,7 +19,6 @@ from typing import Iterable
 from chord_core.longvideo.doc import ChaptersDoc
 from chord_core.longvideo.prompts import clock
 
-FORMATS = ("json", "vtt", "srt", "md")
 TEST_MODEL_NOTE = "test model — random weights; the text is meaningless"
 
 

@@ -17,7 +17,6 @@ from typing import Mapping
 from chord_core.errors import ConfigError, PlacementError
 
 DEFAULT_GPU_FRACTION = 0.9
-DTYPES = ("bfloat16", "float16", "float32")
 _DTYPE_ALIASES = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16",
                   "float16": "float16", "half": "float16", "fp32": "float32",
                   "float32": "float32", "float": "float32"}

@@ -185,7 +185,6 @@ def _what_would_fit(need: int, order: Sequence[GpuInfo]) -> str:
 
 
 # -- one engine in one process ------------------------------------------------------------
-ENGINE_STRATEGIES = ("auto", "single", "shard")
 
 
 @dataclass(frozen=True)

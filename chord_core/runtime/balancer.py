@@ -86,10 +86,6 @@ class Balancer:
         with self._lock:
             return {wid: w.weight for wid, w in self._w.items()}
 
-    def add_worker(self, worker_id: str, weight: float = 1.0) -> None:
-        with self._lock:
-            self._w.setdefault(worker_id, _WorkerLoad(max(1e-3, weight)))
-
     def speeds(self) -> dict[str, float]:
         with self._lock:
             return {wid: w.speed for wid, w in self._w.items()}

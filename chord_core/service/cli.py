@@ -118,11 +118,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"Chord service: http://{settings.host}:{settings.port} ({auth}); workers are "
           "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
     _leave_on_sigterm()
+    from chord_core.service.discovery import advertise, local_url, withdraw
+
+    advertised = advertise(local_url(settings.host, settings.port), cfg.model)
     try:
         uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,
                     timeout_graceful_shutdown=5)
     finally:
+        withdraw(advertised)  # the one-shot CLI stops sending here
         readers.close()
         runtime.manager.shutdown(timeout=10.0)
         if runtime.store is not None:

@@ -98,6 +98,12 @@ def job_error_entry(error: dict[str, Any] | None) -> dict[str, str]:
     return {"error": api.message, "hint": api.hint}
 
 
+def job_error_view(error: dict[str, Any] | None) -> dict[str, Any]:
+    """A failed job's error in its status view: the entry plus the HTTP ``status`` its class
+    maps to, so a client (the CLI) tells bad input (4xx, exit 2) from a fault."""
+    return {**job_error_entry(error), "status": from_job_error(error).status}
+
+
 def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
     errs = exc.errors()
     first = errs[0] if errs else {}

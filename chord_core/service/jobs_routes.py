@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
-from chord_core.service.http_errors import ApiError, job_error_entry
+from chord_core.service.http_errors import ApiError, job_error_view
 
 router = APIRouter()
 EVENTS_POLL_S = 0.2
@@ -182,7 +182,7 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
                 "query": st.spec.request.query, "submitted_at": st.submitted_at,
                 "started_at": st.started_at, "finished_at": st.finished_at,
                 "worker": st.worker, "progress": ev.to_dict() if ev else None,
-                "error": job_error_entry(st.error) if st.error else None, **_links(job_id)}
+                "error": job_error_view(st.error) if st.error else None, **_links(job_id)}
     row = rt.stored_job(job_id)
     if row is None:
         raise ApiError(404, f"no job {job_id!r}",
@@ -191,7 +191,7 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
             "submitted_at": row["submitted_at"], "started_at": row["started_at"],
             "finished_at": row["finished_at"], "worker": row["worker"],
             "progress": row["progress"],
-            "error": job_error_entry(row["error"]) if row["error"] else None, **_links(job_id)}
+            "error": job_error_view(row["error"]) if row["error"] else None, **_links(job_id)}
 
 
 @router.get("/v1/jobs/{job_id}")

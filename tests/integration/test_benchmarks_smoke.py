@@ -96,3 +96,15 @@ def test_qwen3_harness_cpu_mode(tmp_path):
     assert ground["two_pass"]["method"] == "two_pass"
     assert 0 < ground["two_pass"]["frames_grounded"] < 12
     assert ground["two_pass"]["latency_s"] > ground["two_pass"]["first_pass_s"] > 0
+
+
+def test_startup_benchmark_smoke_mode(tmp_path, tiny_model_dir):
+    proc = _run(["benchmarks/startup.py", "--smoke", "--timeout", "300"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((tmp_path / "startup.json").read_text())
+    for key in ("worker_ready_cold_s", "worker_ready_warm_s", "first_request_s",
+                "second_request_s", "cli_through_service_s", "cli_in_process_s"):
+        assert res[key] > 0, key
+    for name in ("cold", "warm"):  # the worker's own split, from /health
+        assert {"imports_s", "load_s", "total_s"} <= set(res[f"worker_startup_{name}"])
+    assert res["weights_mb"] > 0 and res["cli_in_process_load_s"] > 0

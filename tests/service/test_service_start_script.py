@@ -74,3 +74,74 @@ def test_app_and_service_start_together_and_stop_together(tiny_model_dir, tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _start_pair(tmp_path: Path, host: str, env_drop: tuple[str, ...] = ()
+                ) -> tuple[subprocess.Popen, int, int]:
+    """start_service.sh with the app and the service on free ports, in its own session."""
+    app_port, api_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if k not in env_drop}
+    env.update(CHORD_MODEL="test", CHORD_DATA_DIR=str(tmp_path / "data"), CHORD_CPU_WORKERS="1",
+               PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}")
+    proc = subprocess.Popen(["bash", str(SCRIPT), "--no-install", "--host", host,
+                             "--port", str(app_port), "--api-port", str(api_port)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    return proc, app_port, api_port
+
+
+def _child(proc: subprocess.Popen, word: str) -> int:
+    """The pid of the script's direct child whose command line holds ``word``."""
+    import psutil
+
+    for child in psutil.Process(proc.pid).children():
+        if word in " ".join(child.cmdline()):
+            return child.pid
+    raise AssertionError(f"no child running {word}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("victim", "other"), [("chord_core", "app"), ("streamlit", "api")],
+                         ids=["api-killed", "app-killed"])
+def test_a_killed_child_stops_the_whole_unit_non_zero(tiny_model_dir, tmp_path, victim,
+                                                      other) -> None:
+    """Supervision: SIGKILL to one child (no chance to clean up) → the script stops the other
+    and exits non-zero within seconds, so a container's restart policy sees a failure."""
+    proc, app_port, api_port = _start_pair(tmp_path, "127.0.0.1")
+    try:
+        deadline = time.monotonic() + 90
+        while not (_get(f"http://127.0.0.1:{app_port}/_stcore/health") == 200
+                   and _get(f"http://127.0.0.1:{api_port}/health") in (200, 503)):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "app and service did not both answer in 90 s"
+            time.sleep(0.5)
+        os.kill(_child(proc, victim), signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = proc.wait(20)
+        assert time.monotonic() - t0 < 15
+        assert rc == 128 + signal.SIGKILL, rc
+        err = proc.stderr.read()
+        assert "exited with status 137" in err and "stopping the other" in err
+        other_url = {"app": f"http://127.0.0.1:{app_port}/_stcore/health",
+                     "api": f"http://127.0.0.1:{api_port}/health"}[other]
+        assert _get(other_url) == 0, f"the {other} still answers after the unit exited"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_service_that_refuses_to_start_stops_the_unit(tmp_path) -> None:
+    """0.0.0.0 without CHORD_API_KEY: the service refuses at start, and the app it was started
+    beside does not stay up alone (the old script checked once after a 2 s sleep)."""
+    proc, app_port, _ = _start_pair(tmp_path, "0.0.0.0",
+                                    env_drop=("CHORD_API_KEY", "CHORD_API_NO_AUTH"))
+    try:
+        rc = proc.wait(60)
+        err = proc.stderr.read()
+        assert rc != 0 and "without an API key" in err, (rc, err)
+        assert "the HTTP service (chord_core serve) exited" in err
+        assert _get(f"http://127.0.0.1:{app_port}/_stcore/health") == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

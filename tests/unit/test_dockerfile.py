@@ -16,6 +16,7 @@ import posixpath
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -71,20 +72,49 @@ def requirement_files(script: str) -> set[str]:
     return found
 
 
-def test_installs_what_start_service_installs(docker: DockerfileParser) -> None:
-    """The README's install command is ./start_service.sh, which installs requirement files
-    into .venv; the image installs the same files (mapped back through their COPY)."""
+def load_script(name: str) -> ModuleType:
+    """A module of scripts/ (they are not a package), registered for dataclasses."""
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"),
+                                                  ROOT / "scripts" / name)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def arg_default(parser: DockerfileParser, name: str) -> str:
+    """The default of ``ARG name=…`` (quotes removed)."""
+    for value in instructions(parser, "ARG"):
+        key, _, default = value.strip().partition("=")
+        if key == name:
+            return default.strip().strip('"')
+    raise AssertionError(f"no ARG {name}")
+
+
+def test_installs_the_locks_of_what_start_service_installs(docker: DockerfileParser) -> None:
+    """The README's install command is ./start_service.sh, which installs requirements.txt
+    into .venv; the image installs requirements.lock — the same set, every version pinned and
+    hashed (scripts/check_lock.py proves the lock matches requirements.txt) — and every pip run
+    in the image checks hashes."""
     readme = (ROOT / "README.md").read_text()
     assert "./start_service.sh" in readme.split("## The two commands", 1)[1][:800]
-    wanted = requirement_files((ROOT / "start_service.sh").read_text())
-    assert wanted == {"requirements.txt"}
-    in_image = {dest: src for src, dest in copies(docker).items()}
-    installed = set()
-    for run in instructions(docker, "RUN"):
-        for f in requirement_files(run):
-            assert f in in_image, f"the image installs {f}, which no COPY puts there"
-            installed.add(in_image[f])
-    assert installed == wanted
+    assert requirement_files((ROOT / "start_service.sh").read_text()) == {"requirements.txt"}
+    assert arg_default(docker, "LOCK") == "requirements.lock"
+    check = load_script("check_lock.py")
+    assert check.check_pair(ROOT / "requirements.txt", ROOT / "requirements.lock") == []
+    sources = copies(docker)
+    assert sources["${LOCK}"] == "/tmp/locks/chord.lock"
+    runs = [r for r in instructions(docker, "RUN") if "pip install" in r]
+    assert runs and all("--require-hashes" in r for r in runs)
+    installed = {f for r in runs for f in re.findall(r"-r\s+(/tmp/locks/[\w.-]+)", r)}
+    assert installed == {"/tmp/locks/requirements-pip.lock", "/tmp/locks/chord.lock",
+                         "/tmp/locks/requirements-gpu.lock"}
+    # pip itself first, by hash; test-only packages never: the runtime lock has none
+    pip_lock, _ = check.pins(ROOT / "deploy" / "requirements-pip.lock")
+    assert set(pip_lock) == {"pip"}
+    runtime, _ = check.pins(ROOT / "requirements.lock")
+    assert not {"pytest", "playwright", "openai", "dockerfile-parse"} & set(runtime)
 
 
 def test_copies_what_the_app_needs(docker: DockerfileParser) -> None:
@@ -93,7 +123,8 @@ def test_copies_what_the_app_needs(docker: DockerfileParser) -> None:
     assert not missing, f"the image lacks {missing}"
     assert sources["app.py"] == "/app/app.py"
     for src in sources:
-        assert (ROOT / src).exists(), f"COPY {src}: no such file in the repository"
+        path = arg_default(docker, src[2:-1]) if src.startswith("${") else src
+        assert (ROOT / path).exists(), f"COPY {src}: no such file in the repository"
 
 
 def dockerignore_patterns() -> list[str]:
@@ -152,14 +183,25 @@ BASE_PYTHON = {"ubuntu20.04": (3, 8), "ubuntu22.04": (3, 10), "ubuntu24.04": (3,
 PYTHON_FLOOR = (3, 11)
 
 
-def test_base_is_a_build_argument_with_python_the_requirements_need(
+def test_base_is_a_build_argument_named_by_digest_with_python_the_requirements_need(
         docker: DockerfileParser) -> None:
     first = docker.structure[[i["instruction"] for i in docker.structure].index("FROM")]
     assert first["value"].strip() == "${BASE}"
-    assert docker.baseimage.startswith("nvidia/cuda:")   # the ARG's default: a CUDA runtime
-    known = [v for k, v in BASE_PYTHON.items() if docker.baseimage.endswith(k)]
-    assert known, f"which python3 does {docker.baseimage} have? add it to BASE_PYTHON"
-    assert known[0] >= PYTHON_FLOOR, f"{docker.baseimage} has Python {known[0]}"
+    tag, _, digest = docker.baseimage.partition("@")
+    assert tag.startswith("nvidia/cuda:")   # the ARG's default: a CUDA base
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", digest), "name the base by digest"
+    known = [v for k, v in BASE_PYTHON.items() if tag.endswith(k)]
+    assert known, f"which python3 does {tag} have? add it to BASE_PYTHON"
+    assert known[0] >= PYTHON_FLOOR, f"{tag} has Python {known[0]}"
+
+
+def test_apt_installs_pinned_versions_from_a_dated_snapshot(docker: DockerfileParser) -> None:
+    pins = arg_default(docker, "APT_PINS").split()
+    assert pins and all(re.fullmatch(r"[a-z0-9.+-]+=[0-9][\w.+~:-]*", p) for p in pins), pins
+    assert re.fullmatch(r"\d{8}T\d{6}Z", arg_default(docker, "APT_SNAPSHOT"))
+    (apt,) = [r for r in instructions(docker, "RUN") if "apt-get install" in r]
+    assert "${APT_PINS}" in apt and '--snapshot "${APT_SNAPSHOT}"' in apt
+    assert "upgrade" not in apt   # an upgrade would take whatever is newest
 
 
 def load_health() -> ModuleType:
@@ -264,3 +306,37 @@ def test_compose_publishes_on_loopback_only(compose: dict[str, Any]) -> None:
     for svc in compose["services"].values():
         for p in svc["ports"]:
             assert str(p).startswith("127.0.0.1:"), p
+
+
+@pytest.mark.parametrize(("code", "body", "ok", "said"), [
+    (200, b'{"status": "ready", "workers": []}', True, "ok"),
+    (503, b'{"status": "loading", "error": "the model is still loading"}', False, "loading"),
+    (503, b'{"status": "failed", "error": "out of memory"}', False, "failed"),
+    (200, b"ok", True, "ok"),
+], ids=["api-ready", "api-loading", "api-failed", "app-plain"])
+def test_healthcheck_reports_the_api_state(code: int, body: bytes, ok: bool, said: str,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A real HTTP server on 127.0.0.1 answers as the service's /health does: the check's
+    status follows the code and its log line names the service's state."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with caplog.at_level("INFO", logger="chord.health"):
+            url = f"http://127.0.0.1:{server.server_address[1]}/health"
+            assert load_health().check(url, timeout=5) is ok
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert said in caplog.text and str(code) in caplog.text
