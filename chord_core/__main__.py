@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from chord_core.cli.batch import cmd_batch
+from chord_core.cli.example import cmd_example_clip
 from chord_core.cli.output import ProgressLine, emit, sampling_from
 from chord_core.cli.remote import add_args as _where_args
 from chord_core.cli.remote import choose_server, run_remote
@@ -179,7 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
         add_parser as add_serve_parser,  # light: argparse only
     )
 
+    from chord_core.cli.example import add_parser as add_example_parser
+
     add_serve_parser(sub, _model_args)
+    add_example_parser(sub)
     add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
     from chord_core.cli.library import add_library_args
 
@@ -295,6 +299,7 @@ COMMANDS = {"probe": cmd_probe, "batch": cmd_batch, "describe": cmd_analyze, "gr
             "entail": cmd_analyze,
             "export": cmd_export, "serve": cmd_serve, "make-tiny-model": cmd_make_tiny_model}
 COMMANDS.update(LONG_VIDEO_COMMANDS)
+COMMANDS["example-clip"] = cmd_example_clip
 
 
 def cmd_search(args: argparse.Namespace) -> int:

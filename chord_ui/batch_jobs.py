@@ -27,7 +27,7 @@ from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
-from chord_ui.formatting import human_duration, progress_fraction, stage_text
+from chord_ui.formatting import human_duration, progress_fraction, sentence_start, stage_text
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def clip_state(clip: BatchClip, manager: Any, store: Any) -> ClipState:
     if clip.error is not None:
         return ClipState(clip, "failed", stage="could not be queued", error=clip.error)
     if clip.skipped:
-        return ClipState(clip, "skipped", stage=clip.skipped[:1].upper() + clip.skipped[1:],
+        return ClipState(clip, "skipped", stage=sentence_start(clip.skipped),
                          progress=1.0)
     try:
         st = manager.status(clip.job_id)
@@ -192,6 +192,8 @@ def clip_state(clip: BatchClip, manager: Any, store: Any) -> ClipState:
         stage = (st.error or {}).get("message", "failed")
     elif state == "queued":
         stage = "Waiting for a worker"
+    elif state in ("done", "cancelled"):  # not the last stage it went through ("Generating")
+        stage = "Done" if state == "done" else "Cancelled"
     else:
         stage = stage_text(st.last_event, state)
     return ClipState(clip, state, worker=st.worker or "", stage=stage,
@@ -288,7 +290,8 @@ def summary(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
 
 def batch_zip(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
               manager: Any, store: Any) -> bytes:
-    """A ZIP of every result JSON (done and skipped clips) plus summary.json."""
+    """A ZIP of every result JSON (done and skipped clips) plus summary.json. Each result
+    carries the user's own file name in ``video.name``, as the Analyze download does."""
     buf = io.BytesIO()
     used: set[str] = set()
     names: dict[str, str] = {}
@@ -299,6 +302,7 @@ def batch_zip(run: BatchRun, states: Sequence[ClipState], metrics: BatchMetrics,
             doc = result_doc(s.clip, manager, store)
             if doc is None:
                 continue
+            doc = {**doc, "video": {**(doc.get("video") or {}), "name": s.clip.name}}
             name = out_name(Path(s.clip.name.replace("/", "_")), run.task, used)
             names[s.clip.name] = name
             zf.writestr(name, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

@@ -32,7 +32,7 @@ from chord_ui.batch_jobs import (
     table_rows,
     worker_rows,
 )
-from chord_ui.formatting import human_bytes, human_duration, md_escape
+from chord_ui.formatting import human_bytes, human_duration, md_escape, root_example
 from chord_ui.i18n import t
 from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
@@ -64,7 +64,7 @@ def clip_inputs() -> list[PendingClip]:
                                accept_multiple_files=True, key=_uploads_key(),
                                help=t("Many files at once: mp4, avi, mov, mkv or webm"))
     folder = st.text_input(t("…and/or a folder on this machine"), key=K_FOLDER,
-                           placeholder="/data/videos",
+                           placeholder=root_example(),
                            help=t("Every video file in the folder and its subfolders is "
                                   "queued; the folder must be under the media roots "
                                   "(CHORD_MEDIA_ROOTS) on the machine running Chord: {roots}.",
@@ -252,9 +252,9 @@ def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
                                                  "the stored result is reused."))
     cols[3].metric(t("Throughput"), t("{n}/min", n=f"{metrics.per_min:.1f}"),
                    help=t("Clips analysed per minute since the batch began."))
-    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}",
+    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}" if done else "—",
                    help=t("Σ worker busy time / wall time since the batch began: how many "
-                          "workers were kept busy on average."))
+                          "workers were kept busy on average (shown once a clip is done)."))
     frac = finished / metrics.total if metrics.total else 1.0
     took = (t("{finished} of {total} finished · running for {time}") if live
             else t("{finished} of {total} finished · took {time}"))

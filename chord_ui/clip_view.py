@@ -19,6 +19,7 @@ from chord_ui.formatting import human_bytes, md_escape, video_facts
 from chord_ui.i18n import lang, t
 from chord_ui.previews import (
     PREVIEW_MAX_S,
+    failed_marker,
     make_preview,
     plays_in_browser,
     preview_file,
@@ -81,31 +82,47 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
     out = preview_file(clip.key)
     if out.exists():
         return str(out)
-    if info is not None and info.duration_s > PREVIEW_MAX_S:
-        return None
+    if (info is not None and info.duration_s > PREVIEW_MAX_S) or failed_marker(out).exists():
+        return None  # a failed preview was logged once, when it failed
     try:
         with st.spinner(t("Making a browser-playable preview…")):
-            make_preview(clip.path, out)
+            make_preview(clip.path, out, info=info)
     except Exception as exc:  # noqa: BLE001 — a preview is a convenience: never fatal
         log.warning("no browser preview of %s: %s", clip.path, exc)
         return None
     return str(out)
 
 
+POSTER_DARK = 24  # mean brightness (0–255) under which a candidate poster counts as black
+
+
+def poster_indices(info: VideoInfo) -> list[int]:
+    """Frames a poster may come from: the first, then 1, 3 and 10 s in (films fade in from
+    black: Megamind.avi's first frame is black), all within the clip's frames."""
+    fps = info.fps if info.fps > 0 else 25.0
+    last = max(0, info.frame_count - 1)
+    return sorted({min(last, round(s * fps)) for s in (0.0, 1.0, 3.0, 10.0)})
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
-def _poster(path: str, clip_key: str, width: int, height: int):  # noqa: ANN202
+def _poster(path: str, clip_key: str, width: int, height: int, indices: tuple[int, ...]
+            ):  # noqa: ANN202
+    """The first candidate frame that is not (nearly) black, else the brightest one."""
     from chord_core.media.video import read_frames
 
-    frames, _ = read_frames(path, [0], size_wh=(width, height))
-    return frames[0]
+    frames, _ = read_frames(path, list(indices), size_wh=(width, height))
+    means = [float(f.mean()) for f in frames]
+    bright = [k for k, m in enumerate(means) if m >= POSTER_DARK]
+    return frames[bright[0] if bright else max(range(len(means)), key=means.__getitem__)]
 
 
 def _show_poster(clip: ClipSource, info: VideoInfo) -> None:
     w = min(POSTER_W, info.width)
     h = max(2, round(info.height * w / max(1, info.width)))
     try:
-        st.image(_poster(clip.path, clip.key, w, h), caption=t("First frame (no playable "
-                 "preview of this file)"), width="stretch")
+        st.image(_poster(clip.path, clip.key, w, h, tuple(poster_indices(info))),
+                 caption=t("A frame of the clip (no playable preview of this file)"),
+                 width="stretch")
     except (ChordError, IndexError, OSError) as exc:
         log.warning("no poster for %s: %s", clip.path, exc)
 

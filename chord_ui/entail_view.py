@@ -1,5 +1,7 @@
-"""The "Check a statement" results: the verdict, a probability curve over time, the moments
-that support or contradict the statement, and exports. Statement text is escaped."""
+"""The "Check a statement" results: the verdict, the clip in the page's player (the moments
+that support the statement marked on its timeline), a probability curve over time, the
+moments that support or contradict the statement, and exports. A click on the curve or a row
+of the moments table moves the player there. Statement text is escaped."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from chord_ui.formatting import (
     verdict_line,
 )
 from chord_ui.i18n import lang, t
+from chord_ui.player import seek_on_select, show_long_player
+from chord_ui.uploads import ClipSource, servable
 
 ICONS = {"entailment": ":material/check_circle:", "contradiction": ":material/cancel:",
          "neutral": ":material/help:"}
@@ -56,7 +60,59 @@ def moments_rows(result: Result) -> list[dict[str, Any]]:
              "contradiction": round(f.contradiction, 3)} for f in frames]
 
 
-def show(result: Result, clip_name: str, job_id: str) -> None:
+def moments_text(times: tuple[float, ...] | list[float], limit: int = MOMENTS_SHOWN) -> str:
+    """``1.0 s, 2.5 s, … (12 of 38)``: the first ``limit`` moments, and how many there are."""
+    if not times:
+        return t("none")
+    shown = ", ".join(f"{s:.1f} s" for s in times[:limit])
+    if len(times) <= limit:
+        return shown
+    return shown + " … " + t("({n} of {total})", n=limit, total=len(times))
+
+
+def _player(result: Result, clip: ClipSource, job_id: str) -> bool:
+    """The clip in the player, supporting moments marked; False where there is none (an
+    image, a file outside the roots, no playable preview)."""
+    from chord_ui.clip_view import playable_path
+
+    ent = result.entailment
+    if len(ent.frames) < 2 or not servable(clip.path):
+        return False
+    playable = playable_path(clip, result.video)
+    if playable is None:
+        return False
+    ranges = [{"start": max(0.0, s - 0.25), "end": s + 0.25, "label": t("Supports it")}
+              for s in ent.supporting_s]
+    show_long_player(result.video, playable, job_id, chapters=[], ranges=ranges)
+    return True
+
+
+def _moments(result: Result, job_id: str, icon: str, seekable: bool) -> None:
+    ent = result.entailment
+    st.markdown(f"{icon} **{t('Supports it at:')}** {moments_text(ent.supporting_s)}  \n"
+                f"**{t('Contradicts it at:')}** {moments_text(ent.contradicting_s)}")
+    longest = max(len(ent.supporting_s), len(ent.contradicting_s))
+    if longest > MOMENTS_SHOWN:
+        with st.expander(t("All moments ({n})", n=len(ent.supporting_s)
+                           + len(ent.contradicting_s))):
+            st.markdown(f"**{t('Supports it at:')}** {moments_text(ent.supporting_s, 10**6)}"
+                        f"  \n**{t('Contradicts it at:')}** "
+                        f"{moments_text(ent.contradicting_s, 10**6)}")
+    key = f"mom-{job_id}"
+    rows = moments_rows(result)
+    config = {k: t(k) for k in ("time (s)", "frame", "verdict", "entailment", "neutral",
+                                "contradiction")}
+    if not seekable:
+        st.dataframe(rows, hide_index=True, height=220, key=key, column_config=config)
+        return
+    times = [float(r["time (s)"]) for r in rows]
+    st.caption(t("Click the curve or select a row to see that moment in the player."))
+    st.dataframe(rows, hide_index=True, height=220, key=key, column_config=config,
+                 on_select=lambda: seek_on_select(job_id, key, times),
+                 selection_mode="single-row")
+
+
+def show(result: Result, clip: ClipSource, job_id: str) -> None:
     """The whole view for one entailment result."""
     ent = result.entailment
     if ent is None:
@@ -72,23 +128,25 @@ def show(result: Result, clip_name: str, job_id: str) -> None:
         col.metric(t(label), f"{ent.probabilities.get(label, 0.0):.2f}",
                    help=t("overall probability (see the verdict rule in the README)"))
     if len(ent.frames) > 1:
-        st.plotly_chart(curve_figure(result), key=f"curve-{job_id}",
-                        config={"displayModeBar": False})
-        support = ", ".join(f"{s:.1f} s" for s in ent.supporting_s[:MOMENTS_SHOWN]) or t("none")
-        against = (", ".join(f"{s:.1f} s" for s in ent.contradicting_s[:MOMENTS_SHOWN])
-                   or t("none"))
-        st.markdown(f"{icon} **{t('Supports it at:')}** {support}  \n"
-                    f"**{t('Contradicts it at:')}** {against}")
-        st.dataframe(moments_rows(result), hide_index=True, height=220, key=f"mom-{job_id}",
-                     column_config={k: t(k) for k in ("time (s)", "frame", "verdict",
-                                                      "entailment", "neutral", "contradiction")})
+        viewer, side = st.columns([3, 2], gap="large")
+        with viewer:
+            seekable = _player(result, clip, job_id)
+        with side:
+            key = f"curve-{job_id}"
+            if seekable:
+                st.plotly_chart(curve_figure(result), key=key, config={"displayModeBar": False},
+                                on_select=lambda: seek_on_select(job_id, key),
+                                selection_mode="points")
+            else:
+                st.plotly_chart(curve_figure(result), key=key, config={"displayModeBar": False})
+        _moments(result, job_id, icon, seekable)
     st.caption(t("{model} · {n} frame(s) checked · {total} total",
                  model=md_escape(result.model.id), n=len(ent.frames),
                  total=human_duration(result.timing.total_s)))
     import json
 
     st.download_button(t("Result (.json)"), json.dumps(result.to_dict(), indent=2),
-                       file_name=f"{Path(clip_name).stem}.entail.json", mime="application/json",
+                       file_name=f"{Path(clip.name).stem}.entail.json", mime="application/json",
                        key=f"ejson-{job_id}", on_click="ignore", icon=":material/data_object:")
 
 

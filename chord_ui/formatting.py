@@ -150,6 +150,27 @@ def progress_fraction(events: Iterable[ProgressEvent], state: str) -> float:
     return min(1.0, base + span * frac)
 
 
+def root_example(name: str = "") -> str:
+    """A path under the first media root (``…/media/clip.mp4``) for a box's placeholder: an
+    example a user may really type (``/data/videos`` was not a root)."""
+    from chord_core.media.roots import configured_roots
+
+    roots = configured_roots()
+    if not roots:
+        return ""
+    return str(roots[0] / name) if name else str(roots[0])
+
+
+def sentence_start(text: str) -> str:
+    """``text`` with a capital first letter, unless it starts with a name that must stay as
+    written: a file name or path (``notavideo.mp4 is not…`` must not become ``Notavideo.mp4``),
+    an id, a quoted text."""
+    first = text.split(" ", 1)[0].rstrip(":,;.!?")
+    if not first.isalpha():
+        return text
+    return text[:1].upper() + text[1:]
+
+
 def summary_line(result: Any) -> str:
     """The one-line grounding outcome, said plainly, e.g.
     ``“the red car” appears in 2 segments: 3.5–7.0 s, 12.0–15.5 s`` or

@@ -25,7 +25,7 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
-from chord_ui.formatting import md_escape
+from chord_ui.formatting import md_escape, root_example, sentence_start
 from chord_ui.i18n import t
 from chord_ui.uploads import (
     VIDEO_TYPES,
@@ -214,7 +214,7 @@ def clip_input() -> ClipSource | None:
     st.file_uploader(t("Upload a video"), type=list(VIDEO_TYPES), key=_upload_key(),
                      on_change=_on_upload, help=t("mp4, avi, mov, mkv or webm"))
     st.text_input(t("…or the path of a video on this machine"), key=K_PATH,
-                  on_change=_on_path, placeholder="/data/videos/clip.mp4",
+                  on_change=_on_path, placeholder=root_example("clip.mp4"),
                   help=t("Big local files need no upload; the path must exist on the machine "
                          "running Chord."))
     clip = st.session_state.get(K_CLIP)
@@ -234,31 +234,33 @@ def clip_input() -> ClipSource | None:
     return clip
 
 
-def task_input() -> tuple[str, str]:
-    """Mode (describe / ground) and its text; returns (task, query)."""
+def task_input(prefix: str = "") -> tuple[str, str]:
+    """Mode (describe / ground) and its text; returns (task, query). ``prefix`` gives a page
+    its own widgets (Batch: ``batch_``), so it does not silently inherit Analyze's mode and
+    target."""
     # No default= here: History's "Open in Analyze" and a job link set the mode through
     # Session State, and a widget given both warns on every use.
-    if st.session_state.get(K_TASK) not in TASKS:
-        st.session_state[K_TASK] = "describe"
+    if st.session_state.get(prefix + K_TASK) not in TASKS:
+        st.session_state[prefix + K_TASK] = "describe"
     task = st.segmented_control(t("Mode"), list(TASKS), format_func=lambda k: t(TASKS[k]),
-                                key=K_TASK, persist_state=PERSIST,
+                                key=prefix + K_TASK, persist_state=PERSIST,
                                 required=True) or "describe"
     if task == "ground":
-        query = st.text_input(t("Target"), key=K_TARGET, persist_state=PERSIST,
+        query = st.text_input(t("Target"), key=prefix + K_TARGET, persist_state=PERSIST,
                               placeholder=t("e.g. the cyclist in a red helmet"),
                               help=t("Chord looks for it on every sampled frame, then links "
                                      "the boxes into tracks and time segments."))
-        st.checkbox(t("Score each box"), key=K_SCORES, persist_state=PERSIST,
+        st.checkbox(t("Score each box"), key=prefix + K_SCORES, persist_state=PERSIST,
                     help=t("The probability that the box shows the target, checked by the "
                            "model on the box's crop; lets you filter weak boxes. Slower."))
     elif task == "entail":
-        query = st.text_input(t("Statement"), key=K_STATEMENT, persist_state=PERSIST,
+        query = st.text_input(t("Statement"), key=prefix + K_STATEMENT, persist_state=PERSIST,
                               placeholder=t("e.g. a person opens the car door"),
                               help=t("Chord checks it on every sampled frame: a probability "
                                      "curve over time, an overall verdict, and the moments "
                                      "that support or contradict it."))
     else:
-        query = st.text_area(t("Prompt (optional)"), key=K_PROMPT, persist_state=PERSIST,
+        query = st.text_area(t("Prompt (optional)"), key=prefix + K_PROMPT, persist_state=PERSIST,
                              height=90,
                              placeholder=t("Leave empty for a detailed description, or ask "
                                            "something specific about the clip."))
@@ -272,6 +274,6 @@ def show_error(err: dict | ChordError) -> None:
     data = err.to_dict() if isinstance(err, ChordError) else err
     message, hint = localized(str(data.get("message") or "something went wrong"),
                               str(data.get("hint") or ""))
-    text = md_escape(message[:1].upper() + message[1:])  # messages quote paths, names, text
+    text = md_escape(sentence_start(message))  # messages quote paths, names, text
     st.error(text + (f"\n\n**{t('How to fix:')}** {md_escape(hint)}" if hint else ""),
              icon=":material/error:")

@@ -73,7 +73,7 @@ ZH: dict[str, str] = {
     "uploaded": "已上传", "local file": "本地文件",
     "Duration": "时长", "Frame rate": "帧率", "Size": "尺寸", "Codec": "编码", "Rotation": "旋转",
     "Making a browser-playable preview…": "正在生成可在浏览器中播放的预览…",
-    "First frame (no playable preview of this file)": "第一帧（此文件没有可播放的预览）",
+    "A frame of the clip (no playable preview of this file)": "片段中的一帧（此文件没有可播放的预览）",
     "Browsers cannot play {ext} files: this is an H.264 preview made for the page. Analysis "
     "reads the original.": "浏览器无法播放 {ext} 文件：这是为页面生成的 H.264 预览。分析读取的是原文件。",
     "How to fix:": "解决办法：",
@@ -175,9 +175,16 @@ ZH: dict[str, str] = {
         "运行时逐段描述，再把各段合并成章节。",
     "Run grounds the whole clip in chunks at {fps} frame(s) per second.":
         "运行时以每秒 {fps} 帧分段定位整段视频。",
-    "**Long video** — {duration} is past the long-video threshold of {threshold} "
-    "(CHORD_LONG_VIDEO_S).": "**长视频** — {duration} 超过长视频阈值 {threshold}"
-                             "（CHORD_LONG_VIDEO_S）。",
+    "**Long video** — {duration} is longer than {threshold}, so it is analysed in parts.":
+        "**长视频** — {duration} 长于 {threshold}，因此分段分析。",
+    "Chord will describe about {chunks} chunks of about {chunk} each, {pictures} pictures per "
+    "chunk, and merge them into about {chapters} chapter(s).":
+        "Chord 将描述约 {chunks} 段（每段约 {chunk}，每段 {pictures} 张画面），"
+        "再合并为约 {chapters} 个章节。",
+    "Chord will look for the target in {frames} pictures, one every {every}, in {jobs} jobs "
+    "of up to {per} pictures.": "Chord 将在 {frames} 张画面中查找目标（每 {every} 一张），"
+                                "分 {jobs} 个任务，每个最多 {per} 张。",
+    "{n} min": "{n} 分钟", "{n} s": "{n} 秒",
     "Describing chunks": "正在描述各段", "Writing chapter titles": "正在写章节标题",
     "Writing the summary": "正在写总结", "Grounding chunks": "正在定位各段",
     "Checking frames": "正在检查帧", "Starting": "正在开始",
@@ -186,7 +193,8 @@ ZH: dict[str, str] = {
     "**Search this video**": "**在视频中搜索**", "When does this happen?": "这件事何时发生？",
     "e.g. a person opens the car door": "例如：有人打开车门", "Search": "搜索",
     "Not found in the chapters checked ({n} frames).": "在检查过的章节中没有找到（{n} 帧）。",
-    "{start}–{end} · chapter {chapter} · score {score}":
-        "{start}–{end} · 第 {chapter} 章 · 得分 {score}",
+    "{span} · chapter {chapter} · score {score}": "{span} · 第 {chapter} 章 · 得分 {score}",
+    "at {at}": "在 {at}", "{start} to {end}": "{start} 至 {end}",
+    "Play from {at}": "从 {at} 播放",
     "Chapters JSON": "章节 JSON",
 }

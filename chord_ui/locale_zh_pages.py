@@ -74,7 +74,8 @@ ZH_PAGES: dict[str, str] = {
         "已用相同设置分析过：直接复用保存的结果。",
     "Clips analysed per minute since the batch began.": "自批次开始以来每分钟分析的视频数。",
     "Σ worker busy time / wall time since the batch began: how many workers were kept busy "
-    "on average.": "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙。",
+    "on average (shown once a clip is done).":
+        "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙（有视频完成后显示）。",
     "{finished} of {total} finished · running for {time}":
         "{total} 个中已完成 {finished} 个 · 已运行 {time}",
     "{finished} of {total} finished · took {time}": "{total} 个中已完成 {finished} 个 · 用时 {time}",
@@ -116,4 +117,16 @@ ZH_PAGES: dict[str, str] = {
     "A run of this clip stopped at {done}/{total} ({state}). Press **Run** to go on: "
     "finished chunks are kept.": "此视频的一次运行停在 {done}/{total}（{state}）。按 **运行** "
                                  "继续：已完成的分段会保留。",
+    "Select a row to see its frame in the player.": "选择一行即可在播放器中查看该帧。",
+    "Show this moment in the player": "在播放器中显示这一时刻",
+    "({n} of {total})": "（共 {total} 个，显示 {n} 个）",
+    "Supports it": "支持",
+    "Type what to look for to run.": "先输入要查找的内容，才能运行。",
+    "Type the statement to check to run.": "先输入要检查的陈述，才能运行。",
+    "Same clip, same settings: this is the earlier run's result, not a new analysis. Change "
+    "a setting to analyse it again.": "相同的视频、相同的设置：这是之前那次运行的结果，不是新的分析。"
+                                      "修改任一设置即可重新分析。",
+    "All moments ({n})": "全部时刻（{n}）",
+    "Click the curve or select a row to see that moment in the player.":
+        "点击曲线或选择一行，即可在播放器中查看该时刻。",
 }

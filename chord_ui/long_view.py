@@ -28,7 +28,7 @@ from chord_core.errors import ChordError
 from chord_core.types import VideoInfo
 from chord_ui import clip_view, resources
 from chord_ui.formatting import human_duration, md_escape, test_model_label
-from chord_ui.i18n import t
+from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
 from chord_ui.uploads import ClipSource, servable
 
@@ -143,12 +143,11 @@ def run_panel(clip: ClipSource, info: VideoInfo, task: str, query: str, model: s
               model_ok: bool) -> None:
     """The right column's Run for a long clip: what will happen, Run, live progress."""
     s = settings()
-    what = t("Run describes it chunk by chunk and merges the chunks into chapters.") \
-        if task == "describe" else \
-        t("Run grounds the whole clip in chunks at {fps} frame(s) per second.",
-          fps=f"{s.ground_fps:g}")
-    st.info(t("**Long video** — {duration} is past the long-video threshold of {threshold} "
-              "(CHORD_LONG_VIDEO_S).", duration=human_duration(info.duration_s),
+    from chord_ui.wording import long_plan_words
+
+    what = long_plan_words(s, info.duration_s, task, lang())
+    st.info(t("**Long video** — {duration} is longer than {threshold}, so it is analysed in "
+              "parts.", duration=human_duration(info.duration_s),
               threshold=human_duration(s.threshold_s)) + " " + what,
             icon=":material/view_timeline:")
     key = run_key(clip, task, query, model or "")
@@ -257,8 +256,27 @@ def _chapters(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str)
         with st.container(border=True):
             st.markdown(f"**{n}. {md_escape(c.title)}** · {_clock(c.start_s)}–{_clock(c.end_s)}")
             st.caption(md_escape(c.summary))
-    _search(clip, info, doc, key, model, found)
+            _seek_button(key, c.start_s, f"ch-{n}", playable is not None)
+    _search(clip, info, doc, key, model, found, playable is not None)
     _exports(clip, doc, key)
+
+
+def _seek_button(key: str, at: float, name: str, seekable: bool) -> None:
+    """A button that moves the player to ``at`` (only where there is a player)."""
+    if seekable:
+        from chord_ui.player import seek_to
+
+        st.button(t("Play from {at}", at=_clock(at)), key=f"seek-{key}-{name}",
+                  icon=":material/play_arrow:", type="tertiary", on_click=seek_to,
+                  args=(key, at))
+
+
+def span_text(start_s: float, end_s: float) -> str:
+    """A found range as times: ``at 16:50`` for one moment (not "16:50–16:50"), else
+    ``16:50 to 17:10``."""
+    if _clock(start_s) == _clock(end_s):
+        return t("at {at}", at=_clock(start_s))
+    return t("{start} to {end}", start=_clock(start_s), end=_clock(end_s))
 
 
 def _clock(t_s: float) -> str:
@@ -305,7 +323,7 @@ def _search_doc(key: str) -> Any:
 
 
 def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
-            found: Any) -> None:
+            found: Any, seekable: bool = False) -> None:
     from chord_ui import long_runs as lr
 
     st.markdown(t("**Search this video**"))
@@ -332,10 +350,11 @@ def _search(clip: ClipSource, info: VideoInfo, doc: Any, key: str, model: str,
         if not found.hits:
             st.caption(t("Not found in the chapters checked ({n} frames).",
                          n=found.frames_checked))
-        for h in found.hits:
-            st.markdown(t("{start}–{end} · chapter {chapter} · score {score}",
-                          start=_clock(h.start_s), end=_clock(h.end_s), chapter=h.chapter + 1,
+        for n, h in enumerate(found.hits):
+            st.markdown(t("{span} · chapter {chapter} · score {score}",
+                          span=span_text(h.start_s, h.end_s), chapter=h.chapter + 1,
                           score=f"{h.score:.2f}"))
+            _seek_button(key, h.start_s, f"hit-{n}", seekable)
 
 
 def _exports(clip: ClipSource, doc: Any, key: str) -> None:

@@ -22,7 +22,7 @@ from chord_core.config import (
     model_config_from_env,
 )
 from chord_ui import resources
-from chord_ui.formatting import human_bytes, md_escape, test_model_label
+from chord_ui.formatting import human_bytes, md_escape, sentence_start, test_model_label
 from chord_ui.i18n import t
 
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
@@ -176,7 +176,7 @@ def model_panel(model: str | None) -> bool:
         _loaded_state(model)
         return True
     message = (avail["message"] or "not on this machine").split(";")[0]
-    st.warning(md_escape(message[:1].upper() + message[1:] + "."), icon=":material/cloud_off:")
+    st.warning(md_escape(sentence_start(message) + "."), icon=":material/cloud_off:")
     if "/" in model and not model.startswith(("/", ".", "~")):
         _download_section(model, avail["size_bytes"])
     st.button(t("Use the test model instead"), on_click=_use_test_model, args=(model,),

@@ -1,6 +1,9 @@
 """The in-page player for grounding results: the clip (or its H.264 preview) in an HTML5
 video, the boxes drawn client-side on a canvas in sync with playback, and a timeline whose
-segments seek the player. ←/→ step one video frame, Space plays and pauses.
+segments seek the player. ←/→ step one video frame, Space plays and pauses. Everything else
+on the page that names a moment (key frames, detection rows, the statement chart, chapter
+cards, search hits) seeks it too, through ``seek_to`` (a numbered request in the session, so
+the same moment clicked twice seeks twice and a rerun seeks nobody).
 
 An ``st.components.v2`` component with the JavaScript and CSS shipped in ``chord_ui/static``
 (inline: nothing is fetched from the internet). Python hands it plain JSON built by
@@ -42,6 +45,31 @@ def track_name(track_id: int, label: str) -> str:
     return f"#{track_id}" + (f" {label}" if label else "")
 
 
+def seek_to(key: str, t_s: float) -> None:
+    """Ask the player of ``key`` to move to ``t_s`` on the next run (an ``on_click``)."""
+    name = f"chord-seek-{key}"
+    n = int((st.session_state.get(name) or {}).get("n", 0)) + 1
+    st.session_state[name] = {"t": round(max(0.0, float(t_s)), 4), "n": n}
+
+
+def pending_seek(key: str) -> dict[str, Any] | None:
+    """The latest seek request of ``key``'s player (``{"t", "n"}``), if any."""
+    return st.session_state.get(f"chord-seek-{key}")
+
+
+def seek_on_select(key: str, widget_key: str, times: list[float] | None = None) -> None:
+    """``on_select`` callback of a table (``times``: each row's time) or a chart (its points'
+    x): seek ``key``'s player to the selected moment. Callbacks run before the page does,
+    so the player placed above the table already gets the request."""
+    sel = (st.session_state.get(widget_key) or {}).get("selection") or {}
+    rows = list(sel.get("rows") or [])
+    points = list(sel.get("points") or [])
+    if times is not None and rows and 0 <= rows[0] < len(times):
+        seek_to(key, times[rows[0]])
+    elif points and points[0].get("x") is not None:
+        seek_to(key, float(points[0]["x"]))
+
+
 def player_data(result: Result, src: str, key: str, start_s: float = 0.0) -> dict[str, Any]:
     """Everything the player needs, as JSON-ready data (no HTML anywhere)."""
     from chord_core.analysis.render import result_max_gap, track_color_hex
@@ -72,7 +100,8 @@ def player_data(result: Result, src: str, key: str, start_s: float = 0.0) -> dic
     return {"src": src, "key": key, "fps": fps, "duration": round(duration, 4),
             "width": max(1, video.width), "height": max(1, video.height),
             "snap_s": 0.5 / fps, "max_gap_s": result_max_gap(result),
-            "start_s": round(start_s, 4), "detections": dets, "rows": ordered,
+            "start_s": round(start_s, 4), "seek": pending_seek(key), "detections": dets,
+            "rows": ordered,
             "samples": [round(x, 4) for x in times], "labels": _labels()}
 
 
@@ -93,7 +122,8 @@ def long_player_data(video: Any, src: str, key: str, *, chapters: list[dict[str,
     fps = video.fps if video.fps > 0 else 25.0
     return {"src": src, "key": key, "fps": fps, "duration": round(max(video.duration_s, 0.1), 4),
             "width": max(1, video.width), "height": max(1, video.height), "snap_s": 0.5 / fps,
-            "max_gap_s": 0.0, "start_s": 0.0, "detections": [], "rows": [], "samples": [],
+            "max_gap_s": 0.0, "start_s": 0.0, "seek": pending_seek(key), "detections": [],
+            "rows": [], "samples": [],
             "labels": _labels()} | timeline_marks(chapters, ranges)
 
 

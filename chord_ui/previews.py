@@ -10,6 +10,7 @@ import logging
 import os
 from fractions import Fraction
 from pathlib import Path
+from typing import Any, Iterator
 
 from chord_core.config import default_data_dir
 from chord_core.types import VideoInfo
@@ -20,6 +21,7 @@ PLAYABLE_CONTAINERS = {".mp4", ".webm", ".mov", ".m4v"}
 PLAYABLE_CODECS = {"h264", "avc1", "vp8", "vp9", "av1"}
 PREVIEW_MAX_W = 960
 PREVIEW_MAX_S = 20 * 60.0  # longer clips get no preview (it would take minutes to make)
+PREVIEW_TIME_BASE = Fraction(1, 90000)  # fine enough that a nudge of one tick is invisible
 
 
 def plays_in_browser(path: str, info: VideoInfo | None) -> bool:
@@ -42,11 +44,108 @@ def _even(n: int) -> int:
     return max(2, n - n % 2)
 
 
-def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W) -> Path:
-    """Transcode ``src``'s video stream to H.264 (no audio) at most ``max_w`` wide, each
-    frame keeping its presentation time. Written to a temp file, then moved in place."""
+def _preview_times(frames: Any, time_base: Fraction, rate: Fraction) -> Iterator[tuple[Any, int]]:
+    """(frame, pts in PREVIEW_TIME_BASE ticks from the first frame), strictly increasing.
+
+    The source's own presentation times are kept; a frame without one (AVI's packed B-frames,
+    some MPEG-4 part 2 files) is placed one frame interval after the one before, and a time
+    that does not increase (a repeated timestamp) moves one tick (11 µs) on: an MP4 muxer
+    refuses both ("Invalid argument", errno 22) and the whole preview was lost."""
+    start, last = None, -1
+    step = Fraction(1) / rate if rate else Fraction(1, 25)
+    for frame in frames:
+        if frame.pts is not None:
+            t = Fraction(frame.pts) * time_base
+            start = t if start is None else start
+            tick = round((t - start) / PREVIEW_TIME_BASE)
+        else:
+            tick = 0 if last < 0 else last + round(step / PREVIEW_TIME_BASE)
+        tick = max(tick, last + 1)
+        last = tick
+        yield frame, tick
+
+
+def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, str]) -> int:
+    """Write ``src``'s video as H.264 into ``tmp``; the number of frames written."""
     import av
 
+    written = 0
+    with av.open(src) as inp, av.open(str(tmp), "w", options=options) as dst:
+        vin = inp.streams.video[0]
+        w, h = vin.codec_context.width, vin.codec_context.height
+        scale = min(1.0, max_w / max(1, w))
+        ow, oh = _even(round(w * scale)), _even(round(h * scale))
+        rate = vin.average_rate or vin.guessed_rate or Fraction(25)
+        vout = _open_h264(dst, codec, (ow, oh), Fraction(rate))
+        for frame, tick in _preview_times(inp.decode(vin), vin.time_base, Fraction(rate)):
+            img = frame.reformat(width=ow, height=oh, format="yuv420p")
+            img.pts, img.time_base = tick, PREVIEW_TIME_BASE
+            for packet in vout.encode(img):
+                dst.mux(packet)
+            written += 1
+        for packet in vout.encode():
+            dst.mux(packet)
+    return written
+
+
+def _open_h264(dst: Any, codec: str, size_wh: tuple[int, int], rate: Fraction) -> Any:
+    vout = dst.add_stream(codec, rate=rate)
+    vout.width, vout.height, vout.pix_fmt = *size_wh, "yuv420p"
+    vout.time_base = vout.codec_context.time_base = PREVIEW_TIME_BASE
+    vout.options = {"crf": "26", "preset": "veryfast"}
+    return vout
+
+
+def _transcode_opencv(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo) -> int:
+    """The fallback for files PyAV cannot decode but Chord's OpenCV reader can: the frames
+    as Chord reads them (upright), at the probe's own frame times (``info.time_of``, the
+    times a result's detections carry), encoded by PyAV."""
+    import av
+
+    from chord_core.media.video import iter_frames
+
+    scale = min(1.0, max_w / max(1, info.width))
+    size = (_even(round(info.width * scale)), _even(round(info.height * scale)))
+    rate = Fraction(info.fps).limit_denominator(1001) if info.fps > 0 else Fraction(25)
+    written, last = 0, -1
+    with av.open(str(tmp), "w") as dst:
+        vout = _open_h264(dst, codec, size, rate)
+        for _, t_s, rgb in iter_frames(src, size_wh=size, time_of=info.time_of):
+            last = max(round(Fraction(t_s).limit_denominator(90000) / PREVIEW_TIME_BASE),
+                       last + 1)
+            img = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+            img.pts, img.time_base = last, PREVIEW_TIME_BASE
+            for packet in vout.encode(img):
+                dst.mux(packet)
+            written += 1
+        for packet in vout.encode():
+            dst.mux(packet)
+    return written
+
+
+def _write_any(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo | None) -> int:
+    """PyAV's own decode (with the MP4 index first, then without), then OpenCV's frames."""
+    errors = []
+    for options in ({"movflags": "+faststart"}, {}):
+        try:
+            return _transcode(src, tmp, codec, max_w, options)
+        except (OSError, ValueError, IndexError) as exc:  # av.FFmpegError is an OSError
+            errors.append(f"{type(exc).__name__}: {exc}")
+            log.info("preview of %s (%s) failed: %s", src, options or "no options", exc)
+    if info is None or info.width < 2:
+        raise ValueError("; ".join(errors))
+    return _transcode_opencv(src, tmp, codec, max_w, info)
+
+
+def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W,
+                 info: VideoInfo | None = None) -> Path:
+    """Transcode ``src``'s video stream to H.264 (no audio) at most ``max_w`` wide, each
+    frame keeping its presentation time. Written to a temp file, then moved in place. A
+    file PyAV cannot transcode is read as the analysis reads it (OpenCV, ``info``'s times).
+
+    A failure is remembered next to the preview (``failed_marker``) so that a page rerun
+    neither tries again nor logs it again; the next version of Chord (or a deleted marker)
+    tries again."""
     from chord_core.analysis.render import h264_encoder
     from chord_ui.uploads import private_dir
 
@@ -56,32 +155,20 @@ def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W) -> Path:
     private_dir(out.parent)
     tmp = out.with_name(out.stem + ".part.mp4")
     try:
-        with av.open(src) as inp, av.open(str(tmp), "w", options={"movflags": "+faststart"}
-                                          ) as dst:
-            vin = inp.streams.video[0]
-            w, h = vin.codec_context.width, vin.codec_context.height
-            scale = min(1.0, max_w / max(1, w))
-            ow, oh = _even(round(w * scale)), _even(round(h * scale))
-            rate = vin.average_rate or vin.guessed_rate or Fraction(25)
-            vout = dst.add_stream(codec, rate=rate)
-            vout.width, vout.height, vout.pix_fmt = ow, oh, "yuv420p"
-            vout.time_base = vin.time_base
-            vout.options = {"crf": "26", "preset": "veryfast"}
-            start = None  # times from the first frame, as the result's timestamps are
-            for frame in inp.decode(vin):
-                if frame.pts is None:
-                    continue
-                start = frame.pts if start is None else start
-                img = frame.reformat(width=ow, height=oh, format="yuv420p")
-                img.pts, img.time_base = frame.pts - start, vin.time_base
-                for packet in vout.encode(img):
-                    dst.mux(packet)
-            for packet in vout.encode():
-                dst.mux(packet)
+        written = _write_any(src, tmp, codec, max_w, info)
+        if not written:
+            raise ValueError("no video frame could be decoded")
         os.chmod(tmp, 0o600)
         os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except Exception as exc:
+        failed_marker(out).write_text(f"{type(exc).__name__}: {exc}\n")
         raise
-    log.info("made the browser preview %s of %s", out, src)
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("made the browser preview %s of %s (%d frames)", out, src, written)
     return out
+
+
+def failed_marker(out: Path) -> Path:
+    """Where a failed preview of ``out`` is remembered (its error text)."""
+    return out.with_suffix(".failed")

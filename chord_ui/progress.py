@@ -2,22 +2,25 @@
 
 The analysis runs in a worker process; this fragment only reads the manager's status every
 second, so the page never freezes. It shows the stage, a bar that moves with time once the
-frame loop's rate is measured, the time left, the queue position of a queued job, and
-Cancel. When the job finishes the fragment asks for one full rerun, which files the outcome
+time left is known (``chord_ui.eta``: the plan's whole cost learned from finished jobs, or
+the last frame loop's own rate; counting down between events), the queue position of a
+queued job, and Cancel. When the job finishes the fragment asks for one full rerun, which files the outcome
 and shows the results.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from chord_ui import resources
+from chord_ui.eta import Rate, counted_down, learn_rates, left_at_event
 from chord_ui.formatting import human_duration, md_escape, progress_fraction
 from chord_ui.i18n import lang, t
 from chord_ui.stages import stage_line
-from chord_ui.wording import progress_value, queue_position, time_left_s
+from chord_ui.wording import progress_value, queue_position
 
 if TYPE_CHECKING:
     from chord_core.runtime.jobs import JobStatus
@@ -30,8 +33,33 @@ def _cancel(job_id: str) -> None:
     resources.job_manager().cancel(job_id)
 
 
-def job_progress(job_id: str) -> None:
-    """Stage, progress bar, elapsed time and time left, Cancel, beside a resource strip."""
+@st.cache_data(ttl=60, show_spinner=False)
+def learned_rates() -> dict[tuple[str, str], Rate]:
+    """Cost per visual token by (model, task), from the store's latest finished jobs."""
+    store = resources.store()
+    docs = (store.get_result(j["job_id"]) for j in store.list_jobs(limit=40, state="done"))
+    return learn_rates(d for d in docs if d)
+
+
+def _left_now(status: JobStatus, plan: Any) -> float | None:
+    """Time left now: the estimate as of the latest event, counted down since the page
+    first saw that event."""
+    task = status.spec.request.task
+    model = status.spec.model or ""
+    rate = learned_rates().get((model, task))
+    tokens = int(getattr(plan, "visual_tokens", 0) or 0)
+    left = left_at_event(status.events, task, tokens, rate)
+    seen = st.session_state.setdefault("eta-seen", {})
+    mark = (status.job_id, len(status.events))
+    if mark not in seen:
+        seen.clear()
+        seen[mark] = time.time()
+    return counted_down(left, seen[mark])
+
+
+def job_progress(job_id: str, plan: Any = None) -> None:
+    """Stage, progress bar, elapsed time and time left, Cancel, beside a resource strip.
+    ``plan`` (the job's SamplingPlan) sizes the estimate before the job has measured itself."""
 
     @st.fragment(run_every=POLL_S)
     def poll() -> None:
@@ -39,7 +67,7 @@ def job_progress(job_id: str) -> None:
         status = manager.status(job_id)
         if status.state.finished and not status.settling:
             st.rerun()
-        left_s = time_left_s(status.events)
+        left_s = None if status.state.value == "queued" else _left_now(status, plan)
         with st.container(border=True, key="job-progress"):
             left, right = st.columns([3, 2], gap="medium")
             with left:

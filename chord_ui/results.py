@@ -29,7 +29,7 @@ from chord_ui.formatting import (
 )
 from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
-from chord_ui.player import show_player
+from chord_ui.player import seek_on_select, seek_to, show_player
 from chord_ui.uploads import ClipSource, exports_dir, servable
 from chord_ui.wording import ground_summary, grouped_notes, plan_numbers
 
@@ -70,7 +70,7 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
     if result.task == "ground":
         _grounding(result, clip, outcome.job_id)
     elif result.task == "entail":
-        entail_view.show(result, clip.name, outcome.job_id)
+        entail_view.show(result, clip, outcome.job_id)
     else:
         _description(result, clip, outcome.job_id)
     _notes(result)
@@ -131,15 +131,15 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
         with viewer:
             show_player(result, playable, job_id, start_s=_first_hit_s(result))
         with gallery:
-            _key_frames(result, clip)
+            _key_frames(result, clip, job_id)
     else:
         st.plotly_chart(timeline_figure(result), key=f"timeline-{job_id}",
                         config={"displayModeBar": False})
         if has_frames:
-            _key_frames(result, clip)
+            _key_frames(result, clip, None)
     st.markdown(t("**Detections** ({n})", n=len(result.detections)))
     if result.detections:
-        st.dataframe(detections_rows(result), hide_index=True, height=240, key=f"dets-{job_id}")
+        _detections_table(result, job_id, seekable=playable is not None)
     else:
         st.caption(t("No boxes on any sampled frame."))
     cols = st.columns(3)
@@ -171,7 +171,22 @@ def _first_hit_s(result: Result) -> float:
     return min((d.t_s for d in result.detections), default=0.0)
 
 
-def _key_frames(result: Result, clip: ClipSource) -> None:
+def _detections_table(result: Result, job_id: str, seekable: bool) -> None:
+    """The detections; with a player, selecting a row moves the player to its frame."""
+    key = f"dets-{job_id}"
+    if not seekable:
+        st.dataframe(detections_rows(result), hide_index=True, height=240, key=key)
+        return
+    st.caption(t("Select a row to see its frame in the player."))
+    times = [d.t_s for d in result.detections]
+    st.dataframe(detections_rows(result), hide_index=True, height=240, key=key,
+                 on_select=lambda: seek_on_select(job_id, key, times),
+                 selection_mode="single-row")
+
+
+def _key_frames(result: Result, clip: ClipSource, job_id: str | None) -> None:
+    """Thumbnails of frames with boxes; with a player (``job_id``), each has a button that
+    moves the player there."""
     st.markdown(t("**Key frames**"))
     picks = key_frame_positions(result, GALLERY_SIZE)
     if not picks:
@@ -180,9 +195,17 @@ def _key_frames(result: Result, clip: ClipSource) -> None:
     grid = st.columns(2)
     for n, pos in enumerate(picks):
         image = _boxed_frame(result, clip, pos, THUMB_MAX_W)
-        if image is not None:
-            grid[n % 2].image(image, caption=f"{result.sampling.timestamps_s[pos]:.2f} s",
-                              width="stretch")
+        at = result.sampling.timestamps_s[pos]
+        if image is None:
+            continue
+        with grid[n % 2]:
+            st.image(image, width="stretch")
+            if job_id is None:
+                st.caption(f"{at:.2f} s")
+            else:
+                st.button(f"{at:.2f} s", key=f"kf-{job_id}-{pos}", icon=":material/play_arrow:",
+                          on_click=seek_to, args=(job_id, at), type="tertiary",
+                          help=t("Show this moment in the player"))
 
 
 def key_frame_positions(result: Result, limit: int) -> list[int]:

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Sequence
 
-from chord_core.types import ProgressEvent, SamplingPlan
+from chord_core.types import SamplingPlan
 from chord_ui.i18n import translate
 
-FRAME_STAGES = ("grounding_frames", "decoding", "generating")
 _NUMBERS = re.compile(r"\d+(\.\d+)?")
 
 
@@ -75,23 +74,6 @@ def ground_summary(result: Any, lang: str) -> str:
     return out
 
 
-def time_left_s(events: Sequence[ProgressEvent]) -> float | None:
-    """Seconds left, from the measured rate of the current frame loop: (total − done) ×
-    seconds per frame so far in this stage. None until two events of the loop show
-    progress (no estimate is better than a wrong one)."""
-    if not events:
-        return None
-    last = events[-1]
-    if last.stage not in FRAME_STAGES or last.total <= 0:
-        return None
-    first = next(e for e in events if e.stage == last.stage)
-    frames = last.done - first.done
-    took = last.elapsed_s - first.elapsed_s
-    if frames <= 0 or took <= 0:
-        return None
-    return max(0.0, (last.total - last.done) * took / frames)
-
-
 def progress_value(fraction: float, elapsed_s: float, left_s: float | None) -> float:
     """The bar: elapsed / (elapsed + left) once time left is known (it then moves evenly
     with time), else the stage-weighted fraction."""
@@ -117,3 +99,32 @@ def grouped_notes(warnings: Sequence[str]) -> list[tuple[str, int]]:
         key = _NUMBERS.sub("#", w.split(": ", 1)[-1] if w.startswith("frame") else w)[:80]
         groups.setdefault(key, [w, 0])[1] += 1
     return [(first, n) for first, n in groups.values()]
+
+
+def long_plan_words(s: Any, duration_s: float, task: str, lang: str) -> str:
+    """What a long-video run will really do, in words (``s``: LongVideoSettings): how many
+    chunks of about what length, described on how many pictures, merged into about how many
+    chapters; or how many pictures grounded, one every how many seconds, in how many jobs.
+    Counts are "about": scene cuts decide the real chunks."""
+    import math
+
+    if task == "describe":
+        chunks = max(1, math.ceil(duration_s / s.chunk_s))
+        pictures = max(1, min(s.describe_max_frames, math.ceil(s.chunk_s * s.describe_fps)))
+        chapters = max(1, min(s.max_chapters, round(duration_s / s.chapter_s)))
+        return translate("Chord will describe about {chunks} chunks of about {chunk} each, "
+                         "{pictures} pictures per chunk, and merge them into about {chapters} "
+                         "chapter(s).", lang, chunks=chunks, chunk=_seconds(s.chunk_s, lang),
+                         pictures=pictures, chapters=chapters)
+    frames = max(1, math.floor(duration_s * s.ground_fps))
+    jobs = max(1, math.ceil(frames / s.ground_chunk_frames))
+    return translate("Chord will look for the target in {frames} pictures, one every {every}, "
+                     "in {jobs} jobs of up to {per} pictures.", lang, frames=f"{frames:,}",
+                     every=_seconds(1.0 / s.ground_fps, lang), jobs=jobs,
+                     per=s.ground_chunk_frames)
+
+
+def _seconds(value: float, lang: str) -> str:
+    if value >= 60 and value % 60 == 0:
+        return translate("{n} min", lang, n=f"{value / 60:g}")
+    return translate("{n} s", lang, n=f"{value:g}")

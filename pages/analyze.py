@@ -7,10 +7,21 @@ job manager's workers; this page only submits and polls. The job shown is kept i
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from chord_core.errors import ChordError
-from chord_ui import clip_view, inputs, job_link, long_view, progress, results, session
+from chord_ui import (
+    clip_view,
+    inputs,
+    job_link,
+    long_view,
+    progress,
+    resources,
+    results,
+    session,
+)
 from chord_ui.i18n import lang, t
 from chord_ui.wording import plan_numbers
 
@@ -46,7 +57,7 @@ job_link.bind(long_view.shown_job(clip, task, query, model) if long_clip  # a pa
               else outcome.job_id if outcome is not None else None)
 
 with right:
-    if plan is not None:
+    if plan is not None and not long_clip:  # a long clip's run panel says what will run
         clip_view.show_plan(plan, info)
         plan_slot.caption(t("Plan: {numbers}", numbers=plan_numbers(plan, lang())))
     elif clip is None:
@@ -57,17 +68,28 @@ with right:
         long_view.run_panel(clip, info, task, query, model, model_ok)
     elif outcome is None and plan is not None and model_ok and model is not None:
         job_link.offer_same_job(clip, task, query, settings, model)
+    no_target = task != "describe" and not query.strip()
+    if no_target and plan is not None:
+        st.caption(":material/info: " + (t("Type what to look for to run.") if task == "ground"
+                                         else t("Type the statement to check to run.")))
     if not long_clip and st.button(
             t("Run"), type="primary", icon=":material/play_arrow:", key="run",
-            disabled=plan is None or not model_ok or running or model is None):
+            disabled=plan is None or not model_ok or running or model is None or no_target):
         try:
-            session.submit(clip, task, query, settings, model)
+            clicked = time.time()
+            job_id = session.submit(clip, task, query, settings, model)
         except ChordError as exc:
             inputs.show_error(exc)
-        else:
+        else:  # the same clip and settings: that job, not a new one — say so
+            again = resources.job_manager().status(job_id).submitted_at < clicked
+            st.session_state["chord-reused"] = job_id if again else None
             st.rerun()
+    if outcome is not None and st.session_state.get("chord-reused") == outcome.job_id:
+        st.info(t("Same clip, same settings: this is the earlier run's result, not a new "
+                  "analysis. Change a setting to analyse it again."),
+                icon=":material/content_copy:")
     if running:
-        progress.job_progress(outcome.job_id)
+        progress.job_progress(outcome.job_id, plan)
 
 if long_clip:
     long_view.show_results(clip, info, task, query, model)

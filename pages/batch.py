@@ -23,7 +23,7 @@ left, right = st.columns([5, 4], gap="large")
 with left:
     clips = batch_view.clip_inputs()
 with right:
-    task, query = inputs.task_input()
+    task, query = inputs.task_input(prefix="batch_")  # its own mode and text, not Analyze's
     batch_view.queue_button(clips, task, query, settings, model, model_ok)
 
 batch_view.show_current()

@@ -244,9 +244,12 @@ def job_event(job: JobEntry, tasks: dict[str, TaskState], event: ProgressEvent
     worker's share (done shares included)."""
     if len(job.tasks) < 2 or event.stage != "grounding_frames":
         return event
+    # a finished share counts its frames once (its last event also said them: "frame 24/16")
     done = sum(tasks[t].last_event.done for t in job.tasks
-               if tasks[t].last_event and tasks[t].last_event.stage == "grounding_frames")
+               if tasks[t].state != "done" and tasks[t].last_event
+               and tasks[t].last_event.stage == "grounding_frames")
     done += sum(tasks[t].task.plan.num_frames for t in job.tasks if tasks[t].state == "done")
     n = job.plan.num_frames
+    done = min(done, n)
     return ProgressEvent("grounding_frames", f"frame {done}/{n} on {len(job.tasks)} workers",
                          done, n, time.time() - job.t0)

@@ -18,6 +18,7 @@ input pixels for Qwen2.5-VL, 0–1000 for Qwen3-VL).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, AsyncIterator
 
@@ -78,11 +79,26 @@ def split_messages(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str,
     return question, media
 
 
+def served_names(served: str) -> tuple[str, ...]:
+    """The names a client may send for the served model: its id as given (hub id or folder),
+    the hub id's or folder's last part, ``Qwen/<folder name>`` for a folder of a Qwen repo
+    (``hf download … --local-dir ./Qwen2.5-VL-3B-Instruct``), and the fixed alias ``chord``.
+    OpenAI clients send the name they were configured with; a 404 for the same weights under
+    another of their names helps no one."""
+    tail = served.rstrip("/").rsplit("/", 1)[-1]
+    names = [served, tail]
+    folder = served.startswith(("/", ".", "~")) or os.path.isdir(served)
+    if folder and tail.lower().startswith("qwen"):
+        names.append(f"Qwen/{tail}")
+    return tuple(dict.fromkeys(n for n in (*names, *ALIASES) if n))
+
+
 def _check(body: ChatBody, served: str) -> tuple[int, list[str]]:
     """The generation limit to ask for and the notes; ApiError for what cannot be done."""
-    if body.model and body.model not in (served, *ALIASES):
+    names = served_names(served)
+    if body.model and body.model.casefold() not in {n.casefold() for n in names}:
         raise ApiError(404, f"the model {body.model!r} is not served here",
-                       f"use model {served!r} (GET /v1/models)")
+                       "use model " + " or ".join(repr(n) for n in names) + " (GET /v1/models)")
     if body.n not in (None, 1):
         raise ApiError(400, "n must be 1", "ask again for another answer (decoding is greedy, "
                                            "so it would be the same)")

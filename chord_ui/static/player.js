@@ -111,8 +111,10 @@ class Player {
     for (const ev of ["loadedmetadata", "seeked", "timeupdate", "pause", "play"]) {
       video.addEventListener(ev, () => this.draw());
     }
+    this.seekN = d.seek ? d.seek.n : 0;  // a request made before this player existed counts
+    const first = d.seek ? d.seek.t : d.start_s;
     video.addEventListener("loadedmetadata", () => {
-      if (d.start_s > 0 && video.currentTime === 0) this.seek(d.start_s);
+      if (first > 0 && video.currentTime === 0) this.seek(first);
     }, { once: true });
     this.resize = new ResizeObserver(() => this.draw());
     this.resize.observe(stage);
@@ -313,6 +315,12 @@ export default function (component) {
     old.data = data;  // a rerun with the same clip: keep playback where it is
     old.tracks = groupTracks(data);
     old.buildTimeline();
+    if (data.seek && data.seek.n !== old.seekN) {  // a key frame, row, chart point… clicked
+      old.seekN = data.seek.n;
+      old.video.pause();
+      old.seek(data.seek.t);
+      old.box.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    }
     old.draw();
     return undefined;
   }

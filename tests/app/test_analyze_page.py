@@ -162,9 +162,28 @@ def test_missing_path_is_explained(new_app, tmp_path: Path) -> None:
 def test_ground_without_target_says_so(new_app, app_clip: Path) -> None:
     at = _set_path(new_app().run(), app_clip)
     at.segmented_control(key="task").set_value("ground").run()
+    assert not at.exception
+    assert at.button(key="run").disabled  # nothing to look for: Run is off, and says why
+    assert "Type what to look for to run." in _texts(at)
+    at.text_input(key="ground_target").input("   ").run()
+    assert at.button(key="run").disabled
+    at.text_input(key="ground_target").input("the square").run()
+    assert not at.button(key="run").disabled
+
+
+def test_run_again_with_the_same_settings_says_so(new_app, poll, app_clip: Path,
+                                                  truth_engine) -> None:
+    at = _set_path(new_app().run(), app_clip)
+    at.segmented_control(key="task").set_value("ground").run()
+    at.text_input(key="ground_target").input("green square").run()
+    at.button(key="run").click().run()
+    poll(at, _has_result)
+    assert "earlier run's result" not in _texts(at)
+    head = at.subheader[0].value
     at.button(key="run").click().run()
     assert not at.exception
-    assert any("target" in e.value for e in at.error)
+    assert "this is the earlier run's result, not a new analysis" in _texts(at)
+    assert at.subheader[0].value == head  # the result stays on the page
 
 
 def test_upload_saved_once_by_content_hash(new_app, app_clip: Path, app_env) -> None:

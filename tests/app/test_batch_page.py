@@ -65,6 +65,18 @@ def _queue_folder(at, folder: Path):
     return at
 
 
+def test_batch_has_its_own_mode_and_target(new_app) -> None:
+    """Analyze's mode and target do not silently become the batch's."""
+    at = new_app().run()
+    at.segmented_control(key="task").set_value("ground").run()
+    at.text_input(key="ground_target").input("the square").run()
+    at.switch_page("pages/batch.py").run()
+    assert not at.exception
+    assert at.segmented_control(key="batch_task").value == "describe"
+    at.segmented_control(key="batch_task").set_value("ground").run()
+    assert at.text_input(key="batch_ground_target").value == ""
+
+
 def test_widgets_present(new_app) -> None:
     at = _batch_page(new_app)
     assert not at.exception
@@ -73,7 +85,7 @@ def test_widgets_present(new_app) -> None:
     assert uploader.accept_multiple_files
     assert set(uploader.allowed_type) >= {".mp4", ".mov", ".mkv", ".webm", ".avi"}
     assert at.text_input(key="batch_folder").value == ""
-    assert at.segmented_control(key="task").value == "describe"
+    assert at.segmented_control(key="batch_task").value == "describe"
     assert at.sidebar.radio(key="model_source").value == "Test model"
     assert at.sidebar.slider(key="max_new_tokens").value == 128  # same widgets as Analyze
     assert at.sidebar.number_input(key="max_frames").value == 768
@@ -146,6 +158,8 @@ def test_zip_has_results_and_summary(new_app, poll, clip_folder: Path, app_serve
     assert names == ["a.describe.json", "sub_b.describe.json", "summary.json"]
     assert docs["a.describe.json"]["schema"] == "chord.result/v1"
     assert docs["a.describe.json"]["video"]["path"].endswith("a.mp4")
+    assert docs["a.describe.json"]["video"]["name"] == "a.mp4"  # as the Analyze download
+    assert docs["sub_b.describe.json"]["video"]["name"] == "sub/b.mp4"
     summary = docs["summary.json"]
     assert summary["batch_id"] == run.batch_id and summary["model"] == "test"
     assert sum(summary["counts"].values()) == 3 and summary["counts"]["failed"] == 1
@@ -171,7 +185,7 @@ def test_uploads_are_queued(new_app, poll, app_clip: Path, app_env) -> None:
 
 def test_ground_needs_a_target(new_app, clip_folder: Path) -> None:
     at = _batch_page(new_app)
-    at.segmented_control(key="task").set_value("ground").run()
+    at.segmented_control(key="batch_task").set_value("ground").run()
     _queue_folder(at, clip_folder)
     assert any("target" in e.value for e in at.error)
     assert "batch_run" not in at.session_state
@@ -179,8 +193,8 @@ def test_ground_needs_a_target(new_app, clip_folder: Path) -> None:
 
 def test_cancel_all(new_app, poll, clip_folder: Path, slow_engine) -> None:
     at = _batch_page(new_app)
-    at.segmented_control(key="task").set_value("ground").run()
-    at.text_input(key="ground_target").input("anything").run()
+    at.segmented_control(key="batch_task").set_value("ground").run()
+    at.text_input(key="batch_ground_target").input("anything").run()
     _queue_folder(at, clip_folder)
     poll(at, lambda a: "running" in _states(a).values(), timeout=30)
     assert _states(at)["notes.mp4"] == "failed"

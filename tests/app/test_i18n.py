@@ -10,9 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from chord_core.types import ProgressEvent
 from chord_ui.i18n import ZH, browser_lang, translate
-from chord_ui.wording import grouped_notes, plan_words, queue_position, time_left_s
+from chord_ui.wording import grouped_notes, plan_words, queue_position
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted([*(ROOT / "chord_ui").glob("*.py"), *(ROOT / "pages").glob("*.py"),
@@ -76,22 +75,6 @@ def _plan(n: int, wh: tuple[int, int], fps: float = 2.0) -> SimpleNamespace:
 def test_plan_in_words(plan, duration: float, words: str) -> None:  # noqa: ANN001
     text = plan_words(plan, duration, "en")
     assert words in text and "token" not in text
-
-
-def _ev(stage: str, done: int, total: int, t: float) -> ProgressEvent:
-    return ProgressEvent(stage, "", done, total, t)
-
-
-@pytest.mark.parametrize(("events", "left"), [
-    ([], None),
-    ([_ev("loading_model", 0, 0, 1.0)], None),
-    ([_ev("grounding_frames", 0, 100, 10.0)], None),
-    ([_ev("grounding_frames", 0, 100, 10.0), _ev("grounding_frames", 10, 100, 30.0)], 180.0),
-    ([_ev("decoding", 5, 5, 2.0), _ev("grounding_frames", 2, 10, 5.0),
-      _ev("grounding_frames", 4, 10, 9.0)], 12.0),
-], ids=["none", "no-loop", "one-event", "rate", "stage-only"])
-def test_time_left(events: list[ProgressEvent], left: float | None) -> None:
-    assert time_left_s(events) == left
 
 
 def test_queue_position() -> None:

@@ -1,0 +1,115 @@
+"""Browser previews: any file Chord can analyse gets an H.264 MP4 that keeps every frame's
+presentation time (MPEG-4 part 2 AVIs as OpenCV's samples have them, MJPEG, VFR MKV, odd
+sizes), and a failed preview is remembered instead of retried and logged on every rerun."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from types import SimpleNamespace
+
+import av
+import numpy as np
+import pytest
+
+from chord_core.testing.videos import make_video
+from chord_core.types import VideoInfo
+from chord_ui.clip_view import poster_indices
+from chord_ui.previews import PREVIEW_TIME_BASE, _preview_times, failed_marker, make_preview
+
+
+def _mpeg4_avi(path: Path, *, rate: Fraction, size_wh: tuple[int, int], sar: Fraction | None,
+               frames: int = 36) -> Path:
+    """An MPEG-4 part 2 AVI with B-frames (the Megamind.avi kind), written by PyAV."""
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("mpeg4", rate=rate)
+        s.width, s.height, s.pix_fmt = *size_wh, "yuv420p"
+        s.max_b_frames = 2
+        if sar is not None:
+            s.codec_context.sample_aspect_ratio = sar
+        w, h = size_wh
+        for k in range(frames):
+            img = np.full((h, w, 3), 20 + 4 * k, np.uint8)
+            img[h // 3:h // 2, 8 * k % w:8 * k % w + 24] = (230, 30, 30)
+            for packet in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in s.encode():
+            out.mux(packet)
+    return path
+
+
+def _times(path: Path) -> list[float]:
+    with av.open(str(path)) as c:
+        v = c.streams.video[0]
+        ts = [float(f.pts * v.time_base) for f in c.decode(v) if f.pts is not None]
+    return [t - ts[0] for t in ts]
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: _mpeg4_avi(p / "m.avi", rate=Fraction(24000, 1001), size_wh=(720, 528), sar=None),
+    lambda p: _mpeg4_avi(p / "s.avi", rate=Fraction(25), size_wh=(352, 288), sar=Fraction(12, 11)),
+    lambda p: make_video(p / "x.avi", duration_s=1.5, fps=10.0, size_wh=(160, 120),
+                         codec="xvid").path,
+    lambda p: make_video(p / "j.avi", duration_s=1.5, fps=10.0, size_wh=(160, 120)).path,
+    lambda p: make_video(p / "v.mkv", duration_s=2.0, fps=10.0, size_wh=(160, 120), vfr=True).path,
+], ids=["mpeg4-avi-bframes-23.976", "mpeg4-avi-anamorphic", "opencv-xvid-avi", "mjpeg-avi",
+        "vfr-mkv"])
+def test_preview_plays_and_keeps_frame_times(tmp_path: Path, make) -> None:
+    src = make(tmp_path)
+    out = make_preview(str(src), tmp_path / "previews" / "key.mp4")
+    with av.open(str(out)) as c:
+        v = c.streams.video[0]
+        assert (c.format.name.split(",")[0], v.codec_context.name) == ("mov", "h264")
+        assert v.codec_context.width <= 960 and v.codec_context.width % 2 == 0
+    want, got = _times(src), _times(out)
+    assert len(got) == len(want) > 0
+    assert np.allclose(got, want, atol=1e-3), (got[:6], want[:6])
+    assert (out.stat().st_mode & 0o777) == 0o600 and not failed_marker(out).exists()
+
+
+def test_missing_and_repeated_times_still_increase() -> None:
+    tb = Fraction(1, 24)
+    frames = [SimpleNamespace(pts=p) for p in (1, 2, None, 4, 4, 3, 6)]
+    ticks = [tick for _, tick in _preview_times(frames, tb, Fraction(24))]
+    step = round(Fraction(1, 24) / PREVIEW_TIME_BASE)
+    assert ticks[:2] == [0, step] and ticks[2] == 2 * step and ticks[3] == 3 * step
+    assert all(b > a for a, b in zip(ticks, ticks[1:]))  # strictly increasing
+    assert ticks[-1] == 5 * step  # a later frame keeps its own time
+
+
+def test_a_failed_preview_is_remembered(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.avi"
+    bad.write_bytes(b"RIFF\x00\x00\x00\x00AVI LIST" + bytes(200))
+    out = tmp_path / "previews" / "bad.mp4"
+    with pytest.raises(Exception):  # noqa: B017 — PyAV's own error, whatever its class
+        make_preview(str(bad), out)
+    assert not out.exists() and not out.with_name("bad.part.mp4").exists()
+    assert failed_marker(out).read_text().strip()
+
+
+@pytest.mark.parametrize(("fps", "frames", "want"), [
+    (25.0, 1000, [0, 25, 75, 250]),
+    (25.0, 30, [0, 25, 29]),
+    (0.0, 5, [0, 4]),
+    (24.0, 1, [0]),
+], ids=["long", "short", "no-fps", "one-frame"])
+def test_poster_candidates_skip_a_black_start(fps: float, frames: int, want: list[int]) -> None:
+    info = VideoInfo(path="x.avi", duration_s=frames / (fps or 25), fps=fps, frame_count=frames,
+                     width=64, height=48, codec="mpeg4")
+    assert poster_indices(info) == want
+
+
+def test_the_opencv_fallback_keeps_the_probes_times(tmp_path: Path) -> None:
+    """For files PyAV cannot transcode: the frames as Chord's OpenCV reader gives them, at
+    the probe's frame times (what detections carry)."""
+    from chord_core.analysis.render import h264_encoder
+    from chord_core.media.probe import probe
+    from chord_ui.previews import _transcode_opencv
+
+    src = _mpeg4_avi(tmp_path / "m.avi", rate=Fraction(24000, 1001), size_wh=(320, 240),
+                     sar=None, frames=24)
+    info = probe(str(src))
+    out = tmp_path / "o.mp4"
+    assert _transcode_opencv(str(src), out, h264_encoder(), 960, info) == info.frame_count
+    got = _times(out)
+    assert np.allclose(got, [info.time_of(i) for i in range(len(got))], atol=1e-3)
