@@ -41,9 +41,18 @@ CHUNK = 1 << 20
 
 
 def api_uploads_dir() -> Path:
-    """``<data dir>/uploads/api``, created private (0700)."""
-    folder = uploads_root() / "api"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """``<data dir>/uploads/api``, created private (0700) with ``uploads/`` (it was 0755:
+    ``mkdir(parents=True)`` gives the parents the default mode). Both are Chord's own
+    folders, so a looser mode found on them is tightened."""
+    root = uploads_root()
+    folder = root / "api"
+    if not folder.is_dir():
+        root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        root.mkdir(exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+    for own in (root, folder):
+        if stat.S_IMODE(own.stat().st_mode) & 0o077:
+            os.chmod(own, 0o700)
     return folder
 
 
@@ -61,9 +70,13 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
         if roots else "paths are switched off on this Chord (CHORD_MEDIA_ROOTS=off)",
         hint="send the file itself (upload, base64 or a data: URL), or a path inside the "
              "media roots (CHORD_MEDIA_ROOTS on the server)")
-    if not raw or not roots:
+    if "\x00" in raw:
+        raise InputError("the path holds a NUL byte, which no file name can hold",
+                         hint="send the path as plain text, without \\u0000")
+    # ``~`` is never expanded for a client: ``~user`` would say which accounts exist
+    if not raw or not roots or raw.startswith("~"):
         raise refused
-    path = Path(os.path.realpath(Path(raw).expanduser()))
+    path = Path(os.path.realpath(raw))
     if not is_under(path, readable_roots()) or path.suffix.lower().lstrip(".") not in kinds:
         raise refused
     try:
@@ -96,16 +109,26 @@ def decode_base64(text: Any, what: str = "image_data") -> tuple[bytes, str]:
 
 def _write_private(data_chunks: Any, folder: Path) -> tuple[Path, str, int]:
     """Write chunks to a private temporary file in ``folder``; returns (path, sha256, size)."""
+    from chord_core.service.http_errors import FULL_DISK_ERRNOS, disk_full
+
     digest, size = hashlib.sha256(), 0
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
         with os.fdopen(fd, "wb") as fh:
             for chunk in data_chunks:
                 digest.update(chunk)
                 size += len(chunk)
                 fh.write(chunk)
+    except OSError as exc:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        if exc.errno in FULL_DISK_ERRNOS:
+            raise disk_full(exc) from None
+        raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp), digest.hexdigest(), size
 
@@ -115,6 +138,7 @@ def _place(tmp: Path, digest: str, ext: str) -> tuple[Path, bool]:
     final = tmp.parent / f"{digest[:32]}.{ext}"
     if final.exists():
         tmp.unlink(missing_ok=True)
+        os.utime(final)  # sent again: its retention starts over (retention.py)
         return final, False
     os.replace(tmp, final)
     return final, True
