@@ -25,7 +25,7 @@ from fastapi import Depends, FastAPI, Request
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from chord_core.service.http_errors import ApiError, install_handlers
-from chord_core.service.protocol import HEADERS_HINT, MAX_HEADERS
+from chord_core.service.protocol import HEADERS_HINT, MAX_HEADER_BYTES, MAX_HEADERS
 from chord_core.service.settings import ServiceSettings
 
 
@@ -64,9 +64,14 @@ class RequestGuard:
             return await _refuse(send, 403, "this host or origin may not call the Chord service",
                                  "call it by the address it was started for, from a program "
                                  "(not a web page); CHORD_ALLOWED_HOSTS adds host names")
-        if len(scope.get("headers", ())) > MAX_HEADERS:
-            return await _refuse(send, 431, f"the request has {len(scope['headers'])} header "
-                                            f"fields; the limit is {MAX_HEADERS}", HEADERS_HINT)
+        raw_headers = scope.get("headers", ())
+        size = sum(len(k) + len(v) + 4 for k, v in raw_headers)
+        if len(raw_headers) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+            # h11 bounds a header block that arrives in pieces; one that came whole is
+            # measured here
+            return await _refuse(send, 431, f"the request headers are too large "
+                                            f"({len(raw_headers)} fields, {size:,} bytes)",
+                                 HEADERS_HINT)
         if self.api_key and scope["path"] not in OPEN_PATHS and \
                 not key_matches(headers.get("authorization", ""), self.api_key):
             return await _refuse(send, 401, "missing or wrong API key", KEY_HINT,
