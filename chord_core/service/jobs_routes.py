@@ -85,7 +85,7 @@ async def models(request: Request) -> dict[str, Any]:
 async def _body_and_upload(request: Request) -> tuple[dict[str, Any], Any]:
     """The job fields and the uploaded file (None for JSON bodies)."""
     ctype = request.headers.get("content-type", "")
-    if ctype.startswith("multipart/form-data"):
+    if ctype.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
         form = await request.form(max_files=1, max_fields=32)
         upload = form.get(UPLOAD_FIELD)
         fields = {k: v for k, v in form.items() if k != UPLOAD_FIELD and isinstance(v, str)}
