@@ -181,6 +181,7 @@ def read_key_file(path: str) -> str:
                                "(--api-key-file / CHORD_API_KEY_FILE)") from None
     if not key:
         raise ConfigError(f"the API key file {path!r} is empty",
-                          hint="write the key on its first line, e.g. openssl rand -hex 24 > "
-                               "FILE; chmod 600 FILE")
+                          hint="write the key on its first line (CHORD_API_KEY_FILE / "
+                               "--api-key-file), e.g. openssl rand -hex 24 > FILE; chmod 600 "
+                               "FILE")
     return key
