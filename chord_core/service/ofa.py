@@ -72,7 +72,7 @@ def _prepare(index: int, task: Any, sampling: Any = None) -> tuple[Any, Any]:
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.errors import InputError
     from chord_core.runtime.jobs import JobSpec
-    from chord_core.service.inputs import text_field, unencodable_at
+    from chord_core.service.inputs import text_field
     from chord_core.service.media import decode_base64, save_image_probed
 
     if not isinstance(task, dict):
