@@ -20,6 +20,7 @@ a 51 MB ``/batch_predict`` body is read in the same chunks either way.
 from __future__ import annotations
 
 import json
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -123,9 +124,10 @@ class GuardedH11Protocol(H11Protocol):
         conn = h11.Connection(h11.SERVER)
         conn.receive_data(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         conn.next_event()
-        head = conn.send(h11.Response(status_code=status, headers=[
-            (b"content-type", b"application/json"), (b"content-length", str(len(body))),
-            (b"connection", b"close")]))
+        head = conn.send(h11.Response(
+            status_code=status, reason=HTTPStatus(status).phrase,
+            headers=[(b"content-type", b"application/json"),
+                     (b"content-length", str(len(body))), (b"connection", b"close")]))
         self.transport.write(head + conn.send(h11.Data(data=body)))
         self._disarm()
         self.transport.close()

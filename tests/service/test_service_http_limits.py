@@ -7,6 +7,7 @@ here reaches one; the real service's behaviour is in test_service_hardening.py).
 from __future__ import annotations
 
 import socket
+from http import HTTPStatus
 import threading
 import time
 from types import SimpleNamespace
@@ -81,7 +82,7 @@ def _json_error(raw: bytes, status: int) -> dict:
     import json
 
     head, _, body = raw.partition(b"\r\n\r\n")
-    assert head.startswith(f"HTTP/1.1 {status} ".encode()), raw[:300]
+    assert head.startswith(f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()), raw[:300]
     assert b"content-type: application/json" in head.lower()
     doc = json.loads(body)
     assert doc["error"] and doc["hint"], doc
