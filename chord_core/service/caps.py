@@ -93,3 +93,28 @@ def capped_new_tokens(settings: Any, asked: int | None, default: int) -> int:
                        "e.g. 512, or leave it out for the server's default")
     check_caps(settings, max_new_tokens=asked)
     return asked
+
+
+def fit_to_cap(settings: Any, request: Any, info: Any) -> Any:
+    """``request`` with its frames sized so the whole request stays within the visual-token
+    cap. A describe clip is one request whose budget is the cap already; grounding (and
+    entailment over a video) pays its budget per frame, so on the probed clip the frame size
+    is lowered (as the engine lowers it to fit a budget; the plan's notes say so) until
+    frames × tokens per frame fits. Measured before: 186 frames at 644×476 were 72,726 visual
+    tokens under a 24,000-token cap."""
+    from dataclasses import replace
+
+    from chord_core.config import PATCH_PX
+    from chord_core.media.sampling import plan_sampling
+
+    if request.task == "describe":
+        return request
+    planned = plan_sampling(info, request.task, request.sampling)
+    cap = settings.max_visual_tokens
+    if planned.visual_tokens <= cap:
+        return request
+    per_frame = cap // max(1, planned.num_frames)
+    pixels = max(request.sampling.min_pixels, per_frame * PATCH_PX * PATCH_PX)
+    sampling = replace(request.sampling,
+                       ground_max_pixels=min(pixels, request.sampling.ground_max_pixels))
+    return replace(request, sampling=sampling)

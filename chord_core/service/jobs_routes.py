@@ -160,6 +160,19 @@ def _analysis_request(body: JobBody, path: str, settings: Any) -> Any:
 _TEXT_FIELD = {"describe": "prompt", "ground": "target", "entail": "statement"}
 
 
+def _within_caps(req: Any, settings: Any) -> tuple[Any, Any]:
+    """(the request fitted to the visual-token cap on its probed clip, the probe of a video:
+    the manager is given it and does not probe again). Describe jobs need no probe here; an
+    image is read from its header only (the manager checks it as for any job)."""
+    from chord_core.analysis.request import probe_input
+    from chord_core.service.caps import fit_to_cap
+
+    if req.task == "describe":
+        return req, None
+    info = probe_input(req.video_path, decode_images=False)
+    return fit_to_cap(settings, req, info), None if info.container == "image" else info
+
+
 @router.post("/v1/jobs", status_code=202)
 async def submit_job(request: Request) -> JSONResponse:
     """Queue one analysis; answers at once with the job id and where to look."""
@@ -169,8 +182,9 @@ async def submit_job(request: Request) -> JSONResponse:
     body = _parse_job(fields)
     req = _analysis_request(body, "", request.app.state.settings)  # caps before any file
     path = await _media_path(body, upload)
-    spec = JobSpec(replace(req, video_path=path), model=None,
-                   label=body.label or f"api {body.task}")
+    req, info = await run_in_threadpool(_within_caps, replace(req, video_path=path),
+                                        request.app.state.settings)
+    spec = JobSpec(req, model=None, label=body.label or f"api {body.task}", info=info)
     (job_id,) = await _runtime(request).submit([spec])
     return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
 

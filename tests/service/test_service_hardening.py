@@ -50,13 +50,15 @@ def hard(tiny_model_dir, tmp_path_factory) -> Server:
     (tmp / "key").write_text(KEY + "\n")
     env = {"CHORD_API_KEY_FILE": str(tmp / "key"), **CAPS,
            "CHORD_API_UPLOAD_RETENTION_H": str(RETENTION_S / 3600)}
-    srv = start_server(tmp, "--cpu-workers", "1", env=env)
-    srv.mounted = mounted  # type: ignore[attr-defined]
-    clip_and_images(srv.media)
-    yield srv
-    stop_server(srv)
-    if mounted:
-        subprocess.run(["umount", str(data / "uploads")], check=False)
+    try:
+        srv = start_server(tmp, "--cpu-workers", "1", env=env, timeout=300)
+        srv.mounted = mounted  # type: ignore[attr-defined]
+        clip_and_images(srv.media)
+        yield srv
+        stop_server(srv)
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(data / "uploads")], check=False)
 
 
 def clip_and_images(media: Path) -> None:
@@ -133,6 +135,7 @@ def test_grounding_frames_are_held_to_what_the_token_cap_pays_for(hard) -> None:
     assert "ask for at most 4 frames" in _job(hard, body).json()["hint"]
 
 
+@pytest.mark.slow  # a real job (or the retention) runs: ≈ 6–20 s here
 def test_a_request_that_asks_nothing_gets_the_defaults_lowered_to_the_caps(hard) -> None:
     clip = str(hard.media / "clip.mp4")
     r = _job(hard, {"task": "describe", "video_path": clip, "fps": 10})  # 20 frames wanted
@@ -231,6 +234,7 @@ def test_the_key_comes_from_a_file_and_a_key_on_the_command_line_warns(hard, cap
     assert "--api-key shows in ps" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a real job (or the retention) runs: ≈ 6–20 s here
 def test_uploads_are_private_and_go_after_the_retention(hard) -> None:
     uploads = hard.data / "uploads"
     for folder in (uploads, uploads / "api"):

@@ -165,3 +165,25 @@ def test_old_uploads_go_unless_a_job_still_reads_them(tmp_path) -> None:
     assert "chmod 700" in warn_if_open(tmp_path)
     os.chmod(tmp_path, 0o700)
     assert warn_if_open(tmp_path) is None
+
+
+@pytest.mark.parametrize("asked,frames", [
+    ({"fps": 30, "max_frames": 186, "max_pixels": 1003520}, 186), ({"fps": 30}, 186),
+    ({"fps": 2}, 40), ({}, 40),
+], ids=["the-worst-asked", "all-frames", "2fps", "defaults"])
+def test_grounding_is_fitted_to_the_visual_token_cap_on_the_probed_clip(asked, frames) -> None:
+    """Grounding pays its budget per frame: before, 186 frames at 644×476 were 72,726
+    visual tokens under a 24,000 cap."""
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.service.caps import capped_sampling, fit_to_cap
+    from chord_core.types import VideoInfo
+
+    info = VideoInfo(path="c.mp4", duration_s=20.0, fps=30.0, frame_count=600, width=640,
+                     height=480, codec="h264", rotation=0, container="mp4")
+    s = ServiceSettings()
+    request = AnalysisRequest("c.mp4", "ground", "a dog", capped_sampling(s, "ground", **asked))
+    fitted = plan_sampling(info, "ground", fit_to_cap(s, request, info).sampling)
+    assert fitted.num_frames == frames and fitted.visual_tokens <= s.max_visual_tokens
+    describe = AnalysisRequest("c.mp4", "describe", "", capped_sampling(s, "describe"))
+    assert fit_to_cap(s, describe, info) is describe
