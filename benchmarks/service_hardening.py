@@ -6,6 +6,7 @@ media root), sends only to it, stops it. Worker memory is each worker process's 
 every 0.1 s while a job runs (peak − before).
 
     python benchmarks/service_hardening.py [--workers 1] [--stalled 50] [--header-mb 64]
+        [--only worst_ground_within_caps ...]
 """
 
 from __future__ import annotations
@@ -199,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stalled", type=int, default=50)
     ap.add_argument("--header-mb", type=int, default=64)
     ap.add_argument("--body-mb", type=int, default=100)
+    ap.add_argument("--only", nargs="*", default=[], metavar="CASE",
+                    help="run only these cases (e.g. worst_ground_within_caps)")
     ap.add_argument("--ground-tokens", type=int, default=16,
                     help="max_new_tokens per grounded frame (time, not memory)")
     args = ap.parse_args(argv)
@@ -231,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                     "max_new_tokens": args.ground_tokens})),
             ]
             for name, case in cases:
+                if args.only and name not in args.only:
+                    continue
                 print(json.dumps({name: case()}), flush=True)  # each figure as it comes
         finally:
             proc.terminate()
