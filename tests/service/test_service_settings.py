@@ -133,7 +133,7 @@ def test_capped_sampling_lowers_defaults_and_refuses_what_is_over() -> None:
                         max_new_tokens=64)
     cfg = capped_sampling(s, "describe")
     assert (cfg.max_frames, cfg.max_pixels, cfg.token_budget) == (16, 200704, 4000)
-    assert capped_sampling(s, "ground").max_frames == 16  # 4000 tokens pay for 31 frames
+    assert capped_sampling(s, "ground").max_frames == 16  # 4000 tokens pay for 30 frames
     assert capped_sampling(ServiceSettings(), "ground").max_frames == 186
     assert capped_new_tokens(s, None, 512) == 64 and capped_new_tokens(s, 10, 512) == 10
     for kwargs in ({"max_frames": 17}, {"max_pixels": 200705}, {"token_budget": 4001},
