@@ -19,6 +19,7 @@ from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingCo
 from chord_core.errors import (
     ChordError,
     ConfigError,
+    DiskFullError,
     InputError,
     JobCancelled,
     ModelError,
@@ -49,6 +50,7 @@ __all__ = [
     "ChordError",
     "ConfigError",
     "Detection",
+    "DiskFullError",
     "Engine",
     "InputError",
     "JobCancelled",

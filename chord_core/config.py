@@ -98,6 +98,21 @@ ENV_VARS = (
            "unset: the service `serve` advertises in the data dir, if any)", "cli/remote.py"),
     EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
            "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
+    EnvVar("CHORD_API_KEY_FILE", "file whose first line is the service's key (not shown by "
+           "`ps`, unlike `--api-key`)", "ServiceSettings"),
+    EnvVar("CHORD_API_MAX_FRAMES", "most frames one request may ask for (768)",
+           "ServiceSettings, service/caps.py"),
+    EnvVar("CHORD_API_MAX_PIXELS", "most pixels per frame one request may ask for (1003520)",
+           "ServiceSettings, service/caps.py"),
+    EnvVar("CHORD_API_MAX_VISUAL_TOKENS", "most visual tokens one request may cost (24000)",
+           "ServiceSettings, service/caps.py"),
+    EnvVar("CHORD_API_MAX_NEW_TOKENS", "most generated tokens one request may ask for (2048)",
+           "ServiceSettings, service/caps.py"),
+    EnvVar("CHORD_API_READ_TIMEOUT_S", "seconds a client has to send its headers, and the "
+           "longest pause inside a body (10)", "ServiceSettings, service/protocol.py"),
+    EnvVar("CHORD_API_UPLOAD_RETENTION_H", "hours the service keeps files clients sent "
+           "(uploads/api) after their jobs finished (24; `0`: keep)",
+           "ServiceSettings, service/retention.py"),
     EnvVar("CHORD_ALLOWED_HOSTS", "more Host names the app and the service accept "
            "(DNS-rebinding guard; `,`-separated)", "ServiceSettings, start_service.sh"),
     EnvVar("CHORD_HOST", "address the browser app binds (launcher; localhost)",

@@ -10,6 +10,7 @@
     │   └── PlacementError          weights would silently land on CPU/disk while GPUs exist
     ├── ResourceError               out of memory even after every degradation step
     ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
+    ├── DiskFullError               a file to store did not fit on the disk (service: 507)
     └── JobCancelled                a job was cancelled by its owner
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
@@ -74,6 +75,13 @@ class ResourceError(ChordError):
 class StoreError(ChordError):
     """The SQLite job store could not be read or written (disk full, I/O error). Jobs keep
     running; what could not be stored is said where it is kept instead."""
+
+    exit_code = 2
+
+
+class DiskFullError(ChordError):
+    """A file Chord had to write (an upload, a request body) did not fit on the disk: the
+    request can be sent again once space is freed. The service answers 507."""
 
     exit_code = 2
 

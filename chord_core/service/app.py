@@ -1,10 +1,17 @@
 """The FastAPI application: ``create_app(runtime, settings)``.
 
-Layers, outermost first: the guard (a DNS-rebinding or cross-site page is refused with 403;
-a Content-Length over the limit with 413), Starlette's request-body limit (counted while the
-body is read, for bodies sent without a length: 413), the error handlers (every error is
-``{"error", "hint"}``), then the routes. Every route but ``/health`` needs the API key when
-one is configured.
+Layers, outermost first: uvicorn's protocol (``protocol.py``: header size and count, read
+timeouts), the guard (a DNS-rebinding or cross-site page is refused with 403; a missing or
+wrong key with 401, before any byte of the body is read and before routing, so a wrong
+method or path says 401 too; a Content-Length over the limit with 413), Starlette's
+request-body limit (counted while the body is read, for bodies sent without a length: 413),
+the error handlers (every error is ``{"error", "hint"}``), then the routes. Every route but
+``/health`` needs the API key when one is configured, ``/openapi.json`` included.
+
+Measured before the key moved into the guard (issue 25): 100 MiB of JSON to
+``/v1/chat/completions`` without a key got its 401 after 5.25 s, the service's RSS went
+150 → 838 MiB and ``/health`` stalled 4.75 s, because FastAPI read and parsed the body to
+fill the route's arguments before the key dependency ran.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from fastapi import Depends, FastAPI, Request
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from chord_core.service.http_errors import ApiError, install_handlers
+from chord_core.service.protocol import HEADERS_HINT, MAX_HEADER_BYTES, MAX_HEADERS
 from chord_core.service.settings import ServiceSettings
 
 
@@ -29,13 +37,18 @@ def _host_only(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+OPEN_PATHS = frozenset({"/health"})  # load balancers and probes call it without a key
+
+
 class RequestGuard:
     """Refuse, before anything is read, requests whose Host (or Origin, when a browser
-    sends one) is not allowed, and bodies whose Content-Length is over the limit. Bodies
-    without a length are counted as they arrive by Starlette's body limit."""
+    sends one) is not allowed, that lack the key (when one is set), and bodies whose
+    Content-Length is over the limit. Bodies without a length are counted as they arrive
+    by Starlette's body limit."""
 
-    def __init__(self, app: Any, allowed: list[str], max_body: int) -> None:
+    def __init__(self, app: Any, allowed: list[str], max_body: int, api_key: str = "") -> None:
         self.app, self.allowed, self.max_body = app, {h.lower() for h in allowed}, max_body
+        self.api_key = api_key.encode()
 
     def _ok(self, host: str) -> bool:
         return "*" in self.allowed or _host_only(host) in self.allowed
@@ -51,6 +64,18 @@ class RequestGuard:
             return await _refuse(send, 403, "this host or origin may not call the Chord service",
                                  "call it by the address it was started for, from a program "
                                  "(not a web page); CHORD_ALLOWED_HOSTS adds host names")
+        raw_headers = scope.get("headers", ())
+        size = sum(len(k) + len(v) + 4 for k, v in raw_headers)
+        if len(raw_headers) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+            # h11 bounds a header block that arrives in pieces; one that came whole is
+            # measured here
+            return await _refuse(send, 431, f"the request headers are too large "
+                                            f"({len(raw_headers)} fields, {size:,} bytes)",
+                                 HEADERS_HINT)
+        if self.api_key and scope["path"] not in OPEN_PATHS and \
+                not key_matches(headers.get("authorization", ""), self.api_key):
+            return await _refuse(send, 401, "missing or wrong API key", KEY_HINT,
+                                 scope["path"], [(b"www-authenticate", b"Bearer")])
         length = headers.get("content-length", "")
         if length.isdigit() and int(length) > self.max_body:
             return await _refuse(send, 413, f"the request body is too large ({int(length):,} "
@@ -60,26 +85,39 @@ class RequestGuard:
         return await self.app(scope, receive, send)
 
 
-async def _refuse(send: Any, status: int, message: str, hint: str) -> None:
-    """Answer ``{"error", "hint"}`` straight from the ASGI layer."""
-    body = json.dumps({"error": message, "hint": hint}).encode()
+KEY_HINT = ("send 'Authorization: Bearer <key>' with the key the service was started with "
+            "(CHORD_API_KEY or CHORD_API_KEY_FILE)")
+
+
+def key_matches(authorization: str, key: bytes) -> bool:
+    """``Bearer <key>``, compared in constant time."""
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("latin-1", "replace"), key)
+
+
+async def _refuse(send: Any, status: int, message: str, hint: str, path: str = "",
+                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer ``{"error", "hint"}`` straight from the ASGI layer (OpenAI's error object on
+    its paths), and close the connection: the body was not read, so the socket cannot
+    carry another request."""
+    from chord_core.service.http_errors import error_body
+
+    body = json.dumps(error_body(path, status, message, hint)).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close"), *(extra or [])]})
     await send({"type": "http.response.body", "body": body})
 
 
 def require_key(request: Request) -> None:
-    """The API key check (Bearer), when the service has one."""
+    """The API key check (Bearer), when the service has one. The guard has done it before
+    the body was read; this stays for routes mounted without the guard."""
     settings: ServiceSettings = request.app.state.settings
-    if not settings.auth_required:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                             settings.api_key.encode()):
-        raise ApiError(401, "missing or wrong API key",
-                       "send 'Authorization: Bearer <key>' with the key the service was "
-                       "started with (CHORD_API_KEY)", {"WWW-Authenticate": "Bearer"})
+    if settings.auth_required and not key_matches(request.headers.get("authorization", ""),
+                                                  settings.api_key.encode()):
+        raise ApiError(401, "missing or wrong API key", KEY_HINT, {"WWW-Authenticate": "Bearer"})
 
 
 def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> FastAPI:
@@ -105,5 +143,6 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     # already answered a too-large Content-Length with JSON
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes)
     app.add_middleware(RequestGuard, allowed=settings.host_allowlist(),
-                       max_body=settings.max_body_bytes)
+                       max_body=settings.max_body_bytes,
+                       api_key=settings.api_key if settings.auth_required else "")
     return app

@@ -27,9 +27,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from chord_core.config import MAX_NEW_TOKENS_RANGE
+from chord_core.config import MAX_NEW_TOKENS_DEFAULT, MAX_NEW_TOKENS_RANGE
 from chord_core.errors import InputError
 from chord_core.service.http_errors import ApiError, from_job_error
+from chord_core.service.inputs import has_visible
 
 router = APIRouter()
 MEDIA_PARTS = ("image_url", "video_url")
@@ -75,7 +76,7 @@ def split_messages(messages: list[dict[str, Any]]) -> tuple[str, list[tuple[str,
         elif role == "user":
             last_user = texts
             media += [(p["type"], p.get(p["type"])) for p in parts if p.get("type") in MEDIA_PARTS]
-    question = "\n".join(t for t in system + last_user if t.strip())
+    question = "\n".join(t for t in system + last_user if has_visible(t))
     return question, media
 
 
@@ -93,7 +94,7 @@ def served_names(served: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in (*names, *ALIASES) if n))
 
 
-def _check(body: ChatBody, served: str) -> tuple[int, list[str]]:
+def _check(body: ChatBody, served: str, settings: Any) -> tuple[int, list[str]]:
     """The generation limit to ask for and the notes; ApiError for what cannot be done."""
     names = served_names(served)
     if body.model and body.model.casefold() not in {n.casefold() for n in names}:
@@ -108,10 +109,11 @@ def _check(body: ChatBody, served: str) -> tuple[int, list[str]]:
     if body.temperature not in (None, 0, 0.0) or body.top_p not in (None, 1, 1.0):
         notes.append("decoding is greedy: temperature/top_p were ignored")
     limit = body.max_completion_tokens or body.max_tokens
-    lo, hi = MAX_NEW_TOKENS_RANGE
-    if limit is not None and not 1 <= limit <= hi:
-        raise ApiError(400, f"max_tokens must be 1–{hi}, got {limit}", "e.g. max_tokens: 512")
-    return (limit or 512), notes
+    cap = min(settings.max_new_tokens, MAX_NEW_TOKENS_RANGE[1])
+    if limit is not None and not 1 <= limit <= cap:
+        raise ApiError(400, f"max_tokens must be 1–{cap:,}, got {limit:,}",
+                       "e.g. max_tokens: 512 (this server's cap is CHORD_API_MAX_NEW_TOKENS)")
+    return (limit or min(MAX_NEW_TOKENS_DEFAULT, cap)), notes
 
 
 async def _media(media: list[tuple[str, Any]]) -> str:
@@ -125,19 +127,44 @@ async def _media(media: list[tuple[str, Any]]) -> str:
     return str(await run_in_threadpool(media_from_url, url, kind=kind))
 
 
-@router.post("/v1/chat/completions", response_model=None)
-async def chat_completions(request: Request, body: ChatBody) -> Any:
+_BODY_SCHEMA = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": ChatBody.model_json_schema()}}}}
+
+
+async def _read_body(request: Request) -> ChatBody:
+    """The body, read here rather than by FastAPI: too-deep JSON and lone surrogates are
+    400s that say so (they were 500s), and the key was checked before any of it was read."""
+    from pydantic import ValidationError
+
+    from chord_core.service.inputs import parse_json
+
+    doc = parse_json(await request.body(), '{"messages": [{"role": "user", "content": "…"}]}')
+    try:
+        return ChatBody.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        raise ApiError(422, f"{where}: {first.get('msg')}",
+                       "send OpenAI's chat completion request: model, messages, max_tokens"
+                       ) from None
+
+
+@router.post("/v1/chat/completions", response_model=None, openapi_extra=_BODY_SCHEMA)
+async def chat_completions(request: Request) -> Any:
     """Answer a question about one image or clip, OpenAI style (optionally streamed)."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.media.roots import job_roots
     from chord_core.runtime.jobs import JobSpec
+    from chord_core.service.caps import capped_sampling
 
     rt, settings = request.app.state.runtime, request.app.state.settings
-    limit, notes = _check(body, rt.model)
+    body = await _read_body(request)
+    limit, notes = _check(body, rt.model, settings)
     question, media = split_messages(body.messages)
     path = await _media(media)
     # the model stops at max_tokens: nothing is generated only to be cut away
-    spec = JobSpec(AnalysisRequest(path, "describe", question, max_new_tokens=limit,
+    spec = JobSpec(AnalysisRequest(path, "describe", question,
+                                   capped_sampling(settings, "describe"), max_new_tokens=limit,
                                    media_roots=job_roots()),  # the worker re-checks at open
                    model=None, label="api chat")
     (job_id,) = await rt.submit([spec])

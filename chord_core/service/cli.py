@@ -24,7 +24,10 @@ def add_parser(sub: Any, model_args: Any) -> None:
     p.add_argument("--port", type=int, default=None, help="port (default 8080 or "
                                                           "$CHORD_API_PORT)")
     p.add_argument("--api-key", default=None,
-                   help="callers must send 'Authorization: Bearer KEY' ($CHORD_API_KEY)")
+                   help="callers must send 'Authorization: Bearer KEY' ($CHORD_API_KEY); "
+                        "a key given here shows in ps: prefer $CHORD_API_KEY or --api-key-file")
+    p.add_argument("--api-key-file", default=None, metavar="FILE",
+                   help="read the key from FILE's first line ($CHORD_API_KEY_FILE)")
     p.add_argument("--no-auth", action="store_true", default=None,
                    help="serve a non-local address without a key (trusted networks only)")
     p.add_argument("--max-body-mb", type=float, default=None,
@@ -53,7 +56,13 @@ def _settings(args: argparse.Namespace) -> Any:
     from chord_core.service.settings import MIB, settings_from_env
 
     body = None if args.max_body_mb is None else int(args.max_body_mb * MIB)
+    if args.api_key:
+        log.warning("the API key was given on the command line, where every user of this "
+                    "machine sees it (ps); set CHORD_API_KEY or use --api-key-file instead")
+        print("warning: --api-key shows in ps to every user of this machine; set "
+              "CHORD_API_KEY or use --api-key-file FILE", file=sys.stderr)
     return settings_from_env(host=args.host, port=args.port, api_key=args.api_key,
+                             api_key_file=args.api_key_file,
                              no_auth=args.no_auth, max_body_bytes=body,
                              max_tasks=args.max_tasks, request_timeout_s=args.timeout,
                              readers=args.readers)
@@ -92,6 +101,29 @@ def _leave_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, leave)
 
 
+def _http_limits(settings: Any) -> dict[str, Any]:
+    """uvicorn's HTTP settings: the h11 protocol with header limits and read timeouts
+    (protocol.py; uvicorn's own parsers bound neither)."""
+    from chord_core.service.protocol import MAX_HEADER_BYTES, protocol_class
+
+    return {"http": protocol_class(settings.read_timeout_s),
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES, "timeout_keep_alive": 5}
+
+
+def _start_sweeper(runtime: Any, settings: Any) -> Any:
+    """Say if the data dir is open to others, and start the uploads' retention."""
+    from chord_core.config import default_data_dir
+    from chord_core.service.media import api_uploads_dir
+    from chord_core.service.retention import UploadSweeper, paths_in_use, warn_if_open
+
+    warning = warn_if_open(default_data_dir())
+    if warning:
+        print(warning, file=sys.stderr)
+    api_uploads_dir()  # created (or tightened) private now, not at the first upload
+    return UploadSweeper(api_uploads_dir, settings.upload_retention_h,
+                         lambda: paths_in_use(runtime.manager)).start()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the workers and the HTTP server; returns when the server stops."""
     _check_installed()
@@ -123,15 +155,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     watches = None
     advertised = advertise(local_url(settings.host, settings.port), cfg.model)
+    sweeper = _start_sweeper(runtime, settings)
     try:
         watches = start_from_env(runtime.manager, runtime.store, runtime.model)  # CHORD_WATCH
         uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,
-                    timeout_graceful_shutdown=5)
+                    timeout_graceful_shutdown=5, **_http_limits(settings))
     finally:
         withdraw(advertised)  # the one-shot CLI stops sending here
         if watches is not None:
             watches.stop()
+        sweeper.stop()
         readers.close()
         runtime.manager.shutdown(timeout=10.0)
         if runtime.store is not None:

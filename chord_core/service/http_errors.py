@@ -8,6 +8,7 @@ is mapped the same way by its ``type``.
 
 from __future__ import annotations
 
+import errno
 import logging
 from typing import Any
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from chord_core import errors as E
 from chord_core.service.runtime import ClientGone
@@ -26,7 +28,12 @@ STATUS_BY_TYPE = {
     "VideoError": 422, "ConfigError": 400, "InputError": 400, "OutputError": 400,
     "ModelNotFoundError": 404, "JobCancelled": 409,
     "ResourceError": 503, "StoreError": 503, "ModelError": 503, "PlacementError": 503,
+    "DiskFullError": 507,
 }
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# a 500 ends its connection, said so: Starlette re-raises after a 500 and uvicorn then closes
+# the socket, so a pooled client whose next request went out on it saw ECONNRESET (issue 25)
+CLOSE = {"Connection": "close"}
 GENERIC_500 = {"error": "internal error in the Chord service",
                "hint": "this is a bug in Chord; the server log has the details — please "
                        "report it"}
@@ -40,6 +47,8 @@ _HTTP_HINTS = {
     405: "check the method; GET /openapi.json lists the endpoints",
     413: "send less: fewer or smaller files per request (the limit is set by "
          "CHORD_API_MAX_BODY_MB)",
+    415: "send Content-Type: application/json, or multipart/form-data where a file is "
+         "uploaded",
 }
 
 
@@ -57,7 +66,7 @@ class ApiError(Exception):
 
 OPENAI_PATHS = ("/v1/chat/",)
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                 404: "not_found_error", 413: "invalid_request_error",
+                 404: "not_found_error", 413: "invalid_request_error", 507: "server_error",
                  422: "invalid_request_error", 503: "server_error", 500: "server_error"}
 
 
@@ -65,12 +74,18 @@ def error_response(request: Request | None, status: int, message: str, hint: str
                    headers: dict[str, str] | None = None) -> JSONResponse:
     """``{"error", "hint"}``; on OpenAI-style paths ``error`` is OpenAI's object
     (``message``, ``type``, ``code``) so its clients show the message, ``hint`` beside it."""
+    path = request.url.path if request is not None else ""
+    return JSONResponse(error_body(path, status, message, hint), status, headers=headers)
+
+
+def error_body(path: str, status: int, message: str, hint: str) -> dict[str, Any]:
+    """The error document for ``path``: OpenAI's object on its paths, else ours."""
     body: dict[str, Any] = {"error": message, "hint": hint}
-    if request is not None and request.url.path.startswith(OPENAI_PATHS):
+    if path.startswith(OPENAI_PATHS):
         body["error"] = {"message": f"{message} (hint: {hint})" if hint else message,
                          "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
                          "param": None, "code": status}
-    return JSONResponse(body, status, headers=headers)
+    return body
 
 
 def status_for(error_type: str) -> int:
@@ -148,7 +163,29 @@ def install_handlers(app: FastAPI) -> None:
         log.info("%s", exc)
         return Response(status_code=499)  # nginx's "client closed request": no one reads it
 
+    @app.exception_handler(ClientDisconnect)
+    async def _hung_up(_: Request, exc: ClientDisconnect) -> Response:
+        return Response(status_code=499)  # it left (or was timed out) while sending its body
+
+    @app.exception_handler(OSError)
+    async def _os(request: Request, exc: OSError) -> JSONResponse:
+        if exc.errno in FULL_DISK_ERRNOS:
+            full = disk_full(exc)
+            log.error("request refused: %s", full.message)
+            return from_chord_error(full).response(request)
+        return await _bug(request, exc)
+
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return error_response(request, 500, GENERIC_500["error"], GENERIC_500["hint"])
+        return error_response(request, 500, GENERIC_500["error"], GENERIC_500["hint"], CLOSE)
+
+
+def disk_full(exc: OSError) -> E.DiskFullError:
+    """The DiskFullError for an OSError that says the disk (or quota, or file-size limit)
+    is full: what a client is told, without the server's paths."""
+    return E.DiskFullError("the server's disk is full: the request's files could not be "
+                           f"stored ({exc.strerror or 'no space left'})",
+                           hint="send it again later; the server's operator must free space "
+                                "where CHORD_DATA_DIR lies (old uploads go after "
+                                "CHORD_API_UPLOAD_RETENTION_H hours)")

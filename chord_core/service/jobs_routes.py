@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any, AsyncIterator, Literal
 
 from fastapi import APIRouter, Request
@@ -84,26 +85,30 @@ async def models(request: Request) -> dict[str, Any]:
 async def _body_and_upload(request: Request) -> tuple[dict[str, Any], Any]:
     """The job fields and the uploaded file (None for JSON bodies)."""
     ctype = request.headers.get("content-type", "")
-    if ctype.startswith("multipart/form-data"):
+    if ctype.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
         form = await request.form(max_files=1, max_fields=32)
         upload = form.get(UPLOAD_FIELD)
         fields = {k: v for k, v in form.items() if k != UPLOAD_FIELD and isinstance(v, str)}
         return fields, upload if hasattr(upload, "read") else None
-    raw = await request.body()
-    try:
-        import json
+    from chord_core.service.inputs import parse_json
 
-        data = json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "the request body is not valid JSON",
-                       "send a JSON object, or a multipart form with a 'file' field") from None
+    data = parse_json(await request.body(), _EXAMPLE)
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object",
-                       'e.g. {"task": "describe", "video_path": "/data/media/clip.mp4"}')
+                       "e.g. " + _EXAMPLE)
     return data, None
 
 
+_EXAMPLE = '{"task": "describe", "video_path": "/data/media/clip.mp4"}'
+
+
 def _parse_job(fields: dict[str, Any]) -> JobBody:
+    from chord_core.service.inputs import unencodable_at
+
+    where = unencodable_at(fields, "body")  # form fields too
+    if where is not None:
+        raise ApiError(400, f"{where} holds a lone UTF-16 surrogate, which is not text",
+                       "send valid Unicode (UTF-8)")
     try:
         return JobBody.model_validate(fields)
     except ValidationError as exc:
@@ -138,21 +143,36 @@ def _iter_file(fh: Any) -> Any:
         yield chunk
 
 
-def _analysis_request(body: JobBody, path: str) -> Any:
+def _analysis_request(body: JobBody, path: str, settings: Any) -> Any:
+    """The job's request, within the server's caps (caps.py: over a cap is a 400)."""
     from chord_core.analysis.request import AnalysisRequest
-    from chord_core.config import SamplingConfig
+    from chord_core.config import MAX_NEW_TOKENS_DEFAULT
     from chord_core.media.roots import job_roots
+    from chord_core.service.caps import capped_new_tokens, capped_sampling
+    from chord_core.service.inputs import text_field
 
-    sampling: dict[str, Any] = {}
-    for name in ("fps", "max_frames", "token_budget"):
-        if getattr(body, name) is not None:
-            sampling[name] = getattr(body, name)
-    if body.max_pixels is not None:
-        sampling.update(max_pixels=body.max_pixels, ground_max_pixels=body.max_pixels,
-                        min_pixels=min(SamplingConfig().min_pixels, body.max_pixels))
-    extra = {} if body.max_new_tokens is None else {"max_new_tokens": body.max_new_tokens}
-    return AnalysisRequest(path, body.task, body.text(), SamplingConfig(**sampling),
-                           media_roots=job_roots(), **extra)  # the worker re-checks at open
+    sampling = capped_sampling(settings, body.task, fps=body.fps, max_frames=body.max_frames,
+                               max_pixels=body.max_pixels, token_budget=body.token_budget)
+    tokens = capped_new_tokens(settings, body.max_new_tokens, MAX_NEW_TOKENS_DEFAULT)
+    return AnalysisRequest(path, body.task, text_field(body.text(), _TEXT_FIELD[body.task]),
+                           sampling, max_new_tokens=tokens,
+                           media_roots=job_roots())  # the worker re-checks at open
+
+
+_TEXT_FIELD = {"describe": "prompt", "ground": "target", "entail": "statement"}
+
+
+def _within_caps(req: Any, settings: Any) -> tuple[Any, Any]:
+    """(the request fitted to the visual-token cap on its probed clip, the probe of a video:
+    the manager is given it and does not probe again). Describe jobs need no probe here; an
+    image is read from its header only (the manager checks it as for any job)."""
+    from chord_core.analysis.request import probe_input
+    from chord_core.service.caps import fit_to_cap
+
+    if req.task == "describe":
+        return req, None
+    info = probe_input(req.video_path, decode_images=False)
+    return fit_to_cap(settings, req, info), None if info.container == "image" else info
 
 
 @router.post("/v1/jobs", status_code=202)
@@ -162,9 +182,11 @@ async def submit_job(request: Request) -> JSONResponse:
 
     fields, upload = await _body_and_upload(request)
     body = _parse_job(fields)
+    req = _analysis_request(body, "", request.app.state.settings)  # caps before any file
     path = await _media_path(body, upload)
-    spec = JobSpec(_analysis_request(body, path), model=None,
-                   label=body.label or f"api {body.task}")
+    req, info = await run_in_threadpool(_within_caps, replace(req, video_path=path),
+                                        request.app.state.settings)
+    spec = JobSpec(req, model=None, label=body.label or f"api {body.task}", info=info)
     (job_id,) = await _runtime(request).submit([spec])
     return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
 

@@ -28,7 +28,6 @@ from chord_core.media.roots import (
     is_under,
     readable_roots,
     roots_text,
-    typed_path,
     uploads_root,
 )
 
@@ -41,9 +40,18 @@ CHUNK = 1 << 20
 
 
 def api_uploads_dir() -> Path:
-    """``<data dir>/uploads/api``, created private (0700)."""
-    folder = uploads_root() / "api"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """``<data dir>/uploads/api``, created private (0700) with ``uploads/`` (it was 0755:
+    ``mkdir(parents=True)`` gives the parents the default mode). Both are Chord's own
+    folders, so a looser mode found on them is tightened."""
+    root = uploads_root()
+    folder = root / "api"
+    if not folder.is_dir():
+        root.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        root.mkdir(exist_ok=True, mode=0o700)
+        folder.mkdir(exist_ok=True, mode=0o700)
+    for own in (root, folder):
+        if stat.S_IMODE(own.stat().st_mode) & 0o077:
+            os.chmod(own, 0o700)
     return folder
 
 
@@ -61,9 +69,17 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
         if roots else "paths are switched off on this Chord (CHORD_MEDIA_ROOTS=off)",
         hint="send the file itself (upload, base64 or a data: URL), or a path inside the "
              "media roots (CHORD_MEDIA_ROOTS on the server)")
+    if "\x00" in raw:
+        raise InputError("the path holds a NUL byte, which no file name can hold",
+                         hint="send the path as plain text, without \\u0000")
+    if raw.startswith("~"):  # never expanded for a client: ``~user`` would say who exists
+        raise InputError(f"{raw[:200]!r}: Chord does not expand another account's home "
+                         "folder, nor ~ itself, in a path a client sends",
+                         hint="give the full path of a file under the media roots "
+                              "(CHORD_MEDIA_ROOTS on the server)")
     if not raw or not roots:
         raise refused
-    path = Path(os.path.realpath(typed_path(raw)))  # refuses NUL bytes and ~name
+    path = Path(os.path.realpath(raw))
     if not is_under(path, readable_roots()) or path.suffix.lower().lstrip(".") not in kinds:
         raise refused
     try:
@@ -71,8 +87,6 @@ def resolve_media(text: str, *, images: bool = True, videos: bool = True) -> Pat
             raise refused
     except OSError:
         raise refused from None
-    if is_image_path(path):  # the one format policy, by the bytes, before a job is queued
-        image_info(path, decode=False)
     return path
 
 
@@ -98,16 +112,26 @@ def decode_base64(text: Any, what: str = "image_data") -> tuple[bytes, str]:
 
 def _write_private(data_chunks: Any, folder: Path) -> tuple[Path, str, int]:
     """Write chunks to a private temporary file in ``folder``; returns (path, sha256, size)."""
+    from chord_core.service.http_errors import FULL_DISK_ERRNOS, disk_full
+
     digest, size = hashlib.sha256(), 0
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+    tmp = ""
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
         with os.fdopen(fd, "wb") as fh:
             for chunk in data_chunks:
                 digest.update(chunk)
                 size += len(chunk)
                 fh.write(chunk)
+    except OSError as exc:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        if exc.errno in FULL_DISK_ERRNOS:
+            raise disk_full(exc) from None
+        raise
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return Path(tmp), digest.hexdigest(), size
 
@@ -117,6 +141,7 @@ def _place(tmp: Path, digest: str, ext: str) -> tuple[Path, bool]:
     final = tmp.parent / f"{digest[:32]}.{ext}"
     if final.exists():
         tmp.unlink(missing_ok=True)
+        os.utime(final)  # sent again: its retention starts over (retention.py)
         return final, False
     os.replace(tmp, final)
     return final, True

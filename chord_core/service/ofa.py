@@ -24,8 +24,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from chord_core.errors import ChordError
-from chord_core.service.http_errors import ApiError, from_chord_error, job_error_entry
+from chord_core.errors import ChordError, DiskFullError
+from chord_core.service.http_errors import (
+    GENERIC_500,
+    ApiError,
+    from_chord_error,
+    job_error_entry,
+)
+from chord_core.service.inputs import unencodable_at
 from chord_core.service.readers import spool_body
 
 log = logging.getLogger(__name__)
@@ -60,12 +66,13 @@ def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((task[k] for k in keys if k in task), None)
 
 
-def _prepare(index: int, task: Any) -> tuple[Any, Any]:
+def _prepare(index: int, task: Any, sampling: Any = None) -> tuple[Any, Any]:
     """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
     from chord_core.analysis.entailment import clean_statement
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.errors import InputError
     from chord_core.runtime.jobs import JobSpec
+    from chord_core.service.inputs import text_field
     from chord_core.service.media import decode_base64, save_image_probed
 
     if not isinstance(task, dict):
@@ -75,29 +82,37 @@ def _prepare(index: int, task: Any) -> tuple[Any, Any]:
     if image is None:
         raise InputError(f"task {index} has no image_data",
                          hint="add the image as base64 in image_data")
-    statement = clean_statement(_first(task, TEXT_KEYS) or "")
+    where = unencodable_at(task, f"task {index}")
+    if where is not None:
+        raise InputError(f"{where} holds a lone UTF-16 surrogate, which is not text",
+                         hint="send valid Unicode (UTF-8)")
+    statement = clean_statement(text_field(_first(task, TEXT_KEYS), f"task {index}: text"))
     data, _ = decode_base64(image, "image_data")
     path, info = save_image_probed(data)
-    request = AnalysisRequest(str(path), "entail", statement)
+    request = AnalysisRequest(str(path), "entail", statement,
+                              *(() if sampling is None else (sampling,)))
     # the image was decoded just now: the manager need not probe it again
     return task.get("id", index), JobSpec(request, model=None, label="api batch_predict",
                                           info=info)
 
 
-def read_batch_file(path: str, max_tasks: int) -> BatchIntake:
+def read_batch_file(path: str, max_tasks: int, sampling: Any = None) -> BatchIntake:
     """``read_batch`` on a spooled body (the route removes the file afterwards)."""
     with open(path, "rb") as fh:
-        return read_batch(fh.read(), max_tasks)
+        return read_batch(fh.read(), max_tasks, sampling)
 
 
-def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
+def read_batch(body: bytes, max_tasks: int, sampling: Any = None) -> BatchIntake:
     """A request body read and every task checked and stored (in a reader process). The
     tasks are checked on a few threads: Pillow, hashing and file writes let go of the
     interpreter lock, so a request's images are checked side by side."""
     shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
     try:
         doc = json.loads(body)
-    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+    except RecursionError:
+        return BatchIntake(refusal=(400, "the request body is nested too deeply to read",
+                                    shape))
+    except ValueError:  # UnicodeDecodeError is a ValueError
         return BatchIntake(refusal=(400, "the request body is not valid JSON",
                                     shape + " with Content-Type: application/json"))
     del body
@@ -115,7 +130,8 @@ def read_batch(body: bytes, max_tasks: int) -> BatchIntake:
             "split them over several requests (CHORD_API_MAX_TASKS sets the limit)"))
     read = BatchIntake(out=[None] * len(tasks))
     with ThreadPoolExecutor(min(CHECK_THREADS, len(tasks))) as pool:
-        checked = list(pool.map(_checked, range(len(tasks)), tasks))
+        checked = list(pool.map(_checked, range(len(tasks)), tasks,
+                                [sampling] * len(tasks)))
     checked = _within_pixels(checked)
     for i, (task_id, spec, entry) in enumerate(checked):
         if entry is not None:
@@ -143,14 +159,22 @@ def _within_pixels(checked: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, 
     return out
 
 
-def _checked(index: int, task: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+def _checked(index: int, task: Any, sampling: Any = None
+             ) -> tuple[Any, Any, dict[str, Any] | None]:
     """(id, JobSpec, None) for a good task; (None, None, its error entry) for a bad one."""
     try:
-        return (*_prepare(index, task), None)
+        return (*_prepare(index, task, sampling), None)
+    except DiskFullError:
+        raise  # no task can be stored: the whole request is a 507
     except ChordError as exc:
         api = from_chord_error(exc)
-        tid = task.get("id", index) if isinstance(task, dict) else index
-        return None, None, {"id": tid, "error": api.message, "hint": api.hint}
+    except Exception:  # a bug on one task's input must not cost the others their answers
+        log.exception("task %d of a /batch_predict request failed", index)
+        api = ApiError(500, GENERIC_500["error"], GENERIC_500["hint"])
+    tid = task.get("id", index) if isinstance(task, dict) else index
+    if unencodable_at(tid) is not None:
+        tid = index  # an id that is not text cannot be sent back
+    return None, None, {"id": tid, "error": api.message, "hint": api.hint}
 
 
 def prediction(task_id: Any, status: Any) -> dict[str, Any]:
@@ -173,10 +197,13 @@ _BODY_SCHEMA = {"requestBody": {"required": True, "content": {
 async def batch_predict(request: Request) -> dict[str, Any]:
     """Visual entailment for many image + statement pairs in one request."""
     settings, rt = request.app.state.settings, request.app.state.runtime
+    from chord_core.service.caps import capped_sampling
+
+    sampling = capped_sampling(settings, "entail")  # the server's caps, as for every job
     spooled = await spool_body(request)
     try:
         read = await request.app.state.readers.run(read_batch_file, str(spooled),
-                                                    settings.max_tasks)
+                                                    settings.max_tasks, sampling)
     finally:
         spooled.unlink(missing_ok=True)
     if read.refusal:

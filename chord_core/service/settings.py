@@ -22,6 +22,14 @@ DEFAULT_MAX_BODY_MB = 256
 DEFAULT_MAX_TASKS = 64
 DEFAULT_TIMEOUT_S = 300.0
 MAX_READERS = 32
+# what one request may ask of the workers (caps.py); the defaults are the engine's own
+# defaults, so a request that asks for nothing is never refused
+DEFAULT_MAX_FRAMES = 768
+DEFAULT_MAX_PIXELS = 1280 * 28 * 28  # ≈ 1 MP a frame: grounding's default size
+DEFAULT_MAX_VISUAL_TOKENS = 24_000
+DEFAULT_MAX_NEW_TOKENS = 2048
+DEFAULT_READ_TIMEOUT_S = 10.0
+DEFAULT_UPLOAD_RETENTION_H = 24.0
 
 
 def default_readers(cpus: int | None = None) -> int:
@@ -43,8 +51,15 @@ class ServiceSettings:
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     allowed_hosts: tuple[str, ...] = field(default_factory=tuple)
     readers: int = 1
+    max_frames: int = DEFAULT_MAX_FRAMES
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_visual_tokens: int = DEFAULT_MAX_VISUAL_TOKENS
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+    upload_retention_h: float = DEFAULT_UPLOAD_RETENTION_H
 
     def __post_init__(self) -> None:
+        self._check_caps()
         if not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be 0–65535, got {self.port}",
                               hint="e.g. --port 8080 (CHORD_API_PORT)")
@@ -66,6 +81,25 @@ class ServiceSettings:
                               hint="set CHORD_API_KEY (or --api-key) so callers must send "
                                    "'Authorization: Bearer <key>', or pass --no-auth if this "
                                    "network is trusted")
+
+    def _check_caps(self) -> None:
+        """The request caps must leave a request possible (caps.py says what each bounds)."""
+        from chord_core.config import MIN_FRAMES, MIN_PIXELS_DEFAULT
+
+        for name, low, var in (("max_frames", MIN_FRAMES, "CHORD_API_MAX_FRAMES"),
+                               ("max_pixels", MIN_PIXELS_DEFAULT, "CHORD_API_MAX_PIXELS"),
+                               ("max_visual_tokens", 256, "CHORD_API_MAX_VISUAL_TOKENS"),
+                               ("max_new_tokens", 1, "CHORD_API_MAX_NEW_TOKENS")):
+            if getattr(self, name) < low:
+                raise ConfigError(f"{var} must be at least {low:,}, got {getattr(self, name):,}",
+                                  hint=f"unset it for the default ({getattr(type(self), name):,})")
+        if not self.read_timeout_s > 0:
+            raise ConfigError(f"the read timeout must be positive, got {self.read_timeout_s}",
+                              hint="set CHORD_API_READ_TIMEOUT_S, e.g. 10")
+        if self.upload_retention_h < 0:
+            raise ConfigError(f"the upload retention must be 0 or more hours, got "
+                              f"{self.upload_retention_h}",
+                              hint="set CHORD_API_UPLOAD_RETENTION_H (0: keep uploads)")
 
     @property
     def is_local(self) -> bool:
@@ -110,6 +144,44 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object
         "readers": int(_number(env, "CHORD_API_READERS", int, default_readers())),
         "allowed_hosts": tuple(h.strip() for h in env_value("CHORD_ALLOWED_HOSTS", env)
                                .split(",") if h.strip()),
+        **_caps_from_env(env),
     }
+    key_file = overrides.pop("api_key_file", None) or env_value("CHORD_API_KEY_FILE", env)
+    if key_file and not overrides.get("api_key"):
+        values["api_key"] = read_key_file(str(key_file))
     values.update({k: v for k, v in overrides.items() if v is not None})
     return ServiceSettings(**values)  # type: ignore[arg-type]
+
+
+def _caps_from_env(env: Mapping[str, str] | None) -> dict[str, object]:
+    return {
+        "max_frames": int(_number(env, "CHORD_API_MAX_FRAMES", int, DEFAULT_MAX_FRAMES)),
+        "max_pixels": int(_number(env, "CHORD_API_MAX_PIXELS", int, DEFAULT_MAX_PIXELS)),
+        "max_visual_tokens": int(_number(env, "CHORD_API_MAX_VISUAL_TOKENS", int,
+                                         DEFAULT_MAX_VISUAL_TOKENS)),
+        "max_new_tokens": int(_number(env, "CHORD_API_MAX_NEW_TOKENS", int,
+                                      DEFAULT_MAX_NEW_TOKENS)),
+        "read_timeout_s": _number(env, "CHORD_API_READ_TIMEOUT_S", float,
+                                  DEFAULT_READ_TIMEOUT_S),
+        "upload_retention_h": _number(env, "CHORD_API_UPLOAD_RETENTION_H", float,
+                                      DEFAULT_UPLOAD_RETENTION_H),
+    }
+
+
+def read_key_file(path: str) -> str:
+    """The API key from a file (its first line, stripped): a key given on the command line
+    shows in ``ps`` to every user of the machine; a file (or CHORD_API_KEY) does not."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            key = fh.readline().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the API key file {path!r}: "
+                          f"{getattr(exc, 'strerror', None) or exc}",
+                          hint="give a readable file holding the key on its first line "
+                               "(--api-key-file / CHORD_API_KEY_FILE)") from None
+    if not key:
+        raise ConfigError(f"the API key file {path!r} is empty",
+                          hint="write the key on its first line (CHORD_API_KEY_FILE / "
+                               "--api-key-file), e.g. openssl rand -hex 24 > FILE; chmod 600 "
+                               "FILE")
+    return key

@@ -36,13 +36,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(tmp: Path, *args: str, wait_ready: bool = True, timeout: float = 120.0
-                 ) -> Server:
-    """Start the service as a subprocess and wait until it answers (ready workers if asked)."""
+def start_server(tmp: Path, *args: str, wait_ready: bool = True, timeout: float = 120.0,
+                 env: dict[str, str] | None = None) -> Server:
+    """Start the service as a subprocess and wait until it answers (ready workers if asked);
+    ``env`` adds variables."""
     media, data = tmp / "media", tmp / "data"
     media.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
+    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data), **(env or {}))
     log = tmp / "server.log"
     proc = subprocess.Popen([sys.executable, "-m", "chord_core", "serve", "--model", "test",
                              "--port", str(port), *args], cwd=ROOT, env=env,

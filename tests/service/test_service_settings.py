@@ -78,3 +78,112 @@ def test_a_missing_package_is_said_before_workers_start() -> None:
     assert out.returncode == 2
     assert out.stderr.startswith("error: the service needs the uvicorn package")
     assert "pip install -r requirements.txt" in out.stderr and "plan:" not in out.stderr
+
+
+def test_caps_default_to_the_engines_defaults_and_read_their_variables() -> None:
+    s = settings_from_env({})
+    assert (s.max_frames, s.max_pixels, s.max_visual_tokens, s.max_new_tokens) == \
+        (768, 1280 * 28 * 28, 24_000, 2048)
+    assert (s.read_timeout_s, s.upload_retention_h) == (10.0, 24.0)
+    env = {"CHORD_API_MAX_FRAMES": "16", "CHORD_API_MAX_PIXELS": "200704",
+           "CHORD_API_MAX_VISUAL_TOKENS": "4000", "CHORD_API_MAX_NEW_TOKENS": "64",
+           "CHORD_API_READ_TIMEOUT_S": "2.5", "CHORD_API_UPLOAD_RETENTION_H": "0"}
+    s = settings_from_env(env)
+    assert (s.max_frames, s.max_pixels, s.max_visual_tokens, s.max_new_tokens) == \
+        (16, 200704, 4000, 64)
+    assert (s.read_timeout_s, s.upload_retention_h) == (2.5, 0.0)
+
+
+@pytest.mark.parametrize("env,words", [
+    ({"CHORD_API_MAX_FRAMES": "2"}, "CHORD_API_MAX_FRAMES must be at least 4"),
+    ({"CHORD_API_MAX_PIXELS": "100"}, "CHORD_API_MAX_PIXELS must be at least"),
+    ({"CHORD_API_MAX_VISUAL_TOKENS": "10"}, "CHORD_API_MAX_VISUAL_TOKENS must be at least"),
+    ({"CHORD_API_MAX_NEW_TOKENS": "0"}, "CHORD_API_MAX_NEW_TOKENS must be at least 1"),
+    ({"CHORD_API_READ_TIMEOUT_S": "0"}, "read timeout must be positive"),
+    ({"CHORD_API_UPLOAD_RETENTION_H": "-1"}, "retention must be 0 or more"),
+    ({"CHORD_API_MAX_FRAMES": "many"}, "CHORD_API_MAX_FRAMES must be a number"),
+], ids=["frames", "pixels", "tokens", "new-tokens", "read-timeout", "retention", "nan"])
+def test_bad_caps_are_refused_with_a_hint(env, words) -> None:
+    with pytest.raises(ConfigError) as info:
+        settings_from_env(env)
+    assert words in info.value.message and info.value.hint
+
+
+def test_the_key_comes_from_a_file_unless_given_outright(tmp_path) -> None:
+    key = tmp_path / "key"
+    key.write_text("  from-the-file \nsecond line\n")
+    assert settings_from_env({"CHORD_API_KEY_FILE": str(key)}).api_key == "from-the-file"
+    assert settings_from_env({"CHORD_API_KEY": "env"}, api_key_file=str(key)).api_key == \
+        "from-the-file"
+    assert settings_from_env({}, api_key="flag", api_key_file=str(key)).api_key == "flag"
+    for bad, words in ((tmp_path / "missing", "cannot read the API key file"),
+                       (tmp_path / "empty", "is empty")):
+        if words == "is empty":
+            bad.write_text("\n")
+        with pytest.raises(ConfigError) as info:
+            settings_from_env({"CHORD_API_KEY_FILE": str(bad)})
+        assert words in info.value.message and "CHORD_API_KEY_FILE" in info.value.hint
+
+
+def test_capped_sampling_lowers_defaults_and_refuses_what_is_over() -> None:
+    from chord_core.service.caps import capped_new_tokens, capped_sampling
+    from chord_core.service.http_errors import ApiError
+
+    s = ServiceSettings(max_frames=16, max_pixels=200704, max_visual_tokens=4000,
+                        max_new_tokens=64)
+    cfg = capped_sampling(s, "describe")
+    assert (cfg.max_frames, cfg.max_pixels, cfg.token_budget) == (16, 200704, 4000)
+    assert capped_sampling(s, "ground").max_frames == 16  # 4000 tokens pay for 30 frames
+    assert capped_sampling(ServiceSettings(), "ground").max_frames == 186
+    assert capped_new_tokens(s, None, 512) == 64 and capped_new_tokens(s, 10, 512) == 10
+    for kwargs in ({"max_frames": 17}, {"max_pixels": 200705}, {"token_budget": 4001},
+                   {"fps": 61.0}):
+        with pytest.raises(ApiError) as info:
+            capped_sampling(s, "describe", **kwargs)
+        assert info.value.status == 400 and info.value.hint
+    with pytest.raises(ApiError):
+        capped_new_tokens(s, 65, 512)
+
+
+def test_old_uploads_go_unless_a_job_still_reads_them(tmp_path) -> None:
+    import os
+    import time
+
+    from chord_core.service.retention import sweep_uploads, warn_if_open
+
+    now = time.time()
+    files = {name: tmp_path / name for name in ("old.png", "busy.mp4", "new.png", ".part-x")}
+    for name, path in files.items():
+        path.write_bytes(b"x")
+        age = 10 if name == "new.png" else 7200
+        os.utime(path, (now - age, now - age))
+    (tmp_path / "sub").mkdir()
+    assert sweep_uploads(tmp_path, 3600, [str(files["busy.mp4"])], now=now) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy.mp4", "new.png", "sub"]
+    assert sweep_uploads(tmp_path / "nothing", 3600, []) == 0
+    os.chmod(tmp_path, 0o755)
+    assert "chmod 700" in warn_if_open(tmp_path)
+    os.chmod(tmp_path, 0o700)
+    assert warn_if_open(tmp_path) is None
+
+
+@pytest.mark.parametrize("asked,frames", [
+    ({"fps": 30, "max_frames": 186, "max_pixels": 1003520}, 186), ({"fps": 30}, 186),
+    ({"fps": 2}, 40), ({}, 40),
+], ids=["the-worst-asked", "all-frames", "2fps", "defaults"])
+def test_grounding_is_fitted_to_the_visual_token_cap_on_the_probed_clip(asked, frames) -> None:
+    """Grounding pays its budget per frame: before, 186 frames at 644×476 were 72,726
+    visual tokens under a 24,000 cap."""
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.media.sampling import plan_sampling
+    from chord_core.service.caps import capped_sampling, fit_to_cap
+    from chord_core.types import VideoInfo
+
+    info = VideoInfo(path="c.mp4", duration_s=20.0, fps=30.0, frame_count=600, width=640,
+                     height=480, codec="h264", rotation=0, container="mp4")
+    s = ServiceSettings()
+    request = AnalysisRequest("c.mp4", "ground", "a dog", capped_sampling(s, "ground", **asked))
+    fitted = plan_sampling(info, "ground", fit_to_cap(s, request, info).sampling)
+    assert fitted.num_frames == frames and fitted.visual_tokens <= s.max_visual_tokens
+    describe = AnalysisRequest("c.mp4", "describe", "", capped_sampling(s, "describe"))
+    assert fit_to_cap(s, describe, info) is describe
