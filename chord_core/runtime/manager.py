@@ -8,6 +8,10 @@ model, splits long grounding jobs over the workers, and feeds idle workers
 (``scheduling.py``). Same clip + same settings = one job: ``submit`` of a content ``key``
 that an unfinished or done job has returns that job. Workers are started and stopped from
 the dispatcher thread: their parent-death signal (``lifeline.py``) follows it.
+
+``submit`` returns a ``handles.JobHandle`` (await it, or ``result()``), resolved after the
+tick that finished the job. With a store, the manager holds a lease (``leases.py``): it
+resumes only the jobs whose owner is gone, and renews the lease from the dispatcher's tick.
 """
 
 from __future__ import annotations
@@ -25,23 +29,10 @@ from chord_core.runtime import crashes, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
-from chord_core.runtime.jobs import (
-    MAX_EVENTS_KEPT,
-    JobSpec,
-    JobState,
-    JobStatus,
-    JobTable,
-)
-from chord_core.runtime.messages import (
-    Done,
-    Event,
-    Failed,
-    Progress,
-    Ready,
-    Started,
-    Stopped,
-    WorkerDied,
-)
+from chord_core.runtime.handles import JobHandle
+from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatus, JobTable
+from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, Started,
+                                         Stopped, WorkerDied)
 from chord_core.runtime.scheduling import (
     BATCHED_TASKS,
     JobEntry,
@@ -51,13 +42,13 @@ from chord_core.runtime.scheduling import (
     hand_out,
     hint_busy,
     job_event,
-    job_tasks,
+    make_tasks,
     requeue_after_death,
     steal,
     workers_model_state,
 )
-from chord_core.runtime.store_link import StoreLink
-from chord_core.runtime.workers import Task, WorkerSpec
+from chord_core.runtime.store_link import StoreLink, mark_pending_writes
+from chord_core.runtime.workers import WorkerSpec
 from chord_core.types import ModelInfo, ProgressEvent, Result
 
 log = logging.getLogger(__name__)
@@ -88,22 +79,24 @@ class JobManager(JobTable):
         self._link = StoreLink(store)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
+        self._ready = threading.Event()  # every worker loaded its model (or failed to)
+        self._finished_now: list[JobEntry] = []  # their handles resolve after the tick
         if store is not None:
             self._resume_from_store()
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
     # -- public API ------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
-        """Queue a job; returns its id. ``job_id`` is given only when resuming a stored job.
-        A job whose ``key`` an unfinished or done job already has is that job (its id is
-        returned; nothing is queued twice)."""
+    def submit(self, spec: JobSpec, *, job_id: str | None = None) -> JobHandle:
+        """Queue a job; returns its handle (which is its id). ``job_id`` is given only when
+        resuming a stored job. A job whose ``key`` an unfinished or done job already has is
+        that job (its handle is returned; nothing is queued twice)."""
         resumed = job_id is not None
         with self._lock:
             same = self._by_key.get(spec.key) if spec.key else None
             if same is not None and not resumed:
                 log.info("%s is already job %s; not queued again", spec.label or spec.key, same)
-                return same
+                return self.handle(same)
             job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
             self._jobs[job_id] = JobEntry(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
             if spec.key:
@@ -114,10 +107,11 @@ class JobManager(JobTable):
                 self._link.write("add_job", job_id, video_path=req.video_path, task=req.task,
                                  query=req.query, model=model, key=spec.key,
                                  batch_id=spec.batch_id, spec=spec.to_dict())
-        return job_id
+        return self.handle(job_id)
 
     def _resume_from_store(self) -> None:
-        """Jobs a previous run left queued or running are queued again (same ids)."""
+        """Jobs whose owner is gone (a process that died or stopped) are claimed and queued
+        again, same ids; a live process's jobs are left alone (``leases.py``)."""
         for job_id, spec in self._link.resumable(self._by_key):
             self.submit(spec, job_id=job_id)
 
@@ -134,17 +128,13 @@ class JobManager(JobTable):
             drop_tasks(job, self._tasks, self._workers, keep=True)
             self._finish(job, JobState.CANCELLED)
             settle(job, self._tasks, self._workers, self._link)  # now, or when tasks answer
-            return True
+        self._resolve_finished()
+        return True
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Block until every worker has loaded its model (or failed to)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if all(w.state in ("ready", "failed") for w in self._workers.values()):
-                    return
-            time.sleep(0.05)
-        raise TimeoutError(f"workers not ready after {timeout} s")
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"workers not ready after {timeout} s")
 
     def model_state(self) -> dict[str, Any]:
         """The workers' model: ready (with its info) as soon as one worker has it, loading
@@ -195,6 +185,8 @@ class JobManager(JobTable):
             for job in self._jobs.values():
                 if job.status.state is JobState.RUNNING:
                     self._link.write("update_state", job.status.job_id, "queued")
+            self._link.retry_due(force=True)  # space may have come back meanwhile
+        self._link.release()  # its unfinished jobs are orphans now: the next start takes them
 
     def _respawn_due(self) -> None:
         now = time.monotonic()
@@ -254,9 +246,29 @@ class JobManager(JobTable):
                     self._plan_new_jobs()
                     self._feed_idle_workers()
                     hint_busy(self._workers, self._tasks)  # jobs queued behind a call
+                self._after_tick()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
         self._stop_workers()
+
+    def _after_tick(self) -> None:
+        """Outside the lock, once the tick's writes were made: resolve the handles of the
+        jobs it finished; renew the lease; retry writes a full disk refused, and say which
+        finished jobs wait for theirs (``pending_write``)."""
+        self._resolve_finished()
+        with self._lock:  # the link is shared with submit and cancel
+            self._link.heartbeat()
+            written = self._link.retry_due()
+            if written or self._link.unwritten:
+                mark_pending_writes(self._jobs, self._link.unwritten_jobs())
+            if all(w.state in ("ready", "failed") for w in self._workers.values()):
+                self._ready.set()
+
+    def _resolve_finished(self) -> None:
+        with self._lock:
+            done, self._finished_now = self._finished_now, []
+        for job in done:
+            job.completion.set()
 
     def _handle(self, msg: Event) -> None:
         w = self._workers[msg.worker_id]
@@ -287,7 +299,7 @@ class JobManager(JobTable):
         for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
-                self._make_tasks(job)
+                make_tasks(job, self._tasks, self._workers, self.balancer, split=self._split)
             except ChordError as exc:
                 self._finish(job, JobState.FAILED, error=exc.to_dict())
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
@@ -296,24 +308,6 @@ class JobManager(JobTable):
             batched = job.status.spec.request.task in BATCHED_TASKS
             if not batched or i + 1 == len(new) or (i + 1) % batch == 0:
                 self._feed_idle_workers()
-
-    def _make_tasks(self, job: JobEntry) -> None:
-        from chord_core.analysis.request import probe_input
-        from chord_core.media.sampling import plan_sampling
-
-        req, spec = job.status.spec.request, job.status.spec
-        t = time.perf_counter()
-        job.info = spec.info or probe_input(req.video_path, decode_images=False)
-        job.probe_s = time.perf_counter() - t
-        job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
-        for kind, cost, worker, plan in job_tasks(req, job.plan, self._workers, self.balancer,
-                                                  split=self._split):
-            tid = f"{job.status.job_id}/t{len(job.tasks)}"
-            task = Task(tid, job.status.job_id, kind, req, spec.model, job.info, plan, cost,
-                        job.probe_s)
-            self._tasks[tid] = TaskState(task, worker=worker)
-            self._workers[worker].queue.append(tid)
-            job.tasks.append(tid)
 
     def _feed_idle_workers(self) -> None:
         for wid, w in self._workers.items():
@@ -351,6 +345,7 @@ class JobManager(JobTable):
         else:
             return
         self._link.write("update_state", job_id, "running", worker=job.status.worker)
+        job.completion.changed()
 
     def _on_progress(self, tid: str, event: ProgressEvent) -> None:
         ts = self._tasks.get(tid)
@@ -362,6 +357,7 @@ class JobManager(JobTable):
         st = job.status
         events = (st.events + (event,))[-MAX_EVENTS_KEPT:]
         job.status = replace(st, last_event=event, events=events)
+        job.completion.changed()
 
     def _on_done(self, w: WorkerSlot, tid: str, payload: Any, busy_s: float) -> None:
         w.ended(tid)
@@ -410,6 +406,7 @@ class JobManager(JobTable):
                 error: dict | None = None) -> None:
         job.status = replace(job.status, state=state, result=result, error=error,
                              finished_at=time.time())
+        self._finished_now.append(job)
         key = job.status.spec.key
         if state is not JobState.DONE and key and self._by_key.get(key) == job.status.job_id:
             del self._by_key[key]  # a failed or cancelled clip may be submitted again

@@ -18,6 +18,7 @@ from typing import Any
 from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.runtime.balancer import Balancer, plan_cost
 from chord_core.runtime.executors import WorkerHandle
+from chord_core.runtime.handles import Completion
 from chord_core.runtime.jobs import JobStatus
 from chord_core.runtime.workers import Task, WorkerSpec
 from chord_core.types import ProgressEvent, SamplingPlan
@@ -100,6 +101,7 @@ class JobEntry:
     t0: float = 0.0
     probe_s: float = 0.0
     settle_by: float = 0.0           # cancelled: monotonic time to stop waiting for partials
+    completion: Completion = field(default_factory=Completion)  # set when it finished
 
 
 def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
@@ -204,6 +206,27 @@ def job_tasks(req: Any, plan: SamplingPlan, workers: dict[str, WorkerSlot], bala
             out.append(("ground_chunk", share, balancer.choose(share, [wid]), sub))
         return out
     return [("analyze", cost, balancer.choose(cost, ready), plan)]
+
+
+def make_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, WorkerSlot],
+               balancer: Balancer, *, split: bool) -> None:
+    """Probe and plan a new job (unless its spec brought ``info``/``plan``) and queue its
+    tasks (``job_tasks``) on the workers the balancer chose."""
+    from chord_core.analysis.request import probe_input
+    from chord_core.media.sampling import plan_sampling
+
+    req, spec = job.status.spec.request, job.status.spec
+    t = time.perf_counter()
+    job.info = spec.info or probe_input(req.video_path, decode_images=False)
+    job.probe_s = time.perf_counter() - t
+    job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
+    for kind, cost, worker, plan in job_tasks(req, job.plan, workers, balancer, split=split):
+        tid = f"{job.status.job_id}/t{len(job.tasks)}"
+        task = Task(tid, job.status.job_id, kind, req, spec.model, job.info, plan, cost,
+                    job.probe_s)
+        tasks[tid] = TaskState(task, worker=worker)
+        workers[worker].queue.append(tid)
+        job.tasks.append(tid)
 
 
 def requeue_after_death(w: WorkerSlot, tasks: dict[str, TaskState], max_attempts: int

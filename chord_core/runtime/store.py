@@ -3,7 +3,8 @@
     batches (batch_id, created_at, out_dir, summary_json)
     jobs    (job_id, batch_id, key, state, video_path, video_name, task, query, model,
              spec_json, submitted_at, started_at, finished_at, worker, attempts,
-             error_json, progress_json)
+             error_json, progress_json, owner)
+    owners  (owner_id, pid, host, proc_start, label, started_at, heartbeat_at, expires_at)
     results (job_id → jobs, result_json = the chord.result/v1 document, created_at)
 
 One ``Store`` is shared by the job manager thread and Streamlit script threads: it keeps one
@@ -11,8 +12,8 @@ connection behind a lock. Several processes may open the same file: WAL journal,
 timeout, and every write in a ``BEGIN IMMEDIATE`` transaction (it takes the write lock up
 front, so two writers wait for each other instead of failing with "database is locked").
 
-States: queued → running → done | failed | cancelled; running → queued (``requeue_running``
-after a crash); failed | cancelled → queued (retry). ``done`` is only reached through
+States: queued → running → done | failed | cancelled; running → queued (claimed after
+its owner died, ``leases.py``); failed | cancelled → queued (retry). ``done`` is only reached through
 ``save_result``, so a done job always has its result; a cancelled job may have one too
 (``save_result(state="cancelled")``: the frames it finished, marked ``partial``). Times are seconds since the epoch.
 
@@ -63,7 +64,12 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 _JOB_COLUMNS = ("job_id", "batch_id", "key", "state", "video_path", "video_name", "task",
                 "query", "model", "spec_json", "submitted_at", "started_at", "finished_at",
-                "worker", "attempts", "error_json", "progress_json")
+                "worker", "attempts", "error_json", "progress_json", "owner")
+
+
+class NotOwner(ValueError):
+    """A write to a job row that another process's lease owns (``leases.py``): refused, so
+    one process never changes another's jobs."""
 
 
 def default_store_path() -> Path:
@@ -212,9 +218,12 @@ class Store:
     def add_job(self, job_id: str, *, video_path: str, task: str, query: str = "",
                 model: str = "", key: str = "", spec: Mapping[str, Any] | None = None,
                 batch_id: str | None = None, video_name: str | None = None,
-                state: str = "queued", submitted_at: float | None = None) -> None:
-        """Record a new job (``queued`` unless told otherwise). A known ``job_id`` raises."""
+                state: str = "queued", submitted_at: float | None = None,
+                owner: str | None = None) -> None:
+        """Record a new job (``queued`` unless told otherwise), run by the lease ``owner``.
+        A known ``job_id`` raises."""
         row = {"job_id": job_id, "batch_id": batch_id, "key": key, "state": _state(state),
+               "owner": owner,
                "video_path": str(video_path),
                "video_name": video_name if video_name is not None else Path(video_path).name,
                "task": task, "query": query, "model": model,
@@ -230,15 +239,17 @@ class Store:
 
     def update_state(self, job_id: str, state: str, *, worker: str | None = None,
                      error: Mapping[str, Any] | None = None,
-                     progress: Mapping[str, Any] | None = None) -> None:
+                     progress: Mapping[str, Any] | None = None,
+                     owner: str | None = None) -> None:
         """Move a job to ``state`` (see TRANSITIONS) and record worker, error or progress.
+        Given an ``owner``, the row must be that lease's (else ``NotOwner``).
 
         Entering ``running`` stamps ``started_at`` and counts an attempt; a finished state
         stamps ``finished_at``. Raises KeyError for an unknown job, ValueError for a move
         that is not allowed (e.g. ``done`` → anything; use ``save_result`` for ``done``)."""
         new = _state(state)
         with self._write() as conn:
-            old = self._current_state(conn, job_id)
+            old = self._current_state(conn, job_id, owner)
             if new != old and new not in TRANSITIONS[old]:
                 raise ValueError(f"job {job_id} cannot go from {old} to {new}"
                                  + (" (use save_result)" if new == "done" else ""))
@@ -270,14 +281,24 @@ class Store:
         return sets, params
 
     @staticmethod
-    def _current_state(conn: sqlite3.Connection, job_id: str) -> str:
-        row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    def _current_state(conn: sqlite3.Connection, job_id: str, owner: str | None = None) -> str:
+        row = conn.execute("SELECT state, owner FROM jobs WHERE job_id = ?",
+                           (job_id,)).fetchone()
         if row is None:
             raise KeyError(f"no job {job_id!r}")
+        if owner is not None and row["owner"] != owner:
+            raise NotOwner(f"job {job_id} belongs to {row['owner']}, not to {owner}")
         return str(row["state"])
 
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: the write lock up front) for the
+        store's own modules (``leases.py``): all of it or nothing."""
+        with self._write() as conn:
+            yield conn
+
     def save_result(self, job_id: str, result: Mapping[str, Any] | Any, *,
-                    state: str = "done") -> None:
+                    state: str = "done", owner: str | None = None) -> None:
         """Store the job's ``chord.result/v1`` document and mark it done — one transaction.
         Saving again replaces the stored result (never a second copy). ``state``
         "cancelled": a cancelled job's partial result (the job stays cancelled)."""
@@ -288,7 +309,7 @@ class Store:
             raise ValueError(f"a result is saved as done or cancelled, not {state!r}")
         text = json.dumps(doc, ensure_ascii=False)
         with self._write() as conn:
-            old = self._current_state(conn, job_id)
+            old = self._current_state(conn, job_id, owner)
             if old not in ("queued", "running", state):
                 raise ValueError(f"job {job_id} is {old}; a result cannot be saved for it")
             now = time.time()
@@ -336,18 +357,6 @@ class Store:
         with self._write() as conn:
             conn.execute("DELETE FROM results WHERE job_id = ?", (job_id,))
             return conn.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount > 0
-
-    def requeue_running(self) -> list[str]:
-        """After a crash: jobs left ``running`` go back to ``queued``; returns their ids."""
-        with self._write() as conn:
-            ids = [str(r["job_id"]) for r in conn.execute(
-                "SELECT job_id FROM jobs WHERE state = 'running' ORDER BY submitted_at, rowid")]
-            conn.execute("UPDATE jobs SET state = 'queued', started_at = NULL, worker = NULL, "
-                         "progress_json = NULL WHERE state = 'running'")
-        if ids:
-            log.info("requeued %d job(s) left running by a previous run: %s", len(ids),
-                     ", ".join(ids))
-        return ids
 
     # -- batches --------------------------------------------------------------------------
     def add_batch(self, batch_id: str, out_dir: str | Path = "", *,

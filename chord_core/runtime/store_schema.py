@@ -1,4 +1,10 @@
-"""The job store's tables (SQLite), and creating or checking them on open."""
+"""The job store's tables (SQLite), and creating or checking them on open.
+
+Columns added since a schema version was cut (``ADDED_COLUMNS``) are added to an older store
+on open: an added column never changes what older code reads, so it needs no new version.
+``owners`` holds one lease per process that runs jobs (``leases.py``); ``jobs.owner`` names
+the lease whose process runs (or last ran) the job.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +33,15 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT PRIMARY KEY REFERENCES jobs (job_id) ON DELETE CASCADE,
     result_json TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS owners (
+    owner_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL,
+    proc_start TEXT NOT NULL DEFAULT '', label TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL, heartbeat_at REAL NOT NULL, expires_at REAL NOT NULL);
 """
+# (table, column, declaration) added to stores made before the column existed
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("jobs", "owner", "TEXT"),
+)
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
@@ -37,6 +51,7 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         for statement in _DDL.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        _add_columns(conn)
         row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         if row[0] is None:
             conn.execute("INSERT INTO schema_version (version) VALUES (?)",
@@ -51,3 +66,13 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Add the ``ADDED_COLUMNS`` a store made by an older Chord lacks (inside migrate's
+    transaction), and their indexes."""
+    for table, column, decl in ADDED_COLUMNS:
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_owner_state ON jobs (owner, state)")

@@ -21,7 +21,6 @@ from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, job_error_entry
 
 router = APIRouter()
-EVENTS_POLL_S = 0.2
 EVENTS_MAX_S = 3600.0
 UPLOAD_FIELD = "file"
 
@@ -248,17 +247,42 @@ async def job_events(request: Request, job_id: str) -> StreamingResponse:
 
 
 async def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncIterator[str]:
-    last_state, last_event, t0 = None, None, time.monotonic()
-    while True:
-        if view["state"] != last_state:
-            last_state = view["state"]
-            yield sse(view, "state")
-        if view["progress"] is not None and view["progress"] != last_event:
-            last_event = view["progress"]
-            yield sse(last_event, "progress")
-        if view["state"] in FINISHED_STATES or \
-                time.monotonic() - t0 > EVENTS_MAX_S or await request.is_disconnected():
-            yield sse(view, "end")
-            return
-        await asyncio.sleep(EVENTS_POLL_S)
-        view = job_view(request, job_id)
+    """Stream the job's changes as they happen: its handle wakes this generator (started,
+    progress, finished), nothing polls. A job only the store knows (finished, or another
+    process's) gets its state and the end at once. Starlette ends the stream when the
+    client disconnects."""
+    handle = _live_handle(request, job_id)
+    woken, loop = asyncio.Event(), asyncio.get_running_loop()
+    unwatch = handle.on_change(lambda: loop.call_soon_threadsafe(woken.set)) if handle \
+        else None
+    view = job_view(request, job_id) if handle else view  # after watching: no change missed
+    last_state, last_event, deadline = None, None, time.monotonic() + EVENTS_MAX_S
+    try:
+        while True:
+            if view["state"] != last_state:
+                last_state = view["state"]
+                yield sse(view, "state")
+            if view["progress"] is not None and view["progress"] != last_event:
+                last_event = view["progress"]
+                yield sse(last_event, "progress")
+            left = deadline - time.monotonic()
+            if view["state"] in FINISHED_STATES or handle is None or left <= 0:
+                yield sse(view, "end")
+                return
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+            woken.clear()
+            view = job_view(request, job_id)
+    finally:
+        if unwatch is not None:
+            unwatch()
+
+
+def _live_handle(request: Request, job_id: str) -> Any:
+    """The handle of a job this process's manager holds, else None."""
+    try:
+        return _runtime(request).manager.handle(job_id)
+    except KeyError:
+        return None
