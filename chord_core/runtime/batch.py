@@ -31,6 +31,7 @@ from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.jobs import JobSpec, JobState
+from chord_core.runtime.protocols import JobRunner, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def out_name(video: Path, task: str, used: set[str]) -> str:
     return name + ".json"
 
 
-def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: AnalysisRequest,
+def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], request: AnalysisRequest,
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``."""
@@ -168,7 +169,7 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
 UPDATE_S = 1.0  # how often ``on_update`` hears of the workers' busy time meanwhile
 
 
-def _wait(manager: Any, summary: BatchSummary,
+def _wait(manager: JobRunner, summary: BatchSummary,
           on_update: Callable[[BatchSummary], None] | None) -> None:
     """Wait on the jobs' handles: each finished job is handled once, as it finishes (its
     JSON written or its error noted); ``on_update`` hears of it at once, and of the
@@ -200,7 +201,7 @@ def _wait(manager: Any, summary: BatchSummary,
             return
 
 
-def _finished(manager: Any, it: BatchItem) -> None:
+def _finished(manager: JobRunner, it: BatchItem) -> None:
     """One finished item: its result file written, or its error noted."""
     st = manager.status(it.job_id)
     it.state, it.worker = st.state.value, st.worker
@@ -210,7 +211,7 @@ def _finished(manager: Any, it: BatchItem) -> None:
         it.error = st.error or {"message": st.state.value}
 
 
-def _refresh(manager: Any, summary: BatchSummary, pending: list[BatchItem],
+def _refresh(manager: JobRunner, summary: BatchSummary, pending: list[BatchItem],
              busy0: dict[str, float], t0: float) -> None:
     rows = manager.workers()
     summary.busy_s = {w["worker"]: w["busy_s"] - busy0.get(w["worker"], 0.0) for w in rows}

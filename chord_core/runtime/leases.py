@@ -31,7 +31,10 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobStore
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ class Lease:
     """This process's lease on ``store``: acquire at start, ``renew`` from the dispatcher,
     ``release`` at a clean shutdown (its unfinished jobs then count as orphans)."""
 
-    def __init__(self, store: Any, *, label: str | None = None,
+    def __init__(self, store: JobStore, *, label: str | None = None,
                  ttl_s: float = LEASE_TTL_S) -> None:
         self.store, self.ttl_s = store, ttl_s
         self.owner_id = f"own-{uuid.uuid4().hex[:12]}"

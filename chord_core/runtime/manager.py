@@ -34,10 +34,11 @@ from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatu
 from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, Started,
                                          Stopped, WorkerDied)
 from chord_core.runtime.scheduling import (
-    BATCHED_TASKS,
     JobEntry,
+    TaskPhase,
     TaskState,
     WorkerSlot,
+    WorkerState,
     batch_mates,
     hand_out,
     hint_busy,
@@ -47,6 +48,8 @@ from chord_core.runtime.scheduling import (
     steal,
     workers_model_state,
 )
+from chord_core.runtime.protocols import JobStore
+from chord_core.runtime.tasks import BATCHED_TASKS
 from chord_core.runtime.store_link import StoreLink, mark_pending_writes
 from chord_core.runtime.workers import WorkerSpec
 from chord_core.types import ModelInfo, ProgressEvent, Result
@@ -61,7 +64,7 @@ class JobManager(JobTable):
     ``executor`` runs the workers: local processes unless given."""
 
     def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
-                 split_ground: bool = True, store: Any = None,
+                 split_ground: bool = True, store: JobStore | None = None,
                  executor: Executor | None = None) -> None:
         if not specs:
             raise ValueError("JobManager needs at least one worker spec")
@@ -172,13 +175,13 @@ class JobManager(JobTable):
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, w: WorkerSlot) -> None:
         w.handle = self._executor.start(w.spec)
-        w.state, w.batch = "starting", []
+        w.state, w.batch = WorkerState.STARTING, []
 
     def _stop_workers(self) -> None:
         """Tell every worker to stop (or terminate them when aborting), wait, kill what is
         left, and put the jobs that did not finish back to queued in the store."""
         stop_all([w.handle for w in self._workers.values()
-                  if w.handle is not None and w.state not in ("stopped", "failed")],
+                  if w.handle is not None and not w.state.is_finished],
                  abort=self._abort, timeout=self._stop_timeout)
         self._executor.close()
         with self._lock:
@@ -204,12 +207,12 @@ class JobManager(JobTable):
         w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
         w.start_failures = w.start_failures + 1 if starting else 0
         if w.start_failures >= crashes.MAX_START_FAILURES:
-            w.state, w.error = "failed", crashes.start_failure_error(wid, w.start_failures)
+            w.state, w.error = WorkerState.FAILED, crashes.start_failure_error(wid, w.start_failures)
             log.error("%s", w.error["message"])
             self._fail_orphans()
             return
         delay = crashes.restart_delay_s(w.deaths_in_row)
-        w.state, w.respawn_at = "restarting", time.monotonic() + delay
+        w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
         log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid,
                     exitcode, delay)
 
@@ -275,7 +278,7 @@ class JobManager(JobTable):
         if isinstance(msg, Ready):
             # A worker whose start-up model failed to load still serves jobs that name
             # another model; jobs for the missing model fail with the loader's message.
-            w.model_info, w.error, w.state = msg.model_info, msg.error, "ready"
+            w.model_info, w.error, w.state = msg.model_info, msg.error, WorkerState.READY
             w.start_failures, w.startup = 0, msg.startup
         elif isinstance(msg, Started):
             pass  # the task was marked running when it was sent
@@ -286,8 +289,8 @@ class JobManager(JobTable):
         elif isinstance(msg, Failed):
             self._on_failed(w, msg.task_id, msg.error, msg.partial)
         elif isinstance(msg, Stopped):
-            w.state = "stopped"
-        elif isinstance(msg, WorkerDied) and w.state not in ("failed", "stopped"):
+            w.state = WorkerState.STOPPED
+        elif isinstance(msg, WorkerDied) and not w.state.is_finished:
             self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
@@ -321,7 +324,7 @@ class JobManager(JobTable):
                                         self._tasks[tid].task)
             for t in batch:
                 ts = self._tasks[t]
-                ts.worker, ts.state = wid, "running"
+                ts.worker, ts.state = wid, TaskPhase.RUNNING
                 self._start_job(ts.task.job_id, wid)
             hand_out(w, self._tasks, batch)
 
@@ -367,7 +370,7 @@ class JobManager(JobTable):
             return self._stopped(ts, payload)
         if ts is None or ts.state != "running":
             return  # cancelled meanwhile, or a duplicate after a restart: ignore
-        ts.state, ts.payload = "done", payload
+        ts.state, ts.payload = TaskPhase.DONE, payload
         self.balancer.finished(w.spec.worker_id, ts.task.cost, busy_s)
         job = self._jobs[ts.task.job_id]
         if job.status.state.finished:
@@ -384,7 +387,7 @@ class JobManager(JobTable):
             return self._stopped(ts, partial)
         if ts is None or ts.state != "running":
             return
-        ts.state = "failed"
+        ts.state = TaskPhase.FAILED
         self.balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
         job = self._jobs[ts.task.job_id]
         if not job.status.state.finished:
@@ -393,7 +396,7 @@ class JobManager(JobTable):
                          error=None if cancelled else error)
 
     def _stopped(self, ts: TaskState, payload: Any) -> None:
-        ts.state, ts.payload = "stopped", payload
+        ts.state, ts.payload = TaskPhase.STOPPED, payload
         settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
 
     def _merge(self, job: JobEntry, w: WorkerSlot) -> Result:

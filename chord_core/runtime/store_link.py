@@ -26,6 +26,7 @@ from typing import Any, Iterator
 from chord_core.errors import ChordError
 from chord_core.runtime.jobs import JobSpec
 from chord_core.runtime.leases import HEARTBEAT_S, Lease
+from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.store import NotOwner
 
 RETRY_S = 2.0  # how often writes a full disk refused are tried again
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 class StoreLink:
     """The store as the manager writes it: deferred, retried, under this process's lease."""
 
-    def __init__(self, store: Any, *, lease: Lease | None = None) -> None:
+    def __init__(self, store: JobStore | None, *, lease: Lease | None = None) -> None:
         self.store = store
         self.lease = lease if lease is not None or store is None else Lease(store)
         self.problem: dict | None = None  # the last error, None while writes go through

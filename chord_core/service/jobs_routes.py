@@ -181,7 +181,8 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
                 "query": st.spec.request.query, "submitted_at": st.submitted_at,
                 "started_at": st.started_at, "finished_at": st.finished_at,
                 "worker": st.worker, "progress": ev.to_dict() if ev else None,
-                "error": job_error_entry(st.error) if st.error else None, **_links(job_id)}
+                "error": job_error_entry(st.error) if st.error else None,
+                "pending_write": st.pending_write, **_links(job_id)}
     row = rt.stored_job(job_id)
     if row is None:
         raise ApiError(404, f"no job {job_id!r}",

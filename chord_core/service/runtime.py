@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import JobSpec, JobStatus
+from chord_core.runtime.protocols import JobRunner, JobStore
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -55,8 +56,8 @@ async def client_left(request: Request) -> None:
 class ServiceRuntime:
     """The manager and store the endpoints use. ``model`` is the served model's id."""
 
-    manager: Any
-    store: Any = None
+    manager: JobRunner
+    store: JobStore | None = None
     model: str = "test"
     plan_lines: tuple[str, ...] = ()
     started_at: float = field(default_factory=time.time)

@@ -186,3 +186,19 @@ def test_the_polling_check_finds_a_polling_loop(tmp_path: Path) -> None:
                    "for _ in range(3):\n    def f():\n        time.sleep(1)\n"
                    "    asyncio.sleep(0.2)\n")
     assert _sleeps_in_loops(bad) == [f"{bad}:3", f"{bad}:9"]
+
+
+def test_the_runtime_knows_every_task_in_one_table() -> None:
+    from chord_core.analysis.request import TASKS
+    from chord_core.errors import ConfigError
+    from chord_core.runtime.scheduling import TaskPhase, WorkerState
+    from chord_core.runtime.tasks import BATCHED_TASKS, TASK_TRAITS, traits
+
+    assert set(TASK_TRAITS) == set(TASKS)
+    assert BATCHED_TASKS == ("describe", "entail") and traits("ground").splits
+    with pytest.raises(ConfigError, match="does not know the task 'count'"):
+        traits("count")
+    assert WorkerState.READY == "ready" and f"{WorkerState.READY}" == "ready"
+    assert WorkerState.STOPPED.is_finished and not WorkerState.RESTARTING.is_finished
+    assert {p for p in TaskPhase if p.is_finished} == {TaskPhase.DONE, TaskPhase.FAILED,
+                                                       TaskPhase.STOPPED}
