@@ -49,8 +49,8 @@ from chord_core.runtime.scheduling import (
     workers_model_state,
 )
 from chord_core.runtime.protocols import JobStore
-from chord_core.runtime.tasks import BATCHED_TASKS
 from chord_core.runtime.store_link import StoreLink, mark_pending_writes
+from chord_core.runtime.tasks import BATCHED_TASKS
 from chord_core.runtime.workers import WorkerSpec
 from chord_core.types import ModelInfo, ProgressEvent, Result
 

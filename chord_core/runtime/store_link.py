@@ -47,6 +47,7 @@ class StoreLink:
         self._held: list[tuple[str, tuple, dict]] | None = None
         self.unwritten: list[tuple[str, tuple, dict]] = []  # refused; tried again in order
         self._next_retry = self._next_beat = 0.0
+        self._beat_failing = False
 
     @contextmanager
     def deferred(self) -> Iterator[None]:
@@ -132,7 +133,12 @@ class StoreLink:
         try:
             self.lease.renew()
         except (ChordError, sqlite3.Error) as exc:
-            log.warning("lease %s not renewed: %s", self.lease.owner_id, exc)
+            if not self._beat_failing:  # once, not every 2 s: the problem is shown anyway
+                log.warning("lease %s not renewed: %s (trying every %.0f s)",
+                            self.lease.owner_id, exc, HEARTBEAT_S)
+            self._beat_failing = True
+        else:
+            self._beat_failing = False
 
     def release(self) -> None:
         """Give the lease back (clean shutdown): this process's unfinished jobs become
@@ -152,8 +158,13 @@ class StoreLink:
         cannot be read is marked failed."""
         if self.lease is None:
             return
-        self.lease.acquire()
-        for job_id in self.lease.claim_orphans():
+        try:
+            self.lease.acquire()
+            claimed = self.lease.claim_orphans()
+        except (ChordError, sqlite3.Error) as exc:  # a full disk: run, resume next time
+            log.error("store: could not take a lease or claim unfinished jobs: %s", exc)
+            return
+        for job_id in claimed:
             row = self.store.get_job(job_id)
             try:
                 spec = JobSpec.from_dict(row["spec"])

@@ -34,7 +34,6 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.runtime import lifeline
-from chord_core.runtime.tasks import traits
 from chord_core.runtime.messages import (
     CancelTask,
     Done,
@@ -46,6 +45,7 @@ from chord_core.runtime.messages import (
     Started,
     Stopped,
 )
+from chord_core.runtime.tasks import traits
 from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)

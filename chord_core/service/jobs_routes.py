@@ -57,13 +57,14 @@ async def health(request: Request) -> JSONResponse:
     rt = _runtime(request)
     workers = [{"worker": w["worker"], "state": w["state"], "devices": w["devices"],
                 "startup": w.get("startup"), "busy_s": round(w.get("busy_s", 0.0), 3),
-                "tasks_done": w.get("tasks_done", 0)} for w in rt.manager.workers()]
+                "tasks_done": w.get("tasks_done", 0)}
+               for w in await run_in_threadpool(rt.manager.workers)]  # it takes the lock
     body: dict[str, Any] = {"model": rt.model, "workers": workers,
                             "uptime_s": round(time.time() - rt.started_at, 1)}
     if any(w["state"] == "ready" for w in workers):
         return JSONResponse({"status": "ready", **body})
     if workers and all(w["state"] == "failed" for w in workers):
-        err = rt.manager.model_state().get("error") or {}
+        err = (await run_in_threadpool(rt.manager.model_state)).get("error") or {}
         return JSONResponse({"status": "failed", "error": err.get("message", "workers failed"),
                              "hint": err.get("hint", "see the server log"), **body}, 503)
     ready = sum(w["state"] == "ready" for w in workers)
@@ -224,7 +225,7 @@ async def get_result(request: Request, job_id: str) -> Any:
 async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
     rt = _runtime(request)
     view = job_view(request, job_id)
-    if rt.live_status(job_id) is None or not rt.manager.cancel(job_id):
+    if rt.live_status(job_id) is None or not await run_in_threadpool(rt.manager.cancel, job_id):
         raise ApiError(409, f"job {job_id} is {view['state']}; only a queued or running job "
                             "of this service can be cancelled", "")
     return job_view(request, job_id)
