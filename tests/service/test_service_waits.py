@@ -35,8 +35,9 @@ def test_a_chat_client_that_hangs_up_gets_its_job_cancelled(server, media) -> No
                                         {"type": "text", "text": "hang-up test"}]}]}).encode()
         url = urlparse(server.url)
         sock = socket.create_connection((url.hostname, url.port), timeout=10)
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                     b"Content-Type: application/json\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\n"
+                     + f"Host: {url.hostname}:{url.port}\r\n".encode()
+                     + b"Content-Type: application/json\r\n"
                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         deadline = time.monotonic() + 60
         while not any("hang-up test" in r["spec_json"] for r in _store_rows(server.data,
