@@ -24,6 +24,7 @@ import json
 import logging
 import shlex
 import subprocess
+import threading
 import time
 from typing import Any, Sequence
 
@@ -31,6 +32,30 @@ log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 5
 HOOK_TIMEOUT_S = 30.0
+_stored = threading.Condition()  # notified when this process stores an alert
+_stored_count = 0
+
+
+def alerts_stored() -> int:
+    """How many alerts this process has stored so far (a cursor for ``wait_for_alert``)."""
+    return _stored_count
+
+
+def wait_for_alert(seen: int, timeout: float) -> int:
+    """Block until this process stores an alert past the cursor ``seen``, or ``timeout``
+    seconds pass; returns the new cursor. Alerts stored by another process (a ``watch``
+    command on the same store) are found when the timeout ends the wait, so a stream checks
+    the table at least once per ``timeout``."""
+    with _stored:
+        _stored.wait_for(lambda: _stored_count > seen, timeout)
+        return _stored_count
+
+
+def _note_stored() -> None:
+    global _stored_count
+    with _stored:
+        _stored_count += 1
+        _stored.notify_all()
 _DDL = """
 CREATE TABLE IF NOT EXISTS library_alert_checks (
     watch TEXT NOT NULL, clip_key TEXT NOT NULL, statement TEXT NOT NULL, path TEXT NOT NULL,
@@ -170,6 +195,7 @@ class StandingChecks:
                 alert_id = cur.lastrowid if cur.rowcount == 1 else None
             if alert_id is None:
                 continue  # fired before (this clip, this moment)
+            _note_stored()
             alert = {"id": alert_id, "watch": self.settings.watch_id, **check, **m}
             log.warning("alert: %s at %.1f–%.1f s in %s (P=%.2f)", check["statement"],
                         m["start_s"], m["end_s"], check["path"], m["probability"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import queue
 import signal
 import threading
 import time
@@ -30,6 +31,7 @@ from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.jobs import JobSpec, JobState
+from chord_core.runtime.protocols import JobRunner, JobStore
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +128,7 @@ def out_name(video: Path, task: str, used: set[str]) -> str:
     return name + ".json"
 
 
-def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: AnalysisRequest,
+def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], request: AnalysisRequest,
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``."""
@@ -164,35 +166,60 @@ def run_batch(manager: Any, store: Any, videos: Sequence[Path], request: Analysi
     return summary
 
 
-def _wait(manager: Any, summary: BatchSummary,
+UPDATE_S = 1.0  # how often ``on_update`` hears of the workers' busy time meanwhile
+
+
+def _wait(manager: JobRunner, summary: BatchSummary,
           on_update: Callable[[BatchSummary], None] | None) -> None:
+    """Wait on the jobs' handles: each finished job is handled once, as it finishes (its
+    JSON written or its error noted); ``on_update`` hears of it at once, and of the
+    workers' busy time every ``UPDATE_S`` in between."""
     t0 = time.time()
     busy0 = {w["worker"]: w["busy_s"] for w in manager.workers()}
     pending = [it for it in summary.items if not it.skipped]
-    running = list(pending)
+    finished: queue.SimpleQueue[BatchItem] = queue.SimpleQueue()
+    for it in pending:
+        manager.handle(it.job_id).add_done_callback(lambda _, it=it: finished.put(it))
+    left = len(pending)
     while True:
-        for it in list(running):
-            st = manager.status(it.job_id)
-            it.state, it.worker = st.state.value, st.worker
-            if not st.state.finished:
-                continue
-            running.remove(it)  # each finished job is handled once: error or JSON written
-            if st.state is JobState.DONE:
-                _write_item(it, st.result.to_dict())
-            else:
-                it.error = st.error or {"message": st.state.value}
-        rows = manager.workers()
-        summary.busy_s = {w["worker"]: w["busy_s"] - busy0.get(w["worker"], 0.0) for w in rows}
-        summary.assignment = {w["worker"]: [Path(i.video).name for i in pending if i.worker
-                                            and w["worker"] in i.worker.split("+")]
-                              for w in rows}
-        summary.nodes.update({w["worker"]: w["node"] for w in rows if w.get("node")})
-        summary.wall_s = time.time() - t0
+        try:  # the first finished item blocks up to UPDATE_S; those also in, at once
+            it = finished.get(timeout=UPDATE_S) if left else None
+            while it is not None:
+                _finished(manager, it)
+                left -= 1
+                it = finished.get_nowait() if left and not finished.empty() else None
+        except queue.Empty:
+            pass
+        for it in pending:
+            if not JobState(it.state).finished:
+                st = manager.status(it.job_id)
+                it.state, it.worker = st.state.value, st.worker
+        _refresh(manager, summary, pending, busy0, t0)
         if on_update is not None:
             on_update(summary)
-        if not running:
+        if not left:
             return
-        time.sleep(0.2)
+
+
+def _finished(manager: JobRunner, it: BatchItem) -> None:
+    """One finished item: its result file written, or its error noted."""
+    st = manager.status(it.job_id)
+    it.state, it.worker = st.state.value, st.worker
+    if st.state is JobState.DONE:
+        _write_item(it, st.result.to_dict())
+    else:
+        it.error = st.error or {"message": st.state.value}
+
+
+def _refresh(manager: JobRunner, summary: BatchSummary, pending: list[BatchItem],
+             busy0: dict[str, float], t0: float) -> None:
+    rows = manager.workers()
+    summary.busy_s = {w["worker"]: w["busy_s"] - busy0.get(w["worker"], 0.0) for w in rows}
+    summary.assignment = {w["worker"]: [Path(i.video).name for i in pending if i.worker
+                                        and w["worker"] in i.worker.split("+")]
+                          for w in rows}
+    summary.nodes.update({w["worker"]: w["node"] for w in rows if w.get("node")})
+    summary.wall_s = time.time() - t0
 
 
 def _write_json(path: Path, doc: dict | None) -> None:

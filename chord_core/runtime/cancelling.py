@@ -21,7 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
-from chord_core.runtime.scheduling import JobEntry, TaskState, WorkerSlot, dequeue
+from chord_core.runtime.scheduling import JobEntry, TaskPhase, TaskState, WorkerSlot, dequeue
+from chord_core.runtime.tasks import traits
 from chord_core.runtime.workers import Task
 from chord_core.types import ModelInfo, Result
 
@@ -34,7 +35,8 @@ def keeps_partial(task: Task) -> bool:
     """Whether a cancelled task hands back what it did: per-frame grounding (its finished
     frames) does; a description or a verdict cut short does not."""
     r = task.request
-    return r.task == "ground" and getattr(r, "ground_method", "per_frame") == "per_frame"
+    return traits(r.task).keeps_partial and \
+        getattr(r, "ground_method", "per_frame") == "per_frame"
 
 
 def drop_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, WorkerSlot],
@@ -50,7 +52,8 @@ def drop_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, Wo
         elif ts.state == "pending" and ts.worker:
             dequeue(workers, ts)
         if ts.state in ("running", "pending"):
-            ts.state = "stopping" if running and keep and keeps_partial(ts.task) else "failed"
+            ts.state = TaskPhase.STOPPING if running and keep and keeps_partial(ts.task) \
+                else TaskPhase.FAILED
     if keep:
         job.settle_by = time.monotonic() + SETTLE_S
 
@@ -65,7 +68,7 @@ def settle(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, Worker
             job.status = replace(job.status, settling=True)
         return
     for tid in stopping:
-        tasks[tid].state = "failed"
+        tasks[tid].state = TaskPhase.FAILED
     info = next((w.model_info for w in workers.values() if w.model_info), None)
     result = partial_result(job, tasks, ModelInfo.from_dict(info or {"id": "", "dtype": ""}))
     job.status = replace(job.status, settling=False, result=result or job.status.result)

@@ -96,6 +96,9 @@ class JobStatus:
     # cancelled, and its workers are still handing back the frames they finished (the
     # partial result lands in ``result`` within moments; ``settling`` then turns False)
     settling: bool = False
+    # finished, but the store refused the write (a full disk): the result is here, and is
+    # written when space returns (``store_link``); the store's row is still unfinished
+    pending_write: bool = False
 
     @property
     def elapsed_s(self) -> float:
@@ -108,21 +111,24 @@ class JobStatus:
                 "submitted_at": self.submitted_at, "started_at": self.started_at,
                 "finished_at": self.finished_at, "error": self.error, "worker": self.worker,
                 "last_event": self.last_event.to_dict() if self.last_event else None,
-                "result": self.result.to_dict() if self.result else None}
+                "result": self.result.to_dict() if self.result else None,
+                "pending_write": self.pending_write}
 
 
 class JobTable:
     """What every executor shares: a table of jobs (``_jobs[id].status``) under ``_lock``,
-    and the read side of the executor interface (status / jobs / wait). Finished jobs let
-    go of (``retention.py``) are read back from ``_archive``, the store that holds them."""
+    and the read side of the executor interface (status / jobs / handle / wait). Finished
+    jobs let go of (``retention.py``) are read back from ``_archive``, the store that holds
+    them. Each entry carries a ``completion`` the dispatcher sets when the job finishes."""
 
     _jobs: dict[str, Any]
     _lock: Any
     _archive: Any = None
 
     def status(self, job_id: str) -> JobStatus:
-        with self._lock:
-            entry = self._jobs.get(job_id)
+        """The job's latest snapshot. Takes no lock (one dict read; a snapshot is replaced
+        whole, never changed): an event loop may call it while the dispatcher writes."""
+        entry = self._jobs.get(job_id)
         if entry is not None:
             return entry.status
         stored = stored_status(self._archive, job_id) if self._archive is not None else None
@@ -140,16 +146,19 @@ class JobTable:
         dispatcher see the jobs together (one burst, batched together)."""
         return self._lock
 
+    def handle(self, job_id: str) -> Any:
+        """The ``handles.JobHandle`` of a job in memory, or of a finished one in the store;
+        KeyError for an unknown id."""
+        from chord_core.runtime.handles import JobHandle
+
+        entry = self._jobs.get(job_id)  # no lock, as in ``status``
+        if entry is not None:
+            return JobHandle(job_id, entry.completion, lambda: entry.status)
+        return JobHandle.finished(self.status(job_id))
+
     def wait(self, job_id: str, timeout: float | None = None) -> JobStatus:
         """Block until the job finishes (tests and the CLI); returns its final status."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            st = self.status(job_id)
-            if st.state.finished:
-                return st
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"{job_id} still {st.state.value} after {timeout} s")
-            time.sleep(0.05)
+        return self.handle(job_id).result(timeout)
 
 
 def stored_status(store: Any, job_id: str) -> JobStatus | None:

@@ -8,6 +8,10 @@ model, splits long grounding jobs over the workers, and feeds idle workers
 (``scheduling.py``). Same clip + same settings = one job: ``submit`` of a content ``key``
 that an unfinished or done job has returns that job. Workers are started and stopped from
 the dispatcher thread: their parent-death signal (``lifeline.py``) follows it.
+
+``submit`` returns a ``handles.JobHandle`` (await it, or ``result()``), resolved after the
+tick that finished the job. With a store, the manager holds a lease (``leases.py``): it
+resumes only the jobs whose owner is gone, and renews the lease from the dispatcher's tick.
 """
 
 from __future__ import annotations
@@ -25,40 +29,19 @@ from chord_core.runtime import crashes, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
-from chord_core.runtime.jobs import (
-    MAX_EVENTS_KEPT,
-    JobSpec,
-    JobState,
-    JobStatus,
-    JobTable,
-)
-from chord_core.runtime.messages import (
-    Done,
-    Event,
-    Failed,
-    Progress,
-    Ready,
-    Started,
-    Stopped,
-    WorkerDied,
-)
+from chord_core.runtime.handles import JobHandle
+from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatus, JobTable
+from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, Started,
+                                         Stopped, WorkerDied)
 from chord_core.runtime.parents import ParentJobs
-from chord_core.runtime.scheduling import (
-    BATCHED_TASKS,
-    JobEntry,
-    TaskState,
-    WorkerSlot,
-    batch_mates,
-    hand_out,
-    hint_busy,
-    job_event,
-    job_tasks,
-    requeue_after_death,
-    steal,
-    workers_model_state,
-)
-from chord_core.runtime.store_link import StoreLink
-from chord_core.runtime.workers import Task, WorkerSpec
+from chord_core.runtime.protocols import JobStore
+from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
+                                           WorkerState, batch_mates, hand_out, hint_busy,
+                                           job_event, make_tasks, requeue_after_death, steal,
+                                           workers_model_state)
+from chord_core.runtime.store_link import StoreLink, mark_pending_writes
+from chord_core.runtime.tasks import BATCHED_TASKS
+from chord_core.runtime.workers import WorkerSpec
 from chord_core.types import ModelInfo, ProgressEvent, Result
 
 log = logging.getLogger(__name__)
@@ -71,7 +54,7 @@ class JobManager(JobTable):
     ``executor`` runs the workers: local processes unless given."""
 
     def __init__(self, specs: list[WorkerSpec], *, weights: dict[str, float] | None = None,
-                 split_ground: bool = True, store: Any = None,
+                 split_ground: bool = True, store: JobStore | None = None,
                  executor: Executor | None = None, resume: bool = True) -> None:
         if not specs:
             raise ValueError("JobManager needs at least one worker spec")
@@ -90,21 +73,24 @@ class JobManager(JobTable):
         self.parents = ParentJobs(store)  # long-video runs: parent rows (``parents.py``)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
+        self._ready = threading.Event()  # every worker loaded its model (or failed to)
+        self._finished_now: list[JobEntry] = []  # their handles resolve after the tick
         if store is not None and resume:  # resume False: a tool that resumes only its own
             self._resume_from_store()
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
     # -- public API ------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, *, job_id: str | None = None) -> str:
-        """Queue a job; returns its id. ``job_id``: a stored job resumed, or a child's fixed
-        id (``spec.parent``; stored). A ``key`` an unfinished or done job has is that job."""
+    def submit(self, spec: JobSpec, *, job_id: str | None = None) -> JobHandle:
+        """Queue a job; returns its handle (which is its id). ``job_id``: a stored job resumed,
+        or a child's fixed id (``spec.parent``; stored). A job whose ``key`` an unfinished or
+        done job already has is that job (its handle is returned; nothing is queued twice)."""
         resumed = job_id is not None and spec.parent is None
         with self._lock:
             same = self._by_key.get(spec.key) if spec.key else None
             if same is not None and not resumed:
                 log.info("%s is already job %s; not queued again", spec.label or spec.key, same)
-                return same
+                return self.handle(same)
             job_id = job_id or f"job-{uuid.uuid4().hex[:12]}"
             self._jobs[job_id] = JobEntry(JobStatus(job_id, spec, JobState.QUEUED, time.time()))
             if spec.key:
@@ -115,10 +101,11 @@ class JobManager(JobTable):
                 self._link.write("add_job", job_id, video_path=req.video_path, task=req.task,
                                  query=req.query, model=model, key=spec.key,
                                  batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
-        return job_id
+        return self.handle(job_id)
 
     def _resume_from_store(self) -> None:
-        """Jobs a previous run left queued or running are queued again (same ids)."""
+        """Jobs whose owner is gone (a process that died or stopped) are claimed and queued
+        again, same ids; a live process's jobs are left alone (``leases.py``)."""
         for job_id, spec in self._link.resumable(self._by_key):
             self.submit(spec, job_id=job_id)
 
@@ -135,17 +122,13 @@ class JobManager(JobTable):
             drop_tasks(job, self._tasks, self._workers, keep=True)
             self._finish(job, JobState.CANCELLED)
             settle(job, self._tasks, self._workers, self._link)  # now, or when tasks answer
-            return True
+        self._resolve_finished()
+        return True
 
     def wait_ready(self, timeout: float = 600.0) -> None:
         """Block until every worker has loaded its model (or failed to)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if all(w.state in ("ready", "failed") for w in self._workers.values()):
-                    return
-            time.sleep(0.05)
-        raise TimeoutError(f"workers not ready after {timeout} s")
+        if not self._ready.wait(timeout):
+            raise TimeoutError(f"workers not ready after {timeout} s")
 
     def model_state(self) -> dict[str, Any]:
         """The workers' model: ready (with its info) as soon as one worker has it, loading
@@ -183,19 +166,21 @@ class JobManager(JobTable):
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, w: WorkerSlot) -> None:
         w.handle = self._executor.start(w.spec)
-        w.state, w.batch = "starting", []
+        w.state, w.batch = WorkerState.STARTING, []
 
     def _stop_workers(self) -> None:
         """Tell every worker to stop (or terminate them when aborting), wait, kill what is
         left, and put the jobs that did not finish back to queued in the store."""
         stop_all([w.handle for w in self._workers.values()
-                  if w.handle is not None and w.state not in ("stopped", "failed")],
+                  if w.handle is not None and not w.state.is_finished],
                  abort=self._abort, timeout=self._stop_timeout)
         self._executor.close()
         with self._lock:
             for job in self._jobs.values():
                 if job.status.state is JobState.RUNNING:
                     self._link.write("update_state", job.status.job_id, "queued")
+            self._link.retry_due(force=True)  # space may have come back meanwhile
+        self._link.release()  # its unfinished jobs are orphans now: the next start takes them
 
     def _respawn_due(self) -> None:
         now = time.monotonic()
@@ -213,12 +198,12 @@ class JobManager(JobTable):
         w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
         w.start_failures = w.start_failures + 1 if starting else 0
         if w.start_failures >= crashes.MAX_START_FAILURES:
-            w.state, w.error = "failed", crashes.start_failure_error(wid, w.start_failures)
+            w.state, w.error = WorkerState.FAILED, crashes.start_failure_error(wid, w.start_failures)
             log.error("%s", w.error["message"])
             self._fail_orphans()
             return
         delay = crashes.restart_delay_s(w.deaths_in_row)
-        w.state, w.respawn_at = "restarting", time.monotonic() + delay
+        w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
         log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid,
                     exitcode, delay)
 
@@ -255,16 +240,36 @@ class JobManager(JobTable):
                     self._plan_new_jobs()
                     self._feed_idle_workers()
                     hint_busy(self._workers, self._tasks)  # jobs queued behind a call
+                self._after_tick()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
         self._stop_workers()
+
+    def _after_tick(self) -> None:
+        """Outside the lock, once the tick's writes were made: resolve the handles of the
+        jobs it finished; renew the lease; retry writes a full disk refused, and say which
+        finished jobs wait for theirs (``pending_write``)."""
+        self._resolve_finished()
+        with self._lock:  # the link is shared with submit and cancel
+            self._link.heartbeat()
+            written = self._link.retry_due()
+            if written or self._link.unwritten:
+                mark_pending_writes(self._jobs, self._link.unwritten_jobs())
+            if all(w.state in ("ready", "failed") for w in self._workers.values()):
+                self._ready.set()
+
+    def _resolve_finished(self) -> None:
+        with self._lock:
+            done, self._finished_now = self._finished_now, []
+        for job in done:
+            job.completion.set()
 
     def _handle(self, msg: Event) -> None:
         w = self._workers[msg.worker_id]
         if isinstance(msg, Ready):
             # A worker whose start-up model failed to load still serves jobs that name
             # another model; jobs for the missing model fail with the loader's message.
-            w.model_info, w.error, w.state = msg.model_info, msg.error, "ready"
+            w.model_info, w.error, w.state = msg.model_info, msg.error, WorkerState.READY
             w.start_failures, w.startup = 0, msg.startup
         elif isinstance(msg, Started):
             pass  # the task was marked running when it was sent
@@ -275,8 +280,8 @@ class JobManager(JobTable):
         elif isinstance(msg, Failed):
             self._on_failed(w, msg.task_id, msg.error, msg.partial)
         elif isinstance(msg, Stopped):
-            w.state = "stopped"
-        elif isinstance(msg, WorkerDied) and w.state not in ("failed", "stopped"):
+            w.state = WorkerState.STOPPED
+        elif isinstance(msg, WorkerDied) and not w.state.is_finished:
             self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
@@ -288,7 +293,7 @@ class JobManager(JobTable):
         for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
-                self._make_tasks(job)
+                make_tasks(job, self._tasks, self._workers, self.balancer, split=self._split)
             except ChordError as exc:
                 self._finish(job, JobState.FAILED, error=exc.to_dict())
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
@@ -297,24 +302,6 @@ class JobManager(JobTable):
             batched = job.status.spec.request.task in BATCHED_TASKS
             if not batched or i + 1 == len(new) or (i + 1) % batch == 0:
                 self._feed_idle_workers()
-
-    def _make_tasks(self, job: JobEntry) -> None:
-        from chord_core.analysis.request import probe_input
-        from chord_core.media.sampling import plan_sampling
-
-        req, spec = job.status.spec.request, job.status.spec
-        t = time.perf_counter()
-        job.info = spec.info or probe_input(req.video_path, decode_images=False)
-        job.probe_s = time.perf_counter() - t
-        job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
-        for kind, cost, worker, plan in job_tasks(req, job.plan, self._workers, self.balancer,
-                                                  split=self._split):
-            tid = f"{job.status.job_id}/t{len(job.tasks)}"
-            task = Task(tid, job.status.job_id, kind, req, spec.model, job.info, plan, cost,
-                        job.probe_s)
-            self._tasks[tid] = TaskState(task, worker=worker)
-            self._workers[worker].queue.append(tid)
-            job.tasks.append(tid)
 
     def _feed_idle_workers(self) -> None:
         for wid, w in self._workers.items():
@@ -328,7 +315,7 @@ class JobManager(JobTable):
                                         self._tasks[tid].task)
             for t in batch:
                 ts = self._tasks[t]
-                ts.worker, ts.state = wid, "running"
+                ts.worker, ts.state = wid, TaskPhase.RUNNING
                 self._start_job(ts.task.job_id, wid)
             hand_out(w, self._tasks, batch)
 
@@ -352,6 +339,7 @@ class JobManager(JobTable):
         else:
             return
         self._link.write("update_state", job_id, "running", worker=job.status.worker)
+        job.completion.changed()
 
     def _on_progress(self, tid: str, event: ProgressEvent) -> None:
         ts = self._tasks.get(tid)
@@ -363,6 +351,7 @@ class JobManager(JobTable):
         st = job.status
         events = (st.events + (event,))[-MAX_EVENTS_KEPT:]
         job.status = replace(st, last_event=event, events=events)
+        job.completion.changed()
 
     def _on_done(self, w: WorkerSlot, tid: str, payload: Any, busy_s: float) -> None:
         w.ended(tid)
@@ -372,7 +361,7 @@ class JobManager(JobTable):
             return self._stopped(ts, payload)
         if ts is None or ts.state != "running":
             return  # cancelled meanwhile, or a duplicate after a restart: ignore
-        ts.state, ts.payload = "done", payload
+        ts.state, ts.payload = TaskPhase.DONE, payload
         self.balancer.finished(w.spec.worker_id, ts.task.cost, busy_s)
         job = self._jobs[ts.task.job_id]
         if job.status.state.finished:
@@ -389,7 +378,7 @@ class JobManager(JobTable):
             return self._stopped(ts, partial)
         if ts is None or ts.state != "running":
             return
-        ts.state = "failed"
+        ts.state = TaskPhase.FAILED
         self.balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
         job = self._jobs[ts.task.job_id]
         if not job.status.state.finished:
@@ -398,7 +387,7 @@ class JobManager(JobTable):
                          error=None if cancelled else error)
 
     def _stopped(self, ts: TaskState, payload: Any) -> None:
-        ts.state, ts.payload = "stopped", payload
+        ts.state, ts.payload = TaskPhase.STOPPED, payload
         settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
 
     def _merge(self, job: JobEntry, w: WorkerSlot) -> Result:
@@ -411,6 +400,7 @@ class JobManager(JobTable):
                 error: dict | None = None) -> None:
         job.status = replace(job.status, state=state, result=result, error=error,
                              finished_at=time.time())
+        self._finished_now.append(job)
         key = job.status.spec.key
         if state is not JobState.DONE and key and self._by_key.get(key) == job.status.job_id:
             del self._by_key[key]  # a failed or cancelled clip may be submitted again

@@ -16,7 +16,6 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 KEEP_FINISHED = 1000
-_TERMINAL_TASK_STATES = ("done", "failed", "stopped")
 
 
 def evict_finished(table: Any, tasks: dict[str, Any], link: Any) -> int:
@@ -29,7 +28,7 @@ def evict_finished(table: Any, tasks: dict[str, Any], link: Any) -> int:
         return 0
     done = [job for job in jobs.values()
             if job.status.state.finished and not getattr(job.status, "settling", False)
-            and all(tasks[t].state in _TERMINAL_TASK_STATES for t in job.tasks if t in tasks)]
+            and all(tasks[t].state.is_finished for t in job.tasks if t in tasks)]
     extra = len(done) - keep
     if extra <= 0:
         return 0

@@ -12,24 +12,59 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from itertools import islice
 from typing import Any
 
 from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.runtime.balancer import Balancer, plan_cost
 from chord_core.runtime.executors import WorkerHandle
+from chord_core.runtime.handles import Completion
 from chord_core.runtime.jobs import JobStatus
+from chord_core.runtime.tasks import BATCHED_TASKS, traits
 from chord_core.runtime.workers import Task, WorkerSpec
 from chord_core.types import ProgressEvent, SamplingPlan
 
 log = logging.getLogger(__name__)
 
 MIN_FRAMES_PER_CHUNK = 4
-BATCHED_TASKS = ("describe", "entail")  # queued jobs of these tasks share a model call
 # an entail call takes this many forward passes' worth of pairs: the worker builds the next
 # pass's inputs while the model runs one, and the gap between calls is paid less often
 ENTAIL_PASSES_PER_CALL = 4
 READ_AHEAD_TASKS = 2  # queued tasks a worker is told about at least (``upcoming``)
+
+
+class WorkerState(StrEnum):
+    """Where a worker stands. (A ``StrEnum``: it compares, prints and serialises as its
+    value, so the UI's rows and the service's /health read the same as before.)"""
+
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+    @property
+    def is_finished(self) -> bool:
+        """It runs nothing more (given up, or stopped at shutdown)."""
+        return self in (WorkerState.FAILED, WorkerState.STOPPED)
+
+
+class TaskPhase(StrEnum):
+    """Where a task stands: pending → running → done | failed; a cancelled grounding task
+    running → stopping (its worker was told) → stopped (it answered)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+    @property
+    def is_finished(self) -> bool:
+        """No worker holds it any more."""
+        return self in (TaskPhase.DONE, TaskPhase.FAILED, TaskPhase.STOPPED)
 
 
 @dataclass
@@ -38,7 +73,7 @@ class WorkerSlot:
 
     spec: WorkerSpec
     handle: WorkerHandle | None = None
-    state: str = "starting"          # starting | ready | restarting | failed | stopped
+    state: WorkerState = WorkerState.STARTING
     batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
     queue: deque = field(default_factory=deque)
     restarts: int = 0
@@ -79,9 +114,8 @@ class TaskState:
 
     task: Task
     worker: str | None = None
-    # pending | running | done | failed; a cancelled grounding task: stopping (its worker
-    # was told) → stopped (it answered, ``payload`` = the frames it had finished, or None)
-    state: str = "pending"
+    # stopped: ``payload`` = the frames it had finished, or None
+    state: TaskPhase = TaskPhase.PENDING
     attempts: int = 0                # times its worker died while it ran alone
     solo: bool = False               # run it alone (it was in a batch whose worker died)
     last_event: ProgressEvent | None = None
@@ -100,6 +134,7 @@ class JobEntry:
     t0: float = 0.0
     probe_s: float = 0.0
     settle_by: float = 0.0           # cancelled: monotonic time to stop waiting for partials
+    completion: Completion = field(default_factory=Completion)  # set when it finished
 
 
 def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
@@ -192,7 +227,7 @@ def job_tasks(req: Any, plan: SamplingPlan, workers: dict[str, WorkerSlot], bala
     worker the balancer picks."""
     cost = plan_cost(plan, req.max_new_tokens)
     ready = [wid for wid, w in workers.items() if w.state != "failed"]
-    if (req.task == "ground" and split and len(ready) > 1
+    if (traits(req.task).splits and split and len(ready) > 1
             and getattr(req, "ground_method", "per_frame") == "per_frame"
             and plan.num_frames >= MIN_FRAMES_PER_CHUNK * 2 and not req.annotated_video):
         align = req.batch_size or workers[ready[0]].spec.model_cfg.batch_size
@@ -204,6 +239,27 @@ def job_tasks(req: Any, plan: SamplingPlan, workers: dict[str, WorkerSlot], bala
             out.append(("ground_chunk", share, balancer.choose(share, [wid]), sub))
         return out
     return [("analyze", cost, balancer.choose(cost, ready), plan)]
+
+
+def make_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, WorkerSlot],
+               balancer: Balancer, *, split: bool) -> None:
+    """Probe and plan a new job (unless its spec brought ``info``/``plan``) and queue its
+    tasks (``job_tasks``) on the workers the balancer chose."""
+    from chord_core.analysis.request import probe_input
+    from chord_core.media.sampling import plan_sampling
+
+    req, spec = job.status.spec.request, job.status.spec
+    t = time.perf_counter()
+    job.info = spec.info or probe_input(req.video_path, decode_images=False)
+    job.probe_s = time.perf_counter() - t
+    job.plan = spec.plan or plan_sampling(job.info, req.task, req.sampling)
+    for kind, cost, worker, plan in job_tasks(req, job.plan, workers, balancer, split=split):
+        tid = f"{job.status.job_id}/t{len(job.tasks)}"
+        task = Task(tid, job.status.job_id, kind, req, spec.model, job.info, plan, cost,
+                    job.probe_s)
+        tasks[tid] = TaskState(task, worker=worker)
+        workers[worker].queue.append(tid)
+        job.tasks.append(tid)
 
 
 def requeue_after_death(w: WorkerSlot, tasks: dict[str, TaskState], max_attempts: int
@@ -220,7 +276,7 @@ def requeue_after_death(w: WorkerSlot, tasks: dict[str, TaskState], max_attempts
         ts.solo = ts.solo or together
         ts.attempts += 0 if together else 1
         if ts.attempts < max_attempts:
-            ts.state = "pending"
+            ts.state = TaskPhase.PENDING
             w.queue.appendleft(tid)
             log.warning("worker %s died running %s; re-queued%s", w.spec.worker_id, tid,
                         " to run alone" if together else f" (attempt {ts.attempts + 1})")

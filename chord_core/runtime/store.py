@@ -3,7 +3,8 @@
     batches (batch_id, created_at, out_dir, summary_json)
     jobs    (job_id, batch_id, key, state, video_path, video_name, task, query, model,
              spec_json, submitted_at, started_at, finished_at, worker, attempts,
-             error_json, progress_json, parent, summary_json: see store_parents.py)
+             error_json, progress_json, owner, parent, summary_json: see store_parents.py)
+    owners  (owner_id, pid, host, proc_start, label, started_at, heartbeat_at, expires_at)
     results (job_id → jobs, result_json = the chord.result/v1 document, created_at)
 
 One ``Store`` is shared by the job manager thread and Streamlit script threads: it keeps one
@@ -11,8 +12,8 @@ connection behind a lock. Several processes may open the same file: WAL journal,
 timeout, and every write in a ``BEGIN IMMEDIATE`` transaction (it takes the write lock up
 front, so two writers wait for each other instead of failing with "database is locked").
 
-States: queued → running → done | failed | cancelled; running → queued (``requeue_running``
-after a crash); failed | cancelled → queued (retry). ``done`` is only reached through
+States: queued → running → done | failed | cancelled; running → queued (claimed after
+its owner died, ``leases.py``); failed | cancelled → queued (retry). ``done`` is only reached through
 ``save_result``, so a done job always has its result; a cancelled job may have one too
 (``save_result(state="cancelled")``: the frames it finished, marked ``partial``). Times are seconds since the epoch.
 
@@ -38,7 +39,6 @@ from typing import Any, Iterator, Mapping
 from chord_core.config import default_data_dir
 from chord_core.errors import ChordError, StoreError
 from chord_core.media.content_keys import content_key, file_hash
-from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.runtime.store_repair import (
     create_atomically,
     is_damage,
@@ -46,35 +46,27 @@ from chord_core.runtime.store_repair import (
     rollback,
 )
 from chord_core.runtime.store_schema import migrate
+from chord_core.runtime.store_states import (  # noqa: F401 — STATES, NotOwner: the store's API
+    STATES,
+    TRANSITIONS,
+    NotOwner,
+    current_state,
+    state_columns,
+    state_name,
+)
 from chord_core.types import SCHEMA
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5000
-STATES = ("queued", "running", "done", "failed", "cancelled")
-FINISHED = FINISHED_STATES
-# Allowed moves through update_state (done only via save_result; same state = progress update).
-TRANSITIONS: dict[str, frozenset[str]] = {
-    "queued": frozenset({"running", "failed", "cancelled"}),
-    "running": frozenset({"queued", "failed", "cancelled"}),
-    "failed": frozenset({"queued"}),
-    "cancelled": frozenset({"queued"}),
-    "done": frozenset(),
-}
 _JOB_COLUMNS = ("job_id", "batch_id", "key", "state", "video_path", "video_name", "task",
                 "query", "model", "spec_json", "submitted_at", "started_at", "finished_at",
-                "worker", "attempts", "error_json", "progress_json", "parent", "summary_json")
+                "worker", "attempts", "error_json", "progress_json", "owner", "parent",
+                "summary_json")
 
 
 def default_store_path() -> Path:
     return default_data_dir() / "chord.sqlite3"
-
-
-def _state(value: Any) -> str:
-    text = str(getattr(value, "value", value))
-    if text not in STATES:
-        raise ValueError(f"unknown job state {value!r}; states are {', '.join(STATES)}")
-    return text
 
 
 def _dumps(value: Any) -> str | None:
@@ -215,10 +207,12 @@ class Store:
                 model: str = "", key: str = "", spec: Mapping[str, Any] | None = None,
                 batch_id: str | None = None, video_name: str | None = None,
                 state: str = "queued", submitted_at: float | None = None,
-                parent: str | None = None) -> None:
-        """Record a new job (``queued`` unless told otherwise). A known ``job_id`` raises, but
-        a ``parent``'s chunk job not done is queued again with this spec (a resumed run)."""
-        row = {"job_id": job_id, "batch_id": batch_id, "key": key, "state": _state(state),
+                owner: str | None = None, parent: str | None = None) -> None:
+        """Record a new job (``queued`` unless told otherwise), run by the lease ``owner``. A
+        known ``job_id`` raises, but a ``parent``'s chunk job not done is queued again with
+        this spec (a resumed run)."""
+        row = {"job_id": job_id, "batch_id": batch_id, "key": key, "state": state_name(state),
+               "owner": owner,
                "video_path": str(video_path),
                "video_name": video_name if video_name is not None else Path(video_path).name,
                "task": task, "query": query, "model": model,
@@ -228,7 +222,8 @@ class Store:
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         again = (" ON CONFLICT (job_id) DO UPDATE SET state = excluded.state, spec_json = "
-                 "excluded.spec_json, parent = excluded.parent, started_at = NULL, finished_at"
+                 "excluded.spec_json, parent = excluded.parent, owner = excluded.owner, "
+                 "started_at = NULL, finished_at"
                  " = NULL, worker = NULL, error_json = NULL, progress_json = NULL "
                  "WHERE jobs.state <> 'done'"
                  if parent is not None else "")
@@ -241,19 +236,21 @@ class Store:
 
     def update_state(self, job_id: str, state: str, *, worker: str | None = None,
                      error: Mapping[str, Any] | None = None,
-                     progress: Mapping[str, Any] | None = None) -> None:
+                     progress: Mapping[str, Any] | None = None,
+                     owner: str | None = None) -> None:
         """Move a job to ``state`` (see TRANSITIONS) and record worker, error or progress.
+        Given an ``owner``, the row must be that lease's (else ``NotOwner``).
 
         Entering ``running`` stamps ``started_at`` and counts an attempt; a finished state
         stamps ``finished_at``. Raises KeyError for an unknown job, ValueError for a move
         that is not allowed (e.g. ``done`` → anything; use ``save_result`` for ``done``)."""
-        new = _state(state)
+        new = state_name(state)
         with self._write() as conn:
-            old = self._current_state(conn, job_id)
+            old = current_state(conn, job_id, owner)
             if new != old and new not in TRANSITIONS[old]:
                 raise ValueError(f"job {job_id} cannot go from {old} to {new}"
                                  + (" (use save_result)" if new == "done" else ""))
-            sets, params = self._state_columns(old, new)
+            sets, params = state_columns(old, new)
             for column, value in (("worker", worker), ("error_json", _dumps(error)),
                                   ("progress_json", _dumps(progress))):
                 if value is not None:
@@ -262,33 +259,15 @@ class Store:
             conn.execute(f"UPDATE jobs SET {', '.join(sets)} WHERE job_id = ?",
                          (*params, job_id))
 
-    @staticmethod
-    def _state_columns(old: str, new: str) -> tuple[list[str], list[Any]]:
-        sets, params = ["state = ?"], [new]
-        if new == old:
-            return sets, params
-        now = time.time()
-        if new == "running":
-            sets += ["started_at = ?", "finished_at = NULL", "attempts = attempts + 1",
-                     "error_json = NULL"]
-            params.append(now)
-        elif new == "queued":
-            sets += ["started_at = NULL", "finished_at = NULL", "worker = NULL",
-                     "progress_json = NULL"]
-        elif new in FINISHED:
-            sets.append("finished_at = ?")
-            params.append(now)
-        return sets, params
-
-    @staticmethod
-    def _current_state(conn: sqlite3.Connection, job_id: str) -> str:
-        row = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
-        if row is None:
-            raise KeyError(f"no job {job_id!r}")
-        return str(row["state"])
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``: the write lock up front) for the
+        store's own modules (``leases.py``): all of it or nothing."""
+        with self._write() as conn:
+            yield conn
 
     def save_result(self, job_id: str, result: Mapping[str, Any] | Any, *,
-                    state: str = "done") -> None:
+                    state: str = "done", owner: str | None = None) -> None:
         """Store the job's ``chord.result/v1`` document and mark it done — one transaction.
         Saving again replaces the stored result (never a second copy). ``state``
         "cancelled": a cancelled job's partial result (the job stays cancelled)."""
@@ -299,7 +278,7 @@ class Store:
             raise ValueError(f"a result is saved as done or cancelled, not {state!r}")
         text = json.dumps(doc, ensure_ascii=False)
         with self._write() as conn:
-            old = self._current_state(conn, job_id)
+            old = current_state(conn, job_id, owner)
             if old not in ("queued", "running", state):
                 raise ValueError(f"job {job_id} is {old}; a result cannot be saved for it")
             now = time.time()
@@ -350,18 +329,6 @@ class Store:
             conn.execute("DELETE FROM results WHERE job_id = ?", (job_id,))
             return conn.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,)).rowcount > 0
 
-    def requeue_running(self) -> list[str]:
-        """After a crash: jobs left ``running`` go back to ``queued``; returns their ids."""
-        with self._write() as conn:
-            ids = [str(r["job_id"]) for r in conn.execute(
-                "SELECT job_id FROM jobs WHERE state = 'running' ORDER BY submitted_at, rowid")]
-            conn.execute("UPDATE jobs SET state = 'queued', started_at = NULL, worker = NULL, "
-                         "progress_json = NULL WHERE state = 'running'")
-        if ids:
-            log.info("requeued %d job(s) left running by a previous run: %s", len(ids),
-                     ", ".join(ids))
-        return ids
-
     # -- batches --------------------------------------------------------------------------
     def add_batch(self, batch_id: str, out_dir: str | Path = "", *,
                   created_at: float | None = None) -> None:
@@ -401,7 +368,7 @@ def _filters(state: str | None, batch_id: str | None, top_level: bool = False,
         params.append(parent)
     if state is not None:
         clauses.append("state = ?")
-        params.append(_state(state))
+        params.append(state_name(state))
     if batch_id is not None:
         clauses.append("batch_id = ?")
         params.append(batch_id)

@@ -1,4 +1,10 @@
-"""The job store's tables (SQLite), and creating or checking them on open."""
+"""The job store's tables (SQLite), and creating or checking them on open.
+
+Columns added since a schema version was cut (``ADDED_COLUMNS``) are added to an older store
+on open: an added column never changes what older code reads, so it needs no new version.
+``owners`` holds one lease per process that runs jobs (``leases.py``); ``jobs.owner`` names
+the lease whose process runs (or last ran) the job.
+"""
 
 from __future__ import annotations
 
@@ -27,21 +33,20 @@ CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state);
 CREATE TABLE IF NOT EXISTS results (
     job_id TEXT PRIMARY KEY REFERENCES jobs (job_id) ON DELETE CASCADE,
     result_json TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS owners (
+    owner_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL,
+    proc_start TEXT NOT NULL DEFAULT '', label TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL, heartbeat_at REAL NOT NULL, expires_at REAL NOT NULL);
 """
-
-
-# Columns added after schema 1, on every open (``ALTER TABLE`` where a store lacks them):
+# (table, column, declaration) added after schema 1, on every open (``ALTER TABLE`` where a
+# store lacks them): ``owner`` is the lease of the process that runs (or last ran) the job;
 # ``parent`` is the parent job (a long-video run) of a chunk job; ``summary_json`` is a
 # parent's summary (its plan, progress and final document).
-ADDED_COLUMNS = (("jobs", "parent", "TEXT"), ("jobs", "summary_json", "TEXT"))
-
-
-def _add_columns(conn: sqlite3.Connection) -> None:
-    for table, column, kind in ADDED_COLUMNS:
-        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
-        if column not in have:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-    conn.execute("CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent)")
+ADDED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("jobs", "owner", "TEXT"),
+    ("jobs", "parent", "TEXT"),
+    ("jobs", "summary_json", "TEXT"),
+)
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
@@ -66,3 +71,14 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Add the ``ADDED_COLUMNS`` a store made by an older Chord lacks (inside migrate's
+    transaction), and their indexes."""
+    for table, column, decl in ADDED_COLUMNS:
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_owner_state ON jobs (owner, state)")
+    conn.execute("CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent)")

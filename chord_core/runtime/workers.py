@@ -45,6 +45,7 @@ from chord_core.runtime.messages import (
     Started,
     Stopped,
 )
+from chord_core.runtime.tasks import traits
 from chord_core.types import SamplingPlan, VideoInfo
 
 log = logging.getLogger(__name__)
@@ -294,7 +295,7 @@ def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> N
     lifeline.crash_if_injected(t.request.video_path for t in tasks)
     t0 = time.perf_counter()
     try:
-        if all(t.request.task == "entail" for t in tasks):
+        if traits(tasks[0].request.task).batch_call == "entail_many":  # a batch holds one task
             results = engine.entail_many([t.request for t in tasks],
                                          infos=[t.info for t in tasks],
                                          plans=[t.plan for t in tasks])

@@ -169,7 +169,7 @@ async def chat_completions(request: Request) -> Any:
                    model=None, label="api chat")
     (job_id,) = await rt.submit([spec])
     try:
-        (st,) = await rt.wait_all([job_id], settings.request_timeout_s, request.is_disconnected)
+        (st,) = await rt.wait_all([job_id], settings.request_timeout_s, request)
     except TimeoutError:
         raise ApiError(503, f"no answer within {settings.request_timeout_s:g} s; the job was "
                             "cancelled", "retry later, ask for fewer tokens, or raise "

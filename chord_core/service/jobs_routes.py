@@ -22,7 +22,6 @@ from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, job_error_view
 
 router = APIRouter()
-EVENTS_POLL_S = 0.2
 EVENTS_MAX_S = 3600.0
 UPLOAD_FIELD = "file"
 
@@ -59,13 +58,14 @@ async def health(request: Request) -> JSONResponse:
     rt = _runtime(request)
     workers = [{"worker": w["worker"], "state": w["state"], "devices": w["devices"],
                 "startup": w.get("startup"), "busy_s": round(w.get("busy_s", 0.0), 3),
-                "tasks_done": w.get("tasks_done", 0)} for w in rt.manager.workers()]
+                "tasks_done": w.get("tasks_done", 0)}
+               for w in await run_in_threadpool(rt.manager.workers)]  # it takes the lock
     body: dict[str, Any] = {"model": rt.model, "workers": workers,
                             "uptime_s": round(time.time() - rt.started_at, 1)}
     if any(w["state"] == "ready" for w in workers):
         return JSONResponse({"status": "ready", **body})
     if workers and all(w["state"] == "failed" for w in workers):
-        err = rt.manager.model_state().get("error") or {}
+        err = (await run_in_threadpool(rt.manager.model_state)).get("error") or {}
         return JSONResponse({"status": "failed", "error": err.get("message", "workers failed"),
                              "hint": err.get("hint", "see the server log"), **body}, 503)
     ready = sum(w["state"] == "ready" for w in workers)
@@ -206,7 +206,8 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
                 "query": st.spec.request.query, "submitted_at": st.submitted_at,
                 "started_at": st.started_at, "finished_at": st.finished_at,
                 "worker": st.worker, "progress": ev.to_dict() if ev else None,
-                "error": job_error_view(st.error) if st.error else None, **_links(job_id)}
+                "error": job_error_view(st.error) if st.error else None,
+                "pending_write": st.pending_write, **_links(job_id)}
     row = rt.stored_job(job_id)
     if row is None:
         raise ApiError(404, f"no job {job_id!r}",
@@ -248,7 +249,7 @@ async def get_result(request: Request, job_id: str) -> Any:
 async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
     rt = _runtime(request)
     view = job_view(request, job_id)
-    if rt.live_status(job_id) is None or not rt.manager.cancel(job_id):
+    if rt.live_status(job_id) is None or not await run_in_threadpool(rt.manager.cancel, job_id):
         raise ApiError(409, f"job {job_id} is {view['state']}; only a queued or running job "
                             "of this service can be cancelled", "")
     return job_view(request, job_id)
@@ -272,17 +273,42 @@ async def job_events(request: Request, job_id: str) -> StreamingResponse:
 
 
 async def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncIterator[str]:
-    last_state, last_event, t0 = None, None, time.monotonic()
-    while True:
-        if view["state"] != last_state:
-            last_state = view["state"]
-            yield sse(view, "state")
-        if view["progress"] is not None and view["progress"] != last_event:
-            last_event = view["progress"]
-            yield sse(last_event, "progress")
-        if view["state"] in FINISHED_STATES or \
-                time.monotonic() - t0 > EVENTS_MAX_S or await request.is_disconnected():
-            yield sse(view, "end")
-            return
-        await asyncio.sleep(EVENTS_POLL_S)
-        view = job_view(request, job_id)
+    """Stream the job's changes as they happen: its handle wakes this generator (started,
+    progress, finished), nothing polls. A job only the store knows (finished, or another
+    process's) gets its state and the end at once. Starlette ends the stream when the
+    client disconnects."""
+    handle = _live_handle(request, job_id)
+    woken, loop = asyncio.Event(), asyncio.get_running_loop()
+    unwatch = handle.on_change(lambda: loop.call_soon_threadsafe(woken.set)) if handle \
+        else None
+    view = job_view(request, job_id) if handle else view  # after watching: no change missed
+    last_state, last_event, deadline = None, None, time.monotonic() + EVENTS_MAX_S
+    try:
+        while True:
+            if view["state"] != last_state:
+                last_state = view["state"]
+                yield sse(view, "state")
+            if view["progress"] is not None and view["progress"] != last_event:
+                last_event = view["progress"]
+                yield sse(last_event, "progress")
+            left = deadline - time.monotonic()
+            if view["state"] in FINISHED_STATES or handle is None or left <= 0:
+                yield sse(view, "end")
+                return
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=left)
+            except asyncio.TimeoutError:
+                pass
+            woken.clear()
+            view = job_view(request, job_id)
+    finally:
+        if unwatch is not None:
+            unwatch()
+
+
+def _live_handle(request: Request, job_id: str) -> Any:
+    """The handle of a job this process's manager holds, else None."""
+    try:
+        return _runtime(request).manager.handle(job_id)
+    except KeyError:
+        return None

@@ -13,7 +13,6 @@ names a job, never a path: only clips the store says were analysed are read.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any, AsyncIterator
@@ -77,7 +76,7 @@ async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64
                     headers={"Cache-Control": "private, max-age=3600"})
 
 
-ALERT_POLL_S = 0.5
+ALERT_RECHECK_S = 1.0  # alerts another process stored (a `watch` command) reach a stream
 
 
 @router.get("/v1/alerts")
@@ -95,7 +94,7 @@ async def alert_events(request: Request, after: int = Query(0, ge=0),
     """Server-sent events: one ``alert`` event per alert with an id over ``after`` (or the
     ``Last-Event-ID`` a reconnecting client sends), as they are stored, until ``timeout``
     seconds have passed; a ``ping`` comment every 15 s keeps proxies from closing it."""
-    from chord_core.library.alerts import list_alerts
+    from chord_core.library.alerts import alerts_stored, list_alerts, wait_for_alert
 
     index = library_index(request)
     last_id = request.headers.get("last-event-id", "")
@@ -104,6 +103,7 @@ async def alert_events(request: Request, after: int = Query(0, ge=0),
     async def stream() -> AsyncIterator[str]:
         nonlocal start
         deadline, ping = time.monotonic() + timeout, time.monotonic() + 15.0
+        seen = alerts_stored()
         while time.monotonic() < deadline and not await request.is_disconnected():
             for alert in await run_in_threadpool(list_alerts, index, after_id=start):
                 start = int(alert["id"])
@@ -111,7 +111,10 @@ async def alert_events(request: Request, after: int = Query(0, ge=0),
             if time.monotonic() > ping:
                 ping = time.monotonic() + 15.0
                 yield ": ping\n\n"
-            await asyncio.sleep(ALERT_POLL_S)
+            # woken when this process stores an alert; another process's are read at least
+            # every ALERT_RECHECK_S (SQLite tells no one of a write)
+            wait = min(ALERT_RECHECK_S, max(0.0, deadline - time.monotonic()))
+            seen = await run_in_threadpool(wait_for_alert, seen, wait)
         yield "event: end\ndata: {}\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream",

@@ -212,8 +212,7 @@ async def batch_predict(request: Request) -> dict[str, Any]:
     if specs:
         job_ids = await rt.submit(specs)
         try:
-            statuses = await rt.wait_all(job_ids, settings.request_timeout_s,
-                                         request.is_disconnected)
+            statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request)
         except TimeoutError:
             raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "
                                 "and were cancelled",

@@ -4,8 +4,13 @@ job in memory or in the store, and count tokens for ``usage``.
 
 The API process plans and starts its own workers (``cluster.start_manager``), exactly as the
 app does; jobs go into the same SQLite store, so they show on the app's History page. Two
-processes cannot share one manager: the store is shared, the workers are not
-(``SharedStore`` keeps this process from resuming or re-queueing the app's jobs).
+processes cannot share one manager: the store is shared, the workers are not. Each holds a
+lease (``runtime/leases.py``): this process resumes its own jobs after a crash or a restart
+(a client polling an old id gets the result once it is done), and never the app's while the
+app runs.
+
+Waiting is on job handles (``runtime/handles.py``), never a polling loop: the event loop
+awaits each job's completion and never takes the manager's lock.
 """
 
 from __future__ import annotations
@@ -15,49 +20,44 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
+from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import JobSpec, JobStatus
+from chord_core.runtime.protocols import JobRunner, JobStore
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
 
 log = logging.getLogger(__name__)
-
-POLL_S = 0.05
-GONE_CHECK_S = 0.5
 
 
 class ClientGone(Exception):
     """The client disconnected while its jobs were running (they were cancelled)."""
 
 
-class SharedStore:
-    """The app's job store, seen by a second process: every write goes through, but at start
-    the manager neither re-queues the other process's running jobs nor resumes its queue
-    (they belong to the app's workers)."""
+async def _awaited(handle: JobHandle) -> JobStatus:
+    return await handle
 
-    def __init__(self, store: Any) -> None:
-        self.inner = store
 
-    def requeue_running(self) -> list[str]:
-        return []
-
-    def list_jobs(self, limit: int = 50, offset: int = 0, state: str | None = None,
-                  **kwargs: Any) -> list[dict[str, Any]]:
-        if state == "queued":  # only the manager's resume asks for this
-            return []
-        return self.inner.list_jobs(limit, offset, state, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+async def client_left(request: Request) -> None:
+    """Return when the client of ``request`` disconnects. Its body has been read, so the
+    ASGI server's next message is ``http.disconnect`` (what Starlette's streaming response
+    listens for too): this waits on it, without polling."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 @dataclass
 class ServiceRuntime:
     """The manager and store the endpoints use. ``model`` is the served model's id."""
 
-    manager: Any
-    store: Any = None
+    manager: JobRunner
+    store: JobStore | None = None
     model: str = "test"
     plan_lines: tuple[str, ...] = ()
     started_at: float = field(default_factory=time.time)
@@ -73,27 +73,31 @@ class ServiceRuntime:
         return await run_in_threadpool(submit_all)
 
     async def wait_all(self, job_ids: Sequence[str], timeout_s: float,
-                       gone: Callable[[], Awaitable[bool]] | None = None) -> list[JobStatus]:
+                       gone: Request | None = None) -> list[JobStatus]:
         """Wait until every job finished. On timeout cancel the rest and raise TimeoutError;
-        when ``gone()`` says the client hung up, cancel the rest and raise ClientGone (no one
-        is left to read the answer: the workers should not keep computing it)."""
-        deadline = time.monotonic() + timeout_s
-        next_check = time.monotonic() + GONE_CHECK_S
-        pending = list(dict.fromkeys(job_ids))
-        while pending:
-            pending = [j for j in pending if not self.manager.status(j).state.finished]
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                self._cancel(pending)
-                raise TimeoutError(f"{len(pending)} job(s) unfinished after {timeout_s:g} s")
-            if gone is not None and time.monotonic() > next_check:
-                next_check = time.monotonic() + GONE_CHECK_S
-                if await gone():
-                    self._cancel(pending)
-                    raise ClientGone(f"client left; {len(pending)} job(s) cancelled")
-            await asyncio.sleep(POLL_S)
-        return [self.manager.status(j) for j in job_ids]
+        when the client of request ``gone`` hangs up, cancel the rest and raise ClientGone
+        (no one is left to read the answer: the workers should not keep computing it)."""
+        handles = await run_in_threadpool(self._handles, job_ids)
+        done = asyncio.ensure_future(asyncio.gather(*[_awaited(h) for h in handles]))
+        left = asyncio.ensure_future(client_left(gone)) if gone is not None else None
+        try:
+            await asyncio.wait([f for f in (done, left) if f is not None], timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if left is not None:
+                left.cancel()
+        if done.done():
+            return done.result()
+        done.cancel()
+        pending = [h.job_id for h in handles if not h.done()]
+        await run_in_threadpool(self._cancel, pending)
+        if left is not None and left.done() and not left.cancelled():
+            raise ClientGone(f"client left; {len(pending)} job(s) cancelled")
+        raise TimeoutError(f"{len(pending)} job(s) unfinished after {timeout_s:g} s")
+
+    def _handles(self, job_ids: Sequence[str]) -> list[Any]:
+        return [j if isinstance(j, JobHandle) else self.manager.handle(j)
+                for j in dict.fromkeys(job_ids)]
 
     def _cancel(self, job_ids: Sequence[str]) -> None:
         for job_id in job_ids:
@@ -165,6 +169,6 @@ def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
     store = Store()
     for notice in store.notices:
         log.warning("%s", notice)
-    manager, plan = start_manager(model_cfg, parallel, store=SharedStore(store),
+    manager, plan = start_manager(model_cfg, parallel, store=store,
                                   executor=executor, ray_address=ray_address)
     return ServiceRuntime(manager, store, model_cfg.model, tuple(plan.lines))

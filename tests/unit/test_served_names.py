@@ -7,8 +7,10 @@ import pytest
 
 from chord_core.service.chat import ChatBody, _check
 from chord_core.service.http_errors import ApiError
+from chord_core.service.settings import settings_from_env
 
 MSG = [{"role": "user", "content": "hi"}]
+SETTINGS = settings_from_env({})  # the defaults: the caps do not come into these cases
 
 
 @pytest.mark.parametrize(("served", "asked"), [
@@ -23,7 +25,7 @@ MSG = [{"role": "user", "content": "hi"}]
 ], ids=["hub-id", "hub-name", "hub-id-any-case", "folder-as-hub-id", "folder-name",
         "folder-path", "alias", "no-model"])
 def test_served_model_names_are_accepted(served: str, asked: str | None) -> None:
-    limit, notes = _check(ChatBody(model=asked, messages=MSG), served)
+    limit, notes = _check(ChatBody(model=asked, messages=MSG), served, SETTINGS)
     assert limit == 512 and notes == []
 
 
@@ -34,6 +36,6 @@ def test_served_model_names_are_accepted(served: str, asked: str | None) -> None
 ], ids=["test-model-not-qwen", "other-size", "non-qwen-folder"])
 def test_other_models_are_404_naming_what_is_served(served: str, asked: str) -> None:
     with pytest.raises(ApiError) as err:
-        _check(ChatBody(model=asked, messages=MSG), served)
+        _check(ChatBody(model=asked, messages=MSG), served, SETTINGS)
     assert err.value.status == 404
     assert repr(asked) in err.value.message and "'chord'" in err.value.hint

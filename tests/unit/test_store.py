@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -26,8 +23,6 @@ from chord_core.types import (
     Track,
     VideoInfo,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def make_result(query: str = "the cyclist in a red helmet") -> Result:
@@ -255,45 +250,6 @@ def test_batches(store: Store) -> None:
     assert batch["summary"] == {"done": 1, "failed": 0}
     assert batch["counts"] == {"queued": 1, "done": 1}
     assert store.get_batch("nope") is None
-
-
-def test_requeue_running_after_crash_in_another_process(tmp_path: Path) -> None:
-    """A worker process dies (os._exit) with jobs running; the next start requeues them."""
-    db = tmp_path / "chord.sqlite3"
-    script = textwrap.dedent(f"""
-        import os
-        from chord_core.runtime.store import Store
-        s = Store({str(db)!r})
-        for j in ("r1", "r2", "q1", "d1"):
-            s.add_job(j, video_path=j + ".mp4", task="describe")
-        s.update_state("r1", "running", worker="gpu0")
-        s.update_state("r2", "running", worker="gpu1")
-        s.update_state("d1", "running", worker="gpu1")
-        s.update_state("d1", "failed", error={{"message": "x"}})
-        os._exit(3)  # no close, no checkpoint: a crash
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert proc.returncode == 3, proc.stderr
-    with Store(db) as s:
-        assert sorted(s.requeue_running()) == ["r1", "r2"]
-        r1 = s.get_job("r1")
-        assert (r1["state"], r1["worker"], r1["started_at"], r1["attempts"]) == \
-            ("queued", None, None, 1)
-        assert s.get_job("d1")["state"] == "failed"
-        assert s.requeue_running() == []
-
-
-def test_requeue_after_close_and_reopen(tmp_path: Path) -> None:
-    db = tmp_path / "chord.sqlite3"
-    s = Store(db)
-    add(s, "r1")
-    s.update_state("r1", "running")
-    s.close()
-    with Store(db) as again:
-        assert again.requeue_running() == ["r1"]
-        again.update_state("r1", "running")
-        assert again.get_job("r1")["attempts"] == 2
 
 
 def test_two_stores_one_file(tmp_path: Path) -> None:
