@@ -64,7 +64,11 @@ def normalise_label(text: str) -> str:
 
 
 def clean_statement(statement: str) -> str:
-    text = " ".join((statement or "").split()).replace('"', "'")
+    """The statement as it goes into the prompt: one line, single quotes, not empty
+    (zero-width characters alone are refused like an empty statement), not too long."""
+    from chord_core.model.prompts import visible_text
+
+    text = " ".join(visible_text(statement).split()).replace('"', "'")
     if not text:
         raise ConfigError("visual entailment needs a statement to check",
                           hint='say what should be true, e.g. "a person opens the car door"')

@@ -19,6 +19,7 @@ into the vision placeholder tokens.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from chord_core import families
@@ -44,10 +45,17 @@ SPANS_PROMPT = (
 MAX_TARGET_CHARS = 300
 
 
+def visible_text(text: str) -> str:
+    """``text`` without invisible format characters (zero-width spaces and joiners, BOMs,
+    bidi marks: Unicode category Cf): a statement of only those is empty, not a statement."""
+    return "".join(c for c in text or "" if unicodedata.category(c) != "Cf")
+
+
 def clean_target(target: str) -> str:
     """The target as it goes into the prompt: one line, no double quotes (they would
-    break the quoted JSON example), not empty, not absurdly long."""
-    text = re.sub(r"\s+", " ", target or "").strip().replace('"', "'")
+    break the quoted JSON example), not empty (invisible characters do not count), not
+    absurdly long."""
+    text = re.sub(r"\s+", " ", visible_text(target)).strip().replace('"', "'")
     if not text:
         raise ConfigError("grounding needs a target to look for",
                           hint='say what to find, e.g. "the cyclist in a red helmet"')

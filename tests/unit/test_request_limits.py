@@ -41,3 +41,18 @@ def test_a_target_the_prompt_refuses_is_refused_at_submit() -> None:
         clean_target(spaced)
     with pytest.raises(ConfigError):
         AnalysisRequest("clip.mp4", "ground", spaced)
+
+
+@pytest.mark.parametrize("task", ["ground", "entail"])
+@pytest.mark.parametrize("text", ["\u200b\u200c\ufeff", "\u2060 \u200d", ""],
+                         ids=["zero-width", "joiners-and-space", "empty"])
+def test_invisible_text_is_refused_like_an_empty_query(task: str, text: str) -> None:
+    """The app and the CLI (not only the service) refuse a statement or target of only
+    zero-width characters: it used to be scored."""
+    with pytest.raises(ConfigError, match="needs"):
+        AnalysisRequest("clip.mp4", task, text)
+
+
+def test_visible_characters_around_invisible_ones_are_kept() -> None:
+    assert clean_statement("a\u200b dog\ufeff runs") == "a dog runs"
+    assert clean_target("the\u200b cyclist") == "the cyclist"
