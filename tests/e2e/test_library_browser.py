@@ -102,7 +102,10 @@ def test_grounding_target_hit_and_chinese_page(browser, app_url, stored,
     # the target's text ranks above the clip whose file name (green-square.mp4) matches
     page.get_by_text("“green square”共 2 条结果").wait_for()
     card = _cards(page).nth(0)
-    assert "1.5–3.0 s" in card.inner_text() and "目标" in card.inner_text()
+    from playwright.sync_api import expect
+
+    expect(card).to_contain_text("1.5–3.0 s")  # waits: the count can show before the cards
+    expect(card).to_contain_text("目标")
     card.locator("img").wait_for()
     _settled(page, "资料库")
     page.screenshot(path=str(artifacts / "e2e-library-zh.png"))

@@ -63,7 +63,7 @@ def test_chapters_progress_search_and_exports(browser, app_url: str, artifacts: 
     box.press("Enter")
     note = page.get_by_test_id("stAlert").filter(has_text="Long video")
     note.wait_for()
-    expect(note).to_contain_text("merges the chunks into chapters")
+    expect(note).to_contain_text("merge them into about")  # what will run, in words
     page.get_by_role("button", name=re.compile("Run")).click()
 
     progress = page.locator(".st-key-long-progress")
@@ -232,7 +232,7 @@ def test_a_reload_mid_run_comes_back_to_the_long_run(browser, app_url: str, arti
     progress.or_(chapters).first.wait_for(timeout=60_000)
     assert f"job={job}" in page.url
     expect(page.get_by_test_id("stAlert").filter(has_text="Long video")).to_contain_text(
-        "24.0 s is past")  # the link's clip, restored
+        "24.0 s is longer than")  # the link's clip, restored
     page.screenshot(path=str(artifacts / "e2e-long-reload.png"))
     chapters.first.wait_for(timeout=WHOLE_RUN_MS)
     page.context.close()

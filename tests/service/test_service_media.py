@@ -65,6 +65,10 @@ def test_a_link_swapped_in_while_the_job_is_queued_is_refused(one_worker, tmp_pa
     with httpx.Client(base_url=srv.url, timeout=30) as c:
         ground = c.post("/v1/jobs", json={"task": "ground", "video_path": str(busy.path),
                                           "target": "the square", "fps": 2}).json()["job_id"]
+        deadline = time.monotonic() + 60  # the worker busy first, as in the case
+        while c.get(f"/v1/jobs/{ground}").json()["state"] != "running":
+            assert time.monotonic() < deadline, "the busy job never started"
+            time.sleep(0.05)
         r = c.post("/v1/jobs", json={"task": "describe", "video_path": str(swap),
                                      "max_new_tokens": 8})
         assert r.status_code == 202, r.text
