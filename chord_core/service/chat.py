@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.config import MAX_NEW_TOKENS_DEFAULT, MAX_NEW_TOKENS_RANGE
 from chord_core.errors import InputError
-from chord_core.service.http_errors import ApiError, from_job_error
+from chord_core.service.http_errors import ApiError, from_job_error, invalid_body
 from chord_core.service.inputs import has_visible
 
 router = APIRouter()
@@ -142,11 +142,8 @@ async def _read_body(request: Request) -> ChatBody:
     try:
         return ChatBody.model_validate(doc)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
-        raise ApiError(422, f"{where}: {first.get('msg')}",
-                       "send OpenAI's chat completion request: model, messages, max_tokens"
-                       ) from None
+        raise invalid_body(exc, "send OpenAI's chat completion request: model, messages, "
+                                "max_tokens") from None
 
 
 @router.post("/v1/chat/completions", response_model=None, openapi_extra=_BODY_SCHEMA)

@@ -113,6 +113,14 @@ def job_error_entry(error: dict[str, Any] | None) -> dict[str, str]:
     return {"error": api.message, "hint": api.hint}
 
 
+def invalid_body(exc: Any, hint: str) -> ApiError:
+    """A 422 for a body that failed its pydantic model: where (the first error's field path)
+    and what, with the caller's ``hint`` naming the fields it takes."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+    return ApiError(422, f"{where}: {first.get('msg')}", hint)
+
+
 def job_error_view(error: dict[str, Any] | None) -> dict[str, Any]:
     """A failed job's error in its status view: the entry plus the HTTP ``status`` its class
     maps to, so a client (the CLI) tells bad input (4xx, exit 2) from a fault."""

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
-from chord_core.service.http_errors import ApiError, job_error_view
+from chord_core.service.http_errors import ApiError, invalid_body, job_error_view
 
 router = APIRouter()
 EVENTS_MAX_S = 3600.0
@@ -112,12 +112,9 @@ def _parse_job(fields: dict[str, Any]) -> JobBody:
     try:
         return JobBody.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
-        raise ApiError(422, f"{where}: {first.get('msg')}",
-                       "fields: task (describe|ground|entail), video_path or a 'file' upload, "
-                       "prompt/target/statement, max_new_tokens, fps, max_frames, max_pixels, "
-                       "token_budget") from None
+        raise invalid_body(exc, "fields: task (describe|ground|entail), video_path or a "
+                                "'file' upload, prompt/target/statement, max_new_tokens, fps, "
+                                "max_frames, max_pixels, token_budget") from None
 
 
 async def _media_path(body: JobBody, upload: Any) -> str:
