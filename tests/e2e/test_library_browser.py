@@ -6,6 +6,7 @@ test-artifacts/ (copied to docs/screenshots/library.png and library-zh.png)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -46,13 +47,19 @@ def _page(browser, app_url: str, locale: str = "en-US"):  # noqa: ANN001, ANN202
     page = browser.new_context(viewport=VIEW, locale=locale).new_page()
     page.set_default_timeout(60_000)
     page.goto(app_url)
-    page.locator("[data-testid=stSidebarNav] a", has_text="GPU").wait_for()
+    _nav_link(page, re.compile(r"^GPUs?$")).wait_for()  # "GPUs", in 中文 "GPU"
     return page
+
+
+def _nav_link(page, name):  # noqa: ANN001, ANN202
+    """A sidebar link by its whole name: ``has_text`` matched words inside other links'
+    icon names too ("video_library" of Batch for "Library"), a strict-mode error."""
+    return page.get_by_test_id("stSidebarNav").get_by_role("link", name=name, exact=True)
 
 
 def _settled(page, nav: str) -> None:  # noqa: ANN001
     """The app's own navigation is drawn and the script run is over (no skeletons)."""
-    page.locator("[data-testid=stSidebarNav] a", has_text=nav).wait_for()
+    _nav_link(page, nav).wait_for()
     page.locator("[data-testid=stStatusWidget]").wait_for(state="detached")
     page.wait_for_timeout(500)
 

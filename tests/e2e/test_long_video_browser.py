@@ -76,7 +76,9 @@ def test_chapters_progress_search_and_exports(browser, app_url: str, artifacts: 
     chapters = page.locator("[data-testid=chord-chapter]")
     deadline = time.monotonic() + RUN_TIMEOUT_MS / 1000
     while chapters.count() == 0 and time.monotonic() < deadline:
-        if progress.count() and re.search(r"about .+ left", progress.first.inner_text()):
+        # all_inner_texts() reads what is there now: the bar can vanish between a count()
+        # and an inner_text(), which then waits its whole timeout for a node that is gone
+        if any(re.search(r"about .+ left", t) for t in progress.all_inner_texts()):
             page.screenshot(path=str(artifacts / "e2e-long-progress.png"))
             break
         time.sleep(0.2)

@@ -100,7 +100,17 @@ def _select_row(page, key: str, row: int) -> None:  # noqa: ANN001
     """Tick row ``row``'s selection box of the st.dataframe ``key`` (a canvas grid)."""
     grid = page.locator(f".st-key-{key} [data-testid=stDataFrame]")
     grid.scroll_into_view_if_needed()
+    # A canvas row is hit by its position, so measure only once the page has stopped moving:
+    # on CI a late re-layout above the grid moved it down by two rows between the measure and
+    # the click, which ticked row 1 instead of row 3.
+    page.locator("[data-testid=stStatusWidget]").wait_for(state="detached")
     box = grid.bounding_box()
+    for _ in range(50):
+        page.wait_for_timeout(200)
+        again = grid.bounding_box()
+        if again == box:
+            break
+        box = again
     header = 35  # Streamlit's row height: header and rows alike
     page.mouse.click(box["x"] + 18, box["y"] + header + header * row + header / 2)
 
