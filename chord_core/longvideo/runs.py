@@ -20,13 +20,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.errors import ChordError, JobCancelled
+from chord_core.media.roots import is_under, job_roots
 from chord_core.runtime.jobs import JobSpec, JobStatus
 from chord_core.types import ProgressEvent, Result
 
@@ -195,7 +198,24 @@ def _submit(manager: Any, run: str, job: ChunkJob) -> str:
             return job.job_id
     except KeyError:
         pass
-    return manager.submit(replace(job.spec, parent=run), job_id=job.job_id)
+    return manager.submit(replace(_confined(job.spec), parent=run), job_id=job.job_id)
+
+
+def _confined(spec: JobSpec) -> JobSpec:
+    """The chunk's request carries the media roots when its clip lies under them, so the
+    worker opens the file under them again (``media.confined``) as it does for a short job:
+    a link swapped in after the run was planned is refused in the chunk too. A clip outside
+    the roots (the CLI's own file, the app's example clip) was not read under them before
+    either, and stays so."""
+    request = spec.request
+    roots = job_roots()
+    if request.media_roots is not None or not roots:
+        return spec
+    # by its name, not resolved: a link swapped in after planning must not lead the check
+    # outside (the confined open then walks the name without following links)
+    if not is_under(Path(os.path.abspath(request.video_path)), [Path(r) for r in roots]):
+        return spec
+    return replace(spec, request=replace(request, media_roots=roots))
 
 
 def _collect(manager: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
