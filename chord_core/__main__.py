@@ -1,6 +1,7 @@
 """Command line: ``python -m chord_core {probe,describe,ground,make-tiny-model} …``.
 
-Exit codes: 0 ok, 2 bad input or usage, 1 internal error. Errors are one ``error:`` line plus
+Exit codes: 0 ok, 2 bad input or usage, 1 internal error, 130 interrupted, 141 the reader of
+stdout closed it (`| head`). Errors are one ``error:`` line plus
 a ``hint:`` line on stderr — never a traceback (set CHORD_DEBUG=1 to see one).
 Results are ``chord.result/v1`` JSON on stdout, or in the file given by ``--json``.
 """
@@ -338,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     except Exception as exc:  # noqa: BLE001 — the CLI contract: one line, no traceback
         if env_value("CHORD_DEBUG"):
             raise
@@ -346,6 +349,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hint: this is a bug in Chord; rerun with CHORD_DEBUG=1 for the traceback "
               "and report it", file=sys.stderr)
         return 1
+
+
+
+def _reader_gone() -> int:
+    """``… | head``: the reader closed the pipe, which is its choice, not a bug. Exit as a
+    tool killed by SIGPIPE does (128 + 13), silently; stdout goes to /dev/null so Python's
+    own flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

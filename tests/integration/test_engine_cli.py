@@ -161,6 +161,19 @@ def test_cli_describe_to_stdout_and_probe(clips, tiny_model_dir):
     assert facts["video"]["rotation"] == 90 and set(facts["plans"]) == {"describe", "ground"}
 
 
+def test_cli_piped_into_a_reader_that_leaves_exits_quietly(clips):
+    """``probe clip | head -c 1``: the reader closed the pipe before the JSON was written;
+    the CLI exits as a tool killed by SIGPIPE does (141), not with "internal error"."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "chord_core", "probe",
+                             str(clips["h264.mp4"].path)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # gone before the CLI has imported anything, let alone written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
+
+
 def test_cli_says_where_the_model_went(clips, tiny_model_dir):
     proc = _cli("describe", str(clips["h264.mp4"].path), "--model", "test", "--max-new-tokens",
                 "128", "--max-frames", "4", "--strategy", "single")
