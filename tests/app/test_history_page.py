@@ -56,11 +56,13 @@ def test_finished_job_is_listed_newest_first(new_app, app_server, app_clip, tmp_
     assert not at.exception
     assert at.title[0].value == "History"
     table = _table(at)
-    assert list(table.columns) == ["time", "clip", "task", "query", "model", "state",
-                                   "duration"]
+    assert list(table.columns) == ["thumb", "time", "clip", "task", "summary", "query",
+                                   "model", "state", "duration"]
     first = table.iloc[0]
     assert (first["clip"], first["task"], first["model"]) == (path.name, "describe", "test")
     assert first["state"] == "done" and first["duration"] != "—"
+    assert first["thumb"].startswith("data:image/jpeg;base64,")  # a frame of the clip
+    assert first["summary"] != "—"  # the description's start
     assert any("Select a row" in c.value for c in at.caption)
 
 
@@ -183,11 +185,58 @@ def test_filter_and_pages(new_app, own_store, show: str, rows: int, pages: int) 
     at.segmented_control(key="history_filter").set_value(show).run()
     assert len(_table(at)) == rows
     assert _table(at).iloc[0]["clip"] == ("c024.mp4" if show != "failed" else "c020.mp4")
-    paged = [n for n in at.number_input if n.key == "history_page"]
-    assert len(paged) == (1 if pages > 1 else 0)
+    assert not at.number_input  # pages turn with buttons
+    turns = {b.key: b for b in at.button if b.key in ("history_prev", "history_next")}
+    assert len(turns) == (2 if pages > 1 else 0)
     if pages > 1:
-        paged[0].set_value(2).run()
+        assert turns["history_prev"].disabled and not turns["history_next"].disabled
+        at = at.button(key="history_next").click().run()
         assert list(_table(at)["clip"]) == [f"c{i:03d}.mp4" for i in range(4, -1, -1)]
+        assert at.button(key="history_next").disabled
+        assert "page 2 of 2" in [c.value for c in at.caption]
+        at = at.button(key="history_prev").click().run()
+        assert _table(at).iloc[0]["clip"] == "c024.mp4"
+
+
+def _library(store) -> None:
+    """Rows of three tasks and run times, one named only by the service's label."""
+    for i, (name, task, run_s) in enumerate([("street.mp4", "describe", 4.0),
+                                             ("harbour.avi", "ground", 30.0),
+                                             ("dog.mp4", "entail", 9.0)]):
+        job_id = f"job-{i}"
+        store.add_job(job_id, video_path=f"/clips/{name}", task=task, model="test",
+                      submitted_at=1_700_000_000 + i,
+                      spec={"label": "api ground" if name == "harbour.avi" else name})
+        with store.transaction() as conn:
+            conn.execute("UPDATE jobs SET state = 'failed', started_at = ?, finished_at = ?, "
+                         "error_json = ? WHERE job_id = ?",
+                         (1_700_000_000 + i, 1_700_000_000 + i + run_s,
+                          '{"message": "the file is gone"}', job_id))
+
+
+@pytest.mark.parametrize(("task", "name", "sort", "clips"), [
+    ("all", "", "newest", ["dog.mp4", "harbour.avi", "street.mp4"]),
+    ("all", "", "oldest", ["street.mp4", "harbour.avi", "dog.mp4"]),
+    ("all", "", "longest", ["harbour.avi", "dog.mp4", "street.mp4"]),
+    ("ground", "", "newest", ["harbour.avi"]),
+    ("all", "STREET", "newest", ["street.mp4"]),
+    ("all", "nothing-like-it", "newest", []),
+], ids=["newest", "oldest", "longest", "task", "name", "no-match"])
+def test_filter_by_task_and_name_and_sort(new_app, own_store, task: str, name: str,
+                                          sort: str, clips: list[str]) -> None:
+    _library(own_store)
+    at = _history(new_app)
+    at.selectbox(key="history_task").set_value(task)
+    at.text_input(key="history_name").set_value(name)
+    at = at.selectbox(key="history_sort").set_value(sort).run()
+    assert not at.exception
+    if not clips:
+        assert "No analysis matches these filters." in at.info[0].value
+        return
+    table = _table(at)
+    assert list(table["clip"]) == clips  # the file's name, not the service's "api ground"
+    assert set(table["summary"]) == {"the file is gone"}
+    assert table.iloc[0]["thumb"] is None  # no such file: no thumbnail, no error
 
 
 def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server, app_clip,

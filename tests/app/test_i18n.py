@@ -118,7 +118,7 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
     """Texts the pages pass to t() as variables: job states, History filters, the columns of
     the History, Batch, GPUs and statement-check tables, and the verdict words."""
     from chord_core.runtime.store import STATES
-    from chord_ui import batch_jobs, entail_view, gpu_view, history_view
+    from chord_ui import batch_jobs, entail_view, gpu_view, history_table, history_view
     from chord_ui.formatting import VERDICT_WORDS
 
     row = {"job_id": "j", "submitted_at": 0.0, "started_at": None, "finished_at": None,
@@ -132,7 +132,8 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
                           temperature_c=30.0, power_w=1.0, power_limit_w=2.0, processes=(),
                           job="")
     words = [*history_view.FILTERS.values(), *STATES, "skipped", *VERDICT_WORDS,
-             *VERDICT_WORDS.values(), *history_view.table_rows([row])[0],
+             *VERDICT_WORDS.values(), *set(history_table.table_rows([row], None)[0]) - {"thumb"},
+             *history_view.SORTS.values(),
              *entail_view.moments_rows(result)[0], *gpu_view.gpu_rows([gpu], {})[0],
              *gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready"}], None)[0]]
     clip_state = SimpleNamespace(clip=SimpleNamespace(name="c.mp4"), state="running",
