@@ -28,6 +28,8 @@ ZH_PAGES: dict[str, str] = {
     "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",
     "Previous": "上一页", "Next": "下一页", "page {page} of {pages}": "第 {page} 页，共 {pages} 页",
     "summary": "摘要", "{n} chapter(s)": "{n} 个章节",
+    "Select a clip to open its result in Analyze.": "选择一个片段，可在“分析”中打开其结果。",
+    "This clip has no result yet ({state}).": "此片段还没有结果（{state}）。",
     "{done} of {total} done": "已完成 {done}/{total}",
     "Select a row to open it in Analyze, read its error, or delete it.":
         "选择一行，可在“分析”中打开、查看错误或删除。",

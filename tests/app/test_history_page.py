@@ -317,3 +317,37 @@ def test_deleting_a_long_run_deletes_its_chunks(new_app, own_store) -> None:
     at.button(key="confirm_delete").click().run()
     assert not at.exception
     assert own_store.count_jobs() == 0 and own_store.get_result("lvc-0123456789ab-c0000") is None
+
+
+def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_store,
+                                                                  app_clip) -> None:
+    """A batch as a parent job (whoever made it): one History row; inside, each clip with
+    its own run time, and a finished clip opens in Analyze with ``?job=`` of that clip."""
+    from chord_core.runtime.parents import ParentJobs
+    from tests.unit.test_store import make_result
+
+    ParentJobs(own_store).open("batch-0123456789ab", kind="batch", video_path="",
+                               model="test", label="batch of 2 clips")
+    for k, run_s in enumerate((3.0, 7.0)):
+        child = f"batch-0123456789ab-c{k}"
+        own_store.add_job(child, video_path=str(app_clip), task="describe", model="test",
+                          spec={"label": f"clip{k}.mp4"}, parent="batch-0123456789ab")
+        own_store.update_state(child, "running")
+        own_store.save_result(child, make_result())
+        with own_store.transaction() as conn:
+            conn.execute("UPDATE jobs SET started_at = 1000, finished_at = ? WHERE job_id = ?",
+                         (1000 + run_s, child))
+    at = _history(new_app)
+    assert list(_table(at)["clip"]) == ["batch of 2 clips"]  # no rows of its clips
+    at = _select(at, "batch of 2 clips")
+    assert not at.exception and not at.info  # not a long run's "stopped part-way"
+    kids = at.dataframe[1].value
+    assert list(kids["job"]) == ["clip0.mp4", "clip1.mp4"]
+    assert list(kids["duration"]) == ["3.0 s", "7.0 s"]  # their own, not the batch's
+    at.session_state["children-batch-0123456789ab"] = {
+        "selection": {"rows": [1], "columns": [], "cells": []}}
+    at = at.run()
+    at.button(key="open-batch-0123456789ab-c1").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Analyze a clip"
+    assert at.query_params.get("job") == "batch-0123456789ab-c1"
