@@ -29,7 +29,7 @@ from chord_core.types import Result
 from chord_ui import history_parents, resources, session
 from chord_ui.formatting import human_duration, md_escape, summary_line
 from chord_ui.history_table import display_name, duration_s, table_rows
-from chord_ui.i18n import t
+from chord_ui.i18n import choice_key, t
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
 from chord_ui.uploads import ClipSource, local_source, servable, uploads_dir
 
@@ -85,16 +85,16 @@ def history() -> None:
 def _controls(store: Any) -> HistoryQuery:
     """State, task, text in the file name, sort: the page's query (page 1 of it)."""
     choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
-                                  key=K_FILTER, default="all", required=True) or "all"
+                                  key=choice_key(K_FILTER), default="all", required=True) or "all"
     tasks = ["all", *history_tasks(store)]
     if st.session_state.get(K_TASK_FILTER) not in tasks:
         st.session_state[K_TASK_FILTER] = "all"
     task_col, name_col, sort_col = st.columns([1, 2, 1])
-    task = task_col.selectbox(t("Task"), tasks, key=K_TASK_FILTER,
+    task = task_col.selectbox(t("Task"), tasks, key=choice_key(K_TASK_FILTER),
                               format_func=lambda k: t("All tasks") if k == "all" else t(k))
     name = name_col.text_input(t("File name contains"), key=K_NAME_FILTER,
                                max_chars=MAX_NAME_CHARS, placeholder="street.mp4")
-    order = sort_col.selectbox(t("Sort"), list(ORDERS), key=K_SORT,
+    order = sort_col.selectbox(t("Sort"), list(ORDERS), key=choice_key(K_SORT),
                                format_func=lambda k: t(SORTS[k]))
     return HistoryQuery(task=None if task == "all" else task,
                         state=None if choice == "all" else choice, name=name or "",
