@@ -28,6 +28,12 @@ ZH_PAGES: dict[str, str] = {
     "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",
     "Previous": "上一页", "Next": "下一页", "page {page} of {pages}": "第 {page} 页，共 {pages} 页",
     "summary": "摘要", "{n} chapter(s)": "{n} 个章节",
+    # worker states and why no GPU is charted (chord_core's words)
+    "starting": "启动中", "ready": "就绪", "restarting": "重启中", "stopped": "已停止",
+    "{package} not installed ({cmd})": "未安装 {package}（{cmd}）",
+    "no NVIDIA GPU found": "未找到 NVIDIA GPU",
+    "NVML could not initialise: {err} (no NVIDIA driver?)":
+        "NVML 无法初始化：{err}（没有 NVIDIA 驱动？）",
     "Select a clip to open its result in Analyze.": "选择一个片段，可在“分析”中打开其结果。",
     "This clip has no result yet ({state}).": "此片段还没有结果（{state}）。",
     "{done} of {total} done": "已完成 {done}/{total}",

@@ -66,3 +66,29 @@ def localized(message: str, hint: str, language: str | None = None) -> tuple[str
     if (language or lang()) != "zh":
         return message, hint
     return _match(message, ZH_MESSAGES), _match(hint, ZH_HINTS) if hint else hint
+
+
+# Notes of a result (chord_core's warnings) met most with any model: said in Chinese with the
+# quoted model text kept as it is; a frame's note keeps its frame and time.
+ZH_NOTES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.DOTALL), z) for p, z in (
+        (r"^no boxes could be read from the answer: (?P<x>.*)$", "无法从回答中读出框：{x}"),
+        (r"^no time span found in the answer (?P<x>.*)$", "回答中没有找到时间段 {x}"),
+        (r"^dropped span (?P<x>.+?): (?P<r>.*)$", "已丢弃时间段 {x}：{r}"),
+        (r"^(?P<n>\d+) planned frame\(s\) could not be decoded(?P<r>.*)$",
+         "{n} 个计划中的帧无法解码{r}"),
+        (r"^the answer is cut off; dropped the unfinished span (?P<x>.*)$",
+         "回答被截断；已丢弃未完成的时间段 {x}"),
+    ))
+_FRAME_NOTE = re.compile(r"^frame (?P<n>\d+) \(t=(?P<t>[\d.]+) s\): (?P<rest>.*)$", re.DOTALL)
+
+
+def localized_note(note: str, language: str | None = None) -> str:
+    """A result's note in the interface language (an unknown one stays English)."""
+    if (language or lang()) != "zh":
+        return note
+    m = _FRAME_NOTE.match(note)
+    if m:
+        return f"第 {m['n']} 帧（t={m['t']} 秒）：{_match(m['rest'], ZH_NOTES)}"
+    return _match(note, ZH_NOTES)
+

@@ -45,7 +45,7 @@ def test_placeholders_match(text: str) -> None:
     assert not re.search(r"[A-Za-z]{4,}", re.sub(r"\{\w*\}|\*\*|`[^`]*`|CHORD_\w+|Qwen\S*|"
                                                   r"Hugging Face|Hub|PyAV|H\.264|JSON|CSV|MP4|"
                                                   r"config\.json|safetensors|fps|GiB|GPU|NVIDIA|"
-                                                  r"Chord|chord batch|chord\.result/v1|summary\.json|"
+                                                  r"Chord|NVML|chord batch|chord\.result/v1|summary\.json|"
                                                   r"mp4|avi|mov|mkv|webm", "",
                                                   ZH[text])), ZH[text]
 
@@ -143,3 +143,29 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
     shown_otherwise = {"GPU", "CUDA", "pid", "memory %", "utilisation %"}
     missing = sorted({w for w in words if w not in ZH} - shown_otherwise)
     assert not missing, missing
+
+
+@pytest.mark.parametrize(("reason", "zh"), [
+    ("nvidia-ml-py not installed (pip install nvidia-ml-py)",
+     "未安装 nvidia-ml-py（pip install nvidia-ml-py）"),
+    ("no NVIDIA GPU found", "未找到 NVIDIA GPU"),
+    ("NVML could not initialise: Driver Not Loaded (no NVIDIA driver?)",
+     "NVML 无法初始化：Driver Not Loaded（没有 NVIDIA 驱动？）"),
+    ("something else entirely", "something else entirely"),
+], ids=["no-pynvml", "no-gpu", "no-driver", "unknown-kept"])
+def test_nvml_reasons_in_chinese(monkeypatch: pytest.MonkeyPatch, reason: str, zh: str) -> None:
+    from chord_ui import gpu_view, i18n
+
+    monkeypatch.setattr(i18n, "lang", lambda: "zh")
+    assert gpu_view.nvml_reason(reason) == zh
+
+
+def test_time_unit_and_worker_states_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chord_ui import gpu_view, i18n
+    from chord_ui.formatting import human_duration
+
+    monkeypatch.setattr(i18n, "lang", lambda: "zh")
+    assert human_duration(12.34) == "12.3 秒" and human_duration(75.2) == "1:15.2"
+    rows = gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready", "busy_s": 3.0}],
+                                      None)
+    assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3.0 秒")
