@@ -136,6 +136,7 @@ def _on_upload() -> None:
         if clip is not None and clip.uploaded:
             st.session_state[K_CLIP] = None
         return
+    st.session_state[K_PATH] = ""  # the upload is the clip now: no old path (or its error)
     try:
         st.session_state[K_CLIP] = save_upload(upload.name, upload)
     except OSError as exc:

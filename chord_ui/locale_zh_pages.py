@@ -36,6 +36,9 @@ ZH_PAGES: dict[str, str] = {
         "NVML 无法初始化：{err}（没有 NVIDIA 驱动？）",
     "Select a clip to open its result in Analyze.": "选择一个片段，可在“分析”中打开其结果。",
     "This clip has no result yet ({state}).": "此片段还没有结果（{state}）。",
+    "Select a finished clip to open its result in Analyze.":
+        "选择一个已完成的片段，可在“分析”中打开其结果。",
+    "Open {name} in Analyze": "在“分析”中打开 {name}",
     "{done} of {total} done": "已完成 {done}/{total}",
     "Select a row to open it in Analyze, read its error, or delete it.":
         "选择一行，可在“分析”中打开、查看错误或删除。",
