@@ -3,8 +3,8 @@
 A thumbnail is a JPEG about THUMB_W pixels wide of the clip's first frame that is not black
 (the poster's rule, ``clip_view.poster_indices``), kept under ``<data dir>/thumbs`` by the
 file's path, size and modification time, and handed to ``st.column_config.ImageColumn`` as a
-data URI. Only a file the app may show (``uploads.servable``: under the media roots or the
-uploads folder) is opened; a gone, refused or unreadable file gets no thumbnail (None), and
+data URI. Only a file the app may show (``roots.resolve_video``: under the media roots or the
+uploads folder) is opened, by its checked path; a gone, refused or unreadable file gets no thumbnail (None), and
 a file that could not be read is remembered so that each rerun does not decode it again.
 """
 
@@ -64,17 +64,22 @@ def _make(path: str, out: Path) -> None:
 def thumbnail_uri(video_path: str, data_dir: Path | None = None) -> str | None:
     """The clip's thumbnail as a ``data:image/jpeg`` URI, or None (no file, not allowed,
     not readable)."""
-    from chord_ui.uploads import servable
+    from chord_core.errors import InputError
+    from chord_core.media.roots import resolve_video
 
-    if not video_path or not servable(video_path):
+    if not video_path:
         return None
-    out = _cache_file(Path(video_path).resolve(), data_dir)
+    try:
+        path = resolve_video(video_path)  # the checked, resolved path is the one opened
+    except InputError:
+        return None
+    out = _cache_file(path, data_dir)
     if out is None:
         return None
     failed = out.with_suffix(".none")
     if not out.exists() and not failed.exists():
         try:
-            _make(str(Path(video_path).resolve()), out)
+            _make(str(path), out)
         except (ChordError, OSError, ValueError, IndexError) as exc:
             log.info("no thumbnail of %s: %s", video_path, exc)
             failed.parent.mkdir(parents=True, exist_ok=True)
