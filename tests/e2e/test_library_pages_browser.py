@@ -126,17 +126,10 @@ def test_mpeg4_avi_plays_through_its_proxy_with_its_frame_times(browser, app_url
     assert max(abs(a - b) for a, b in zip(times, want)) < 1e-3  # every frame's time kept
 
 
-def _select_row(page, key: str, row: int) -> None:  # noqa: ANN001
-    """Tick row ``row``'s selection box of the st.dataframe ``key`` (a canvas grid)."""
-    grid = page.locator(f".st-key-{key} [data-testid=stDataFrame]")
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    header = 35  # Streamlit's row height: header and rows alike
-    page.mouse.click(box["x"] + 18, box["y"] + header + header * row + header / 2)
-
-
 def test_batch_rows_open_results_and_history_filters(browser, app_url: str, tmp_path: Path,
                                                      artifacts: Path) -> None:
+    from test_results_actions import _select_row  # waits until the grid stops moving
+
     from chord_core.testing.videos import make_video
 
     folder = tmp_path / "cams"
