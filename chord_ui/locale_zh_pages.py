@@ -27,7 +27,7 @@ ZH_PAGES: dict[str, str] = {
     "All tasks": "全部任务", "File name contains": "文件名包含", "Sort": "排序",
     "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",
     "Previous": "上一页", "Next": "下一页", "page {page} of {pages}": "第 {page} 页，共 {pages} 页",
-    "summary": "摘要", "{n} chapter(s)": "{n} 个章节",
+    "summary": "摘要", "{n} chapter(s)": "{n} 个章节", "search": "搜索", "batch": "批量",
     # worker states and why no GPU is charted (chord_core's words)
     "starting": "启动中", "ready": "就绪", "restarting": "重启中", "stopped": "已停止",
     "{package} not installed ({cmd})": "未安装 {package}（{cmd}）",

@@ -133,7 +133,7 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
                           job="")
     words = [*history_view.FILTERS.values(), *STATES, "skipped", *VERDICT_WORDS,
              *VERDICT_WORDS.values(), *set(history_table.table_rows([row], None)[0]) - {"thumb"},
-             *history_view.SORTS.values(),
+             *history_view.SORTS.values(), "search", "batch",  # History's task filter
              *entail_view.moments_rows(result)[0], *gpu_view.gpu_rows([gpu], {})[0],
              *gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready"}], None)[0]]
     clip_state = SimpleNamespace(clip=SimpleNamespace(name="c.mp4"), state="running",
