@@ -67,7 +67,7 @@ def thumbnail_uri(video_path: str, data_dir: Path | None = None) -> str | None:
     from chord_core.errors import InputError
     from chord_core.media.roots import resolve_video
 
-    if not video_path:
+    if not video_path or not os.path.isfile(video_path):  # gone: no close-names scan
         return None
     try:
         path = resolve_video(video_path)  # the checked, resolved path is the one opened
