@@ -43,6 +43,7 @@ K_UPLOADS, K_FOLDER, K_RUN, K_SUBMIT_ERROR = ("batch_uploads", "batch_folder", "
                                               "batch_submit_error")
 K_UPLOADS_GEN = "batch_uploads_gen"
 POLL_S = 1.0
+ANALYZE_PAGE = "pages/analyze.py"
 PREVIEW_ROWS = 8
 
 
@@ -264,14 +265,33 @@ def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
 
 def _tables(states: Sequence[Any], workers: Sequence[dict[str, Any]], metrics: Any) -> None:
     rows = table_rows(states)
-    st.dataframe(rows, hide_index=True, key="batch_table", column_config={
+    # the table's toolbar (search, download, fullscreen) floats above its top edge: a space
+    # keeps it off the progress bar's text above
+    st.space("small")
+    event = st.dataframe(rows, hide_index=True, key="batch_table", on_select="rerun",
+                         selection_mode="single-row", column_config={
         **{k: t(k) for k in ("state", "worker", "stage", "elapsed")},
         "progress": st.column_config.ProgressColumn(t("progress"), min_value=0, max_value=100,
                                                     format="%.0f %%"),
         "clip": st.column_config.TextColumn(t("clip"), width="large"),
     })
+    _open_link(states, [i for i in event.selection.rows if 0 <= i < len(states)])
     st.markdown("**" + t("Workers") + "**")
     st.dataframe(worker_rows(states, workers, metrics), hide_index=True, key="batch_workers")
+
+
+def _open_link(states: Sequence[Any], picked: list[int]) -> None:
+    """A selected clip with a result opens in Analyze by its own job (``?job=``)."""
+    if not picked:
+        st.caption(":material/touch_app: " + t("Select a finished clip to open its result "
+                                                "in Analyze."))
+        return
+    s = states[picked[0]]
+    if s.state not in ("done", "skipped") or not s.clip.job_id:
+        st.caption(t("This clip has no result yet ({state}).", state=t(s.state)))
+        return
+    st.page_link(ANALYZE_PAGE, label=t("Open {name} in Analyze", name=md_escape(s.clip.name)),
+                 icon=":material/open_in_new:", query_params={"job": s.clip.job_id})
 
 
 def _failures(states: Sequence[Any]) -> None:

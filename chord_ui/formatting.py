@@ -10,6 +10,7 @@ import re
 from typing import Any, Iterable
 
 from chord_core.types import ProgressEvent, SamplingPlan, VideoInfo
+from chord_ui.i18n import t
 
 TEST_MODEL_LABEL_FALLBACK = "test model — random weights"
 
@@ -84,9 +85,9 @@ def human_bytes(n: float | int | None) -> str:
 
 
 def human_duration(seconds: float) -> str:
-    """``75.2`` → ``1:15.2``; under a minute → ``12.3 s``."""
+    """``75.2`` → ``1:15.2``; under a minute → ``12.3 s`` (``12.3 秒`` in Chinese)."""
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return t("{n} s", n=f"{seconds:.1f}")
     minutes, sec = divmod(seconds, 60)
     if minutes < 60:
         return f"{int(minutes)}:{sec:04.1f}"

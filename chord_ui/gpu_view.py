@@ -8,6 +8,7 @@ charts CPU and RAM.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -152,11 +153,30 @@ def device_labels(workers: Sequence[dict[str, Any]], manager: Any) -> dict[int, 
     return labels
 
 
+_NVML_REASONS = (  # chord_core.gpus.nvml's reasons, in the interface language
+    (re.compile(r"^(?P<package>nvidia-ml-py) not installed \((?P<cmd>.+)\)$"),
+     "{package} not installed ({cmd})"),
+    (re.compile(r"^no NVIDIA GPU found$"), "no NVIDIA GPU found"),
+    (re.compile(r"^NVML could not initialise: (?P<err>.+) \(no NVIDIA driver\?\)$",
+                re.DOTALL), "NVML could not initialise: {err} (no NVIDIA driver?)"),
+)
+
+
+def nvml_reason(reason: str) -> str:
+    """Why there is no GPU to chart, in the interface language (the error text NVML gave is
+    quoted as it is)."""
+    for pattern, text in _NVML_REASONS:
+        m = pattern.match(reason or "")
+        if m:
+            return t(text, **m.groupdict())
+    return reason
+
+
 def worker_table_rows(workers: Sequence[dict[str, Any]], manager: Any) -> list[dict[str, Any]]:
     """One row per worker process: where it runs, its state, what it runs, what it did."""
     return [{"worker": w["worker"],
              "devices": ", ".join(f"cuda:{d}" for d in w.get("devices") or ()) or "CPU",
-             "state": w["state"], "job": job_label(manager, w.get("job")) or "—",
+             "state": t(str(w["state"])), "job": job_label(manager, w.get("job")) or "—",
              "queued": w.get("queued", 0), "tasks done": w.get("tasks_done", 0),
              "busy": human_duration(float(w.get("busy_s") or 0.0)),
              "restarts": w.get("restarts", 0), "ready in": startup_text(w.get("startup")),
@@ -209,7 +229,7 @@ def dashboard() -> None:
         labels = device_labels(workers, manager)
         if not sampler.available:
             st.info(t("No NVIDIA GPU to show: {reason}. Charting CPU and RAM instead.",
-                      reason=sampler.reason), icon=":material/developer_board_off:")
+                      reason=nvml_reason(sampler.reason)), icon=":material/developer_board_off:")
             _workers(workers, manager)
             _host(sampler, window, heading=True)
             return

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
-import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,13 @@ from typing import Any
 import streamlit as st
 
 from chord_core.errors import ChordError
+from chord_core.runtime.store_history import (
+    MAX_NAME_CHARS, ORDERS, HistoryQuery, history_count, history_rows, history_tasks)
 from chord_core.types import Result
 from chord_ui import history_parents, resources, session
 from chord_ui.formatting import human_duration, md_escape, summary_line
-from chord_ui.i18n import t
+from chord_ui.history_table import display_name, duration_s, table_rows
+from chord_ui.i18n import choice_key, t
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
 from chord_ui.uploads import ClipSource, local_source, servable, uploads_dir
 
@@ -36,13 +39,12 @@ PAGE_SIZE = 20
 REFRESH_S = 2.0  # while a job on the page is queued or running
 PREVIEW_CHARS = 280
 K_TABLE, K_PAGE, K_FILTER = "history_table", "history_page", "history_filter"
+K_TASK_FILTER, K_NAME_FILTER, K_SORT = "history_task", "history_name", "history_sort"
+K_QUERY = "history_query"  # the filters the page was last shown with (a change: page 1)
+SORTS = {"newest": "Newest first", "oldest": "Oldest first", "longest": "Longest first"}
 K_CONFIRM, K_NOTICE = "history_confirm_delete", "history_notice"
 FILTERS = {"all": "All", "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
 ANALYZE_PAGE = "pages/analyze.py"
-
-
-def _clip_name(row: dict[str, Any]) -> str:
-    return str((row.get("spec") or {}).get("label") or row.get("video_name") or "?")
 
 
 def live_row(row: dict[str, Any], manager: Any) -> dict[str, Any]:
@@ -60,73 +62,95 @@ def live_row(row: dict[str, Any], manager: Any) -> dict[str, Any]:
     return out
 
 
-def duration_s(row: dict[str, Any], now: float | None = None) -> float | None:
-    start = row.get("started_at") or row.get("submitted_at")
-    if start is None or row["state"] == "queued":
-        return None
-    end = row.get("finished_at") or (time.time() if now is None else now)
-    return max(0.0, end - start)
-
-
-def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for r in rows:
-        dur = duration_s(r)
-        out.append({
-            "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
-            "clip": _clip_name(r), "task": history_parents.task_label(r),
-            "query": r["query"] or "—",
-            "model": r["model"] or "—",
-            "state": t(r["state"]),
-            "duration": human_duration(dur) if dur is not None else "—"})
-    return out
-
-
 def history() -> None:
-    """Filter, page, table with row selection, then the selected job's details."""
+    """Filters and sort, paging, the table with row selection, then the selected job."""
     store = resources.store()
-    choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
-                                  key=K_FILTER, default="all", required=True) or "all"
-    state = None if choice == "all" else choice
-    total = store.count_jobs(state=state, top_level=True)  # a long run: one row
+    query = _controls(store)
+    total = history_count(store, query)
     if total == 0:
         _notice()
-        st.info(t("Nothing here yet. Analyses you run on the Analyze or Batch page appear "
-                  "here, newest first."), icon=":material/history:")
+        if store.count_jobs(top_level=True):
+            st.info(t("No analysis matches these filters."), icon=":material/filter_alt_off:")
+        else:
+            st.info(t("Nothing here yet. Analyses you run on the Analyze or Batch page appear "
+                      "here, newest first."), icon=":material/history:")
         return
     pages = max(1, math.ceil(total / PAGE_SIZE))
-    page = 1
+    page = _pager(query, pages)
+    query = replace(query, limit=PAGE_SIZE, offset=(page - 1) * PAGE_SIZE)
+    live = any(r["state"] in ("queued", "running") for r in _page_rows(query))
+    st.fragment(_table, run_every=REFRESH_S if live else None)(query, page, pages, live)
+
+
+def _controls(store: Any) -> HistoryQuery:
+    """State, task, text in the file name, sort: the page's query (page 1 of it)."""
+    choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
+                                  key=choice_key(K_FILTER), default="all", required=True) or "all"
+    tasks = ["all", *history_tasks(store)]
+    if st.session_state.get(K_TASK_FILTER) not in tasks:
+        st.session_state[K_TASK_FILTER] = "all"
+    task_col, name_col, sort_col = st.columns([1, 2, 1])
+    task = task_col.selectbox(t("Task"), tasks, key=choice_key(K_TASK_FILTER),
+                              format_func=lambda k: t("All tasks") if k == "all" else t(k))
+    name = name_col.text_input(t("File name contains"), key=K_NAME_FILTER,
+                               max_chars=MAX_NAME_CHARS, placeholder="street.mp4")
+    order = sort_col.selectbox(t("Sort"), list(ORDERS), key=choice_key(K_SORT),
+                               format_func=lambda k: t(SORTS[k]))
+    return HistoryQuery(task=None if task == "all" else task,
+                        state=None if choice == "all" else choice, name=name or "",
+                        order=order or "newest")
+
+
+def _pager(query: HistoryQuery, pages: int) -> int:
+    """The page shown (1-based): back to 1 when the filters change; Previous/Next move it."""
+    if st.session_state.get(K_QUERY) != query:
+        st.session_state[K_QUERY], st.session_state[K_PAGE] = query, 1
+    page = min(max(1, int(st.session_state.get(K_PAGE) or 1)), pages)
+    st.session_state[K_PAGE] = page
     if pages > 1:
-        page = int(st.number_input(t("Page"), 1, pages, 1, key=K_PAGE))
-    live = any(r["state"] in ("queued", "running") for r in _page_rows(state, page))
-    st.fragment(_table, run_every=REFRESH_S if live else None)(state, page, pages, live)
+        prev, where, nxt = st.columns([1, 2, 1], vertical_alignment="center")
+        prev.button(t("Previous"), key="history_prev", icon=":material/chevron_left:",
+                    disabled=page <= 1, on_click=_turn, args=(page - 1,), width="stretch")
+        where.caption(t("page {page} of {pages}", page=page, pages=pages))
+        nxt.button(t("Next"), key="history_next", icon=":material/chevron_right:",
+                   disabled=page >= pages, on_click=_turn, args=(page + 1,), width="stretch")
+    return page
 
 
-def _page_rows(state: str | None, page: int) -> list[dict[str, Any]]:
+def _turn(page: int) -> None:
+    st.session_state[K_PAGE] = page
+    st.session_state[K_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
+
+
+def _page_rows(query: HistoryQuery) -> list[dict[str, Any]]:
     manager = resources.job_manager()
-    return [live_row(r, manager) for r in resources.store().list_jobs(
-        PAGE_SIZE, (page - 1) * PAGE_SIZE, state=state, top_level=True)]
+    return [live_row(r, manager) for r in history_rows(resources.store(), query)]
 
 
-def _table(state: str | None, page: int, pages: int, live: bool) -> None:
+def _table(query: HistoryQuery, page: int, pages: int, live: bool) -> None:
     """The page's rows and the selected job. Refreshed every REFRESH_S seconds while a job
     on the page is unfinished; once none is, one full rerun stops the refreshing."""
     store = resources.store()
     _notice()  # a delete (a button in here) reruns only this fragment
-    rows = _page_rows(state, page)
+    rows = _page_rows(query)
     if live and not any(r["state"] in ("queued", "running") for r in rows):
         st.rerun(scope="app")
-    total = store.count_jobs(state=state, top_level=True)
+    total = history_count(store, query)
     unfinished = sum(r["state"] in ("queued", "running") for r in rows)
-    st.caption(t("{total} analyses · page {page} of {pages} · newest first · stored in "
-                 "`{path}`", total=total, page=page, pages=pages, path=store.path)
+    st.caption(t("{total} analyses · page {page} of {pages} · {order} · stored in "
+                 "`{path}`", total=total, page=page, pages=pages,
+                 order=t(SORTS[query.order]).lower(), path=store.path)
                + (t(" · {n} unfinished: refreshed every {s} s", n=unfinished,
                     s=f"{REFRESH_S:g}") if unfinished else ""))
     labels = {k: t(k) for k in ("time", "task", "model", "state", "duration")}
-    event = st.dataframe(table_rows(rows), hide_index=True, key=K_TABLE, on_select="rerun",
-                         selection_mode="single-row", column_config={
+    event = st.dataframe(table_rows(rows, store), hide_index=True, key=K_TABLE,
+                         on_select="rerun", selection_mode="single-row", row_height=56,
+                         column_config={
                              **labels,
+                             "thumb": st.column_config.ImageColumn("", width="small"),
                              "clip": st.column_config.TextColumn(t("clip"), width="medium"),
+                             "summary": st.column_config.TextColumn(t("summary"),
+                                                                    width="large"),
                              "query": st.column_config.TextColumn(t("query"), width="medium")})
     picked = [i for i in event.selection.rows if 0 <= i < len(rows)]
     if not picked:
@@ -145,7 +169,7 @@ def _notice() -> None:
 def _details(row: dict[str, Any]) -> None:
     job_id, state = row["job_id"], row["state"]
     with st.container(border=True):
-        st.subheader(f"{md_escape(_clip_name(row))} · {row['task']}")
+        st.subheader(f"{md_escape(display_name(row))} · {row['task']}")
         st.caption(" · ".join(_facts(row)))
         if row["query"]:
             what = t("Target") if row["task"] == "ground" else t("Prompt")
@@ -224,7 +248,7 @@ def _actions(row: dict[str, Any], state: str, *, has_result: bool = False) -> No
                icon=":material/warning:")
     yes, no = st.columns([1, 3])
     yes.button(t("Yes, delete"), key="confirm_delete", type="primary", on_click=_delete,
-               args=(job_id, _clip_name(row)))
+               args=(job_id, display_name(row)))
     no.button(t("Keep it"), key="cancel_delete", on_click=_ask_delete, args=(None,))
 
 
@@ -255,7 +279,7 @@ def _delete(job_id: str, name: str) -> None:
 def clip_for(row: dict[str, Any]) -> ClipSource:
     """The clip as the Analyze page keys it: an upload by its content hash, a local file by
     path/size/mtime; a clip whose file is gone gets a key of its own."""
-    path, name = Path(row["video_path"]), _clip_name(row)
+    path, name = Path(row["video_path"]), display_name(row)
     if not servable(str(path)):  # gone, or outside the media roots: no frames, no preview
         return ClipSource(str(path), name, f"gone-{row['job_id']}", uploaded=False)
     if path.resolve().parent == uploads_dir().resolve():

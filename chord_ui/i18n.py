@@ -68,11 +68,29 @@ def t(text: str, **fields: Any) -> str:
     return translate(text, lang(), **fields)
 
 
+_CHOICE_KEYS: set[str] = set()
+
+
+def choice_key(key: str) -> str:
+    """``key``, registered as a choice widget whose options are shown through ``t()``.
+
+    Streamlit keeps a radio's or select box's value as the option's shown text: after a
+    language switch the browser's English text matches none of the Chinese options, and all
+    three model radios came back unchecked (seen in Chromium; AppTest does not show it). The
+    switch sets these widgets' values again from Python, so they are sent in the new
+    language. Keys are the same in every session, so one set for the process is enough."""
+    _CHOICE_KEYS.add(key)
+    return key
+
+
 def _on_switch() -> None:
     choice = st.session_state.get("lang_switch")
     if choice in LANGS:
         st.session_state[K_LANG] = choice
         st.query_params[PARAM] = choice
+        for key in sorted(_CHOICE_KEYS):
+            if key in st.session_state:  # a widget of this page: its value sent again
+                st.session_state[key] = st.session_state[key]
 
 
 # Streamlit's file uploader writes its button and size line in English with no option to

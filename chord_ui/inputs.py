@@ -26,7 +26,7 @@ from chord_core.config import (
 from chord_core.errors import ChordError, InputError
 from chord_ui import model_panel
 from chord_ui.formatting import md_escape, root_example, sentence_start
-from chord_ui.i18n import t
+from chord_ui.i18n import choice_key, t
 from chord_ui.uploads import (
     VIDEO_TYPES,
     ClipSource,
@@ -104,7 +104,7 @@ def settings_sidebar() -> tuple[Settings, Any]:
                                      persist_state=PERSIST)
         per_frame = st.select_slider(
             t("Max resolution (visual tokens per frame)"), TOKENS_PER_FRAME, value="auto",
-            key="tokens_per_frame", persist_state=PERSIST,
+            key=choice_key("tokens_per_frame"), persist_state=PERSIST,
             format_func=lambda v: t("auto") if v == "auto" else str(v),
             help=t("One visual token covers 28×28 px. 768 ≈ 0.6 MP; auto uses the task's "
                    "default (768 to describe, 1280 to ground)."))
@@ -136,6 +136,7 @@ def _on_upload() -> None:
         if clip is not None and clip.uploaded:
             st.session_state[K_CLIP] = None
         return
+    st.session_state[K_PATH] = ""  # the upload is the clip now: no old path (or its error)
     try:
         st.session_state[K_CLIP] = save_upload(upload.name, upload)
     except OSError as exc:
@@ -243,7 +244,7 @@ def task_input(prefix: str = "") -> tuple[str, str]:
     if st.session_state.get(prefix + K_TASK) not in TASKS:
         st.session_state[prefix + K_TASK] = "describe"
     task = st.segmented_control(t("Mode"), list(TASKS), format_func=lambda k: t(TASKS[k]),
-                                key=prefix + K_TASK, persist_state=PERSIST,
+                                key=choice_key(prefix + K_TASK), persist_state=PERSIST,
                                 required=True) or "describe"
     if task == "ground":
         query = st.text_input(t("Target"), key=prefix + K_TARGET, persist_state=PERSIST,

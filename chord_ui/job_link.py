@@ -76,10 +76,10 @@ def restore() -> None:
 def _open_parent(row: dict[str, Any] | None) -> bool:
     """A long run's link: its clip and mode (a search opens in its chapters run). False when
     the row is not a parent job."""
-    from chord_core.runtime.store_parents import is_parent
+    from chord_ui.history_parents import is_long_video
     from chord_ui.history_view import clip_for
 
-    if row is None or not is_parent(row):
+    if row is None or not is_long_video(row):  # a batch's link names one of its clips
         return False
     if row["task"] == "search" and row.get("parent"):
         row = resources.store().get_job(row["parent"]) or row

@@ -21,8 +21,25 @@ ZH_PAGES: dict[str, str] = {
     " · {n} unfinished: refreshed every {s} s": " · {n} 个未完成：每 {s} 秒刷新",
     "Nothing here yet. Analyses you run on the Analyze or Batch page appear here, newest "
     "first.": "这里还没有内容。在“分析”或“批量”页面运行的分析会显示在这里，最新的在前。",
-    "{total} analyses · page {page} of {pages} · newest first · stored in `{path}`":
-        "{total} 个分析 · 第 {page} 页，共 {pages} 页 · 最新的在前 · 保存在 `{path}`",
+    "{total} analyses · page {page} of {pages} · {order} · stored in `{path}`":
+        "{total} 个分析 · 第 {page} 页，共 {pages} 页 · {order} · 保存在 `{path}`",
+    "No analysis matches these filters.": "没有符合这些筛选条件的分析。",
+    "All tasks": "全部任务", "File name contains": "文件名包含", "Sort": "排序",
+    "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",
+    "Previous": "上一页", "Next": "下一页", "page {page} of {pages}": "第 {page} 页，共 {pages} 页",
+    "summary": "摘要", "{n} chapter(s)": "{n} 个章节", "search": "搜索", "batch": "批量",
+    # worker states and why no GPU is charted (chord_core's words)
+    "starting": "启动中", "ready": "就绪", "restarting": "重启中", "stopped": "已停止",
+    "{package} not installed ({cmd})": "未安装 {package}（{cmd}）",
+    "no NVIDIA GPU found": "未找到 NVIDIA GPU",
+    "NVML could not initialise: {err} (no NVIDIA driver?)":
+        "NVML 无法初始化：{err}（没有 NVIDIA 驱动？）",
+    "Select a clip to open its result in Analyze.": "选择一个片段，可在“分析”中打开其结果。",
+    "This clip has no result yet ({state}).": "此片段还没有结果（{state}）。",
+    "Select a finished clip to open its result in Analyze.":
+        "选择一个已完成的片段，可在“分析”中打开其结果。",
+    "Open {name} in Analyze": "在“分析”中打开 {name}",
+    "{done} of {total} done": "已完成 {done}/{total}",
     "Select a row to open it in Analyze, read its error, or delete it.":
         "选择一行，可在“分析”中打开、查看错误或删除。",
     "model {name}": "模型 {name}", "worker {name}": "工作进程 {name}", "batch {id}": "批次 {id}",

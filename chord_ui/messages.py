@@ -17,6 +17,9 @@ ZH_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p, re.DOTALL), z) for p, z in (
         (r"^(?P<x>.+) is not a video file under the media roots \((?P<r>.*)\)$",
          "{x} 不是媒体根目录（{r}）下的视频文件"),
+        (r"^no such file in (?P<r>.+?): (?P<x>.+) \(its folder does not exist\)$",
+         "{r} 中没有这个文件：{x}（它所在的文件夹不存在）"),
+        (r"^no such file in (?P<r>.+?): (?P<x>.+)$", "{r} 中没有这个文件：{x}"),
         (r"^(?P<x>.+) is a text file, not a video$", "{x} 是文本文件，不是视频"),
         (r"^(?P<x>.+) is a text file \((?P<r>.*)$", "{x} 是文本文件（{r}"),
         (r"^(?P<x>.+) is (?P<w>.+), not a video$", "{x} 是 {w}，不是视频"),
@@ -38,6 +41,11 @@ ZH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          r"upload the clip, or set CHORD_MEDIA_ROOTS to the folders Chord may read$",
          "请给出这些文件夹之一中的 mp4、avi、mov、mkv 或 webm 文件路径，或上传该视频，"
          "或把 CHORD_MEDIA_ROOTS 设为 Chord 可以读取的文件夹"),
+        (r"^did you mean (?P<x>.+)\? \(in (?P<r>.+)\)$", "您是不是要找 {x}？（在 {r} 中）"),
+        (r"^check the file name; no video in (?P<r>.+) has a name close to it$",
+         "请检查文件名；{r} 中没有名称相近的视频"),
+        (r"^check the folder names in the path, or upload the clip$",
+         "请检查路径中的文件夹名称，或上传该视频"),
         (r"^say what to find, e.g. (?P<x>.*)$", "请说明要查找什么，例如“戴红色头盔的骑车人”"),
         (r"^check free disk space and that CHORD_DATA_DIR is writable$",
          "请检查磁盘剩余空间，以及 CHORD_DATA_DIR 是否可写"),
@@ -58,3 +66,29 @@ def localized(message: str, hint: str, language: str | None = None) -> tuple[str
     if (language or lang()) != "zh":
         return message, hint
     return _match(message, ZH_MESSAGES), _match(hint, ZH_HINTS) if hint else hint
+
+
+# Notes of a result (chord_core's warnings) met most with any model: said in Chinese with the
+# quoted model text kept as it is; a frame's note keeps its frame and time.
+ZH_NOTES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.DOTALL), z) for p, z in (
+        (r"^no boxes could be read from the answer: (?P<x>.*)$", "无法从回答中读出框：{x}"),
+        (r"^no time span found in the answer (?P<x>.*)$", "回答中没有找到时间段 {x}"),
+        (r"^dropped span (?P<x>.+?): (?P<r>.*)$", "已丢弃时间段 {x}：{r}"),
+        (r"^(?P<n>\d+) planned frame\(s\) could not be decoded(?P<r>.*)$",
+         "{n} 个计划中的帧无法解码{r}"),
+        (r"^the answer is cut off; dropped the unfinished span (?P<x>.*)$",
+         "回答被截断；已丢弃未完成的时间段 {x}"),
+    ))
+_FRAME_NOTE = re.compile(r"^frame (?P<n>\d+) \(t=(?P<t>[\d.]+) s\): (?P<rest>.*)$", re.DOTALL)
+
+
+def localized_note(note: str, language: str | None = None) -> str:
+    """A result's note in the interface language (an unknown one stays English)."""
+    if (language or lang()) != "zh":
+        return note
+    m = _FRAME_NOTE.match(note)
+    if m:
+        return f"第 {m['n']} 帧（t={m['t']} 秒）：{_match(m['rest'], ZH_NOTES)}"
+    return _match(note, ZH_NOTES)
+

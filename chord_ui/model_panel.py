@@ -23,7 +23,7 @@ from chord_core.config import (
 )
 from chord_ui import resources
 from chord_ui.formatting import human_bytes, md_escape, sentence_start, test_model_label
-from chord_ui.i18n import t
+from chord_ui.i18n import choice_key, t
 
 HUB_MODELS = ("Qwen/Qwen2.5-VL-3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
               "Qwen/Qwen2.5-VL-32B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct",
@@ -100,7 +100,7 @@ def _use_test_model(model: str = "") -> None:
 def model_selector() -> str | None:
     """Sidebar widgets; returns the model string (None when a local folder is not given)."""
     _init_state()
-    st.radio(t("Model"), SOURCES, key=K_SOURCE, persist_state="session",
+    st.radio(t("Model"), SOURCES, key=choice_key(K_SOURCE), persist_state="session",
              format_func=lambda s: t("Test model (random weights)") if s == SOURCE_TEST
              else t(s),
              help=t("A Hugging Face hub id, a folder with downloaded weights, or a tiny "
@@ -110,7 +110,7 @@ def model_selector() -> str | None:
         options = list(HUB_MODELS)
         if st.session_state.get(K_HUB) and st.session_state[K_HUB] not in options:
             options.append(st.session_state[K_HUB])
-        choice = st.selectbox(t("Hub id"), options, key=K_HUB, accept_new_options=True,
+        choice = st.selectbox(t("Hub id"), options, key=choice_key(K_HUB), accept_new_options=True,
                               persist_state="session", format_func=hub_label,
                               help=t("Pick one or type another Qwen2.5-VL / Qwen3-VL repo id. "
                                      "Sizes: parameters and the GPU memory Chord plans for "
@@ -121,7 +121,7 @@ def model_selector() -> str | None:
         folder = st.text_input(t("Model folder"), key=K_LOCAL, persist_state="session",
                                placeholder="/models/Qwen2.5-VL-3B-Instruct")
         return folder.strip() or None
-    return st.selectbox(t("Test model"), list(TEST_CHOICES), key=K_TEST,
+    return st.selectbox(t("Test model"), list(TEST_CHOICES), key=choice_key(K_TEST),
                         persist_state="session", format_func=_test_choice,
                         help=t("Tiny random-weight checkpoints with each family's files, "
                                "prompts and coordinate convention."))

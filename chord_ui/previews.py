@@ -44,17 +44,25 @@ def _even(n: int) -> int:
     return max(2, n - n % 2)
 
 
-def _preview_times(frames: Any, time_base: Fraction, rate: Fraction) -> Iterator[tuple[Any, int]]:
+def _preview_times(frames: Any, time_base: Fraction, rate: Fraction, *,
+                   by_index: bool = False) -> Iterator[tuple[Any, int]]:
     """(frame, pts in PREVIEW_TIME_BASE ticks from the first frame), strictly increasing.
 
     The source's own presentation times are kept; a frame without one (AVI's packed B-frames,
     some MPEG-4 part 2 files) is placed one frame interval after the one before, and a time
     that does not increase (a repeated timestamp) moves one tick (11 µs) on: an MP4 muxer
-    refuses both ("Invalid argument", errno 22) and the whole preview was lost."""
+    refuses both ("Invalid argument", errno 22) and the whole preview was lost.
+
+    ``by_index`` (an AVI): frame k is at k frame intervals, the time AVI itself stores (a
+    frame number) and the one the analysis gives it. The decoded times are not used: with
+    packed B-frames they come out in packet order (OpenCV's Megamind.avi decodes as pts
+    1, 2, 3, 5, 4, …), which put every third frame of its preview one frame off."""
     start, last = None, -1
     step = Fraction(1) / rate if rate else Fraction(1, 25)
-    for frame in frames:
-        if frame.pts is not None:
+    for k, frame in enumerate(frames):
+        if by_index:
+            tick = round(k * step / PREVIEW_TIME_BASE)
+        elif frame.pts is not None:
             t = Fraction(frame.pts) * time_base
             start = t if start is None else start
             tick = round((t - start) / PREVIEW_TIME_BASE)
@@ -77,7 +85,9 @@ def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, s
         ow, oh = _even(round(w * scale)), _even(round(h * scale))
         rate = vin.average_rate or vin.guessed_rate or Fraction(25)
         vout = _open_h264(dst, codec, (ow, oh), Fraction(rate))
-        for frame, tick in _preview_times(inp.decode(vin), vin.time_base, Fraction(rate)):
+        by_index = inp.format.name.split(",")[0] == "avi"  # frame numbers, not times
+        for frame, tick in _preview_times(inp.decode(vin), vin.time_base, Fraction(rate),
+                                          by_index=by_index):
             img = frame.reformat(width=ow, height=oh, format="yuv420p")
             img.pts, img.time_base = tick, PREVIEW_TIME_BASE
             for packet in vout.encode(img):

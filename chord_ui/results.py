@@ -29,6 +29,7 @@ from chord_ui.formatting import (
 )
 from chord_ui.i18n import lang, t
 from chord_ui.inputs import show_error
+from chord_ui.messages import localized_note
 from chord_ui.player import seek_on_select, seek_to, show_player
 from chord_ui.uploads import ClipSource, exports_dir, servable
 from chord_ui.wording import ground_summary, grouped_notes, plan_numbers
@@ -275,7 +276,7 @@ def _notes(result: Result) -> None:
         with st.expander(t("Notes ({n})", n=len(result.warnings)), icon=":material/info:"):
             for first, n in groups[:100]:
                 more = t(" (and {n} more like it)", n=n - 1) if n > 1 else ""
-                st.markdown(f"- {md_escape(first)}{more}")
+                st.markdown(f"- {md_escape(localized_note(first))}{more}")
     if any(result.reasoning):  # a Thinking model: what it reasoned, folded (issue 31)
         with st.expander(t("Model reasoning (Thinking model)"), icon=":material/psychology:"):
             st.code("\n---\n".join(r for r in result.reasoning[:50] if r), language=None,

@@ -125,7 +125,10 @@ def local_source(text: str) -> ClipSource:
 
 def servable(path: str) -> bool:
     """Whether the app may show or serve this file (st.video, frames): a regular video
-    file under the media roots or in the uploads folder."""
+    file under the media roots or in the uploads folder. A gone file is answered before
+    the roots are asked (their "no such file" message reads the folder for close names)."""
+    if not os.path.isfile(path):
+        return False
     try:
         resolve_video(path)
     except InputError:

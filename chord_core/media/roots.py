@@ -5,7 +5,9 @@ typed into the Analyze path box or the Batch folder box is read only when, after
 ``..`` are resolved, it lies under a media root (or the uploads folder of the data dir), is a
 regular file (not a FIFO or a device) and has a video extension. Everything refused outside
 the roots gets one message that does not say whether the file exists, so the boxes cannot be
-used to explore the machine.
+used to explore the machine. Inside a root (which the user may read anyway) a missing file
+says so — "no such file in <root>" — with the close names in its folder (difflib), since a
+typo is the usual reason.
 
 ``CHORD_MEDIA_ROOTS`` lists the roots, separated by ``os.pathsep`` or commas. Unset or empty:
 ``<data dir>/media`` plus ``~/Videos`` when that folder exists. ``off`` (or ``none``): no
@@ -14,6 +16,7 @@ path may be typed at all; uploads still work. Read at call time, never at import
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -35,6 +38,8 @@ MAX_LISTED = 1000
 MAX_DEPTH = 8
 MAX_ENTRIES_SEEN = 50_000
 MAX_WALK_S = 10.0
+MAX_CLOSE_SCAN = 5000  # entries of a folder looked at for close names (bounded)
+MAX_CLOSE_NAMES = 3
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,43 @@ def _refused(text: str, roots: list[Path]) -> InputError:
                            "folders Chord may read")
 
 
+def close_names(path: Path, limit: int = MAX_CLOSE_NAMES) -> list[str]:
+    """Video file names in ``path``'s folder close to its name (difflib), best first; the
+    folder is read once and only its first MAX_CLOSE_SCAN entries are looked at."""
+    names: list[str] = []
+    try:
+        with os.scandir(path.parent) as it:
+            for n, entry in enumerate(it):
+                if n >= MAX_CLOSE_SCAN:
+                    break
+                if is_video_name(entry.name):
+                    names.append(entry.name)
+    except OSError:
+        return []
+    return difflib.get_close_matches(path.name, names, n=limit, cutoff=0.6)
+
+
+def _missing(path: Path, roots: list[Path]) -> InputError | None:
+    """A missing video file inside a configured root (resolved ``path``): say so, with close
+    names. None outside the roots (the uploads folder too): the one refusal is kept there."""
+    root = next((r for r in roots if is_under(path, [r])), None)
+    if root is None:
+        return None
+    rel = str(path.relative_to(root))
+    rel = rel if len(rel) <= 200 else rel[:200] + "…"
+    if not path.parent.is_dir():
+        return InputError(f"no such file in {root}: {rel} (its folder does not exist)",
+                          hint="check the folder names in the path, or upload the clip")
+    close = close_names(path)
+    if close:
+        return InputError(f"no such file in {root}: {rel}",
+                          hint=f"did you mean {' or '.join(close)}? (in "
+                               f"{path.parent})")
+    return InputError(f"no such file in {root}: {rel}",
+                      hint=f"check the file name; no video in {path.parent} has a name "
+                           "close to it")
+
+
 def resolve_video(text: str, env: Mapping[str, str] | None = None) -> Path:
     """The resolved path of a typed video file, checked against the roots.
 
@@ -146,6 +188,8 @@ def resolve_video(text: str, env: Mapping[str, str] | None = None) -> Path:
         raise _refused(raw, roots)
     try:
         st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _missing(path, roots) or _refused(raw, roots) from None
     except OSError:
         raise _refused(raw, roots) from None
     if stat.S_ISDIR(st.st_mode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, AsyncIterator, Literal
 
 from fastapi import APIRouter, Request
@@ -183,9 +184,17 @@ async def submit_job(request: Request) -> JSONResponse:
     path = await _media_path(body, upload)
     req, info = await run_in_threadpool(_within_caps, replace(req, video_path=path),
                                         request.app.state.settings)
-    spec = JobSpec(req, model=None, label=body.label or f"api {body.task}", info=info)
+    # History names the job by the upload's own name (the stored file is named by its hash)
+    label = body.label or _upload_name(upload) or f"api {body.task}"
+    spec = JobSpec(req, model=None, label=label, info=info)
     (job_id,) = await _runtime(request).submit([spec])
     return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
+
+
+def _upload_name(upload: Any) -> str:
+    """An upload's file name without its folders, bounded (a label, never a path)."""
+    name = Path(str(getattr(upload, "filename", "") or "")).name if upload is not None else ""
+    return name[:200]
 
 
 def _links(job_id: str) -> dict[str, Any]:

@@ -153,9 +153,16 @@ def test_bad_file_shows_message_not_traceback(new_app, tmp_path: Path, maker: st
     assert at.button(key="run").disabled
 
 
-def test_missing_path_is_explained(new_app, tmp_path: Path) -> None:
-    at = _set_path(new_app().run(), tmp_path / "nope.mp4")
+def test_missing_path_is_explained(new_app, tmp_path: Path, app_clip: Path) -> None:
+    import shutil
+
+    shutil.copyfile(app_clip, tmp_path / "street-01.mp4")
+    at = _set_path(new_app().run(), tmp_path / "street-1.mp4")  # a typo, inside a root
     assert not at.exception
+    message = at.error[0].value.replace("\\", "")  # markdown escapes aside
+    assert message.startswith("No such file in ") and "street-1.mp4" in message
+    assert "did you mean street-01.mp4?" in message
+    at = _set_path(at, "/etc/nope.mp4")  # outside the roots: the one refusal, no oracle
     assert "is not a video file under the media roots" in at.error[0].value
 
 

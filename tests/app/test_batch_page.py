@@ -130,6 +130,14 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     assert list(workers["worker"]) == ["cpu0"] and list(workers["devices"]) == ["CPU"]
     assert workers["assigned"][0] == 2 and workers["done"][0] == 2
     first = at.session_state["batch_run"]
+    names = list(_table(at)["clip"])  # a row opens its clip's result in Analyze (?job=)
+    at.session_state["batch_table"] = {"selection": {"rows": [names.index("a.mp4")],
+                                                     "columns": [], "cells": []}}
+    at = at.run()
+    job_a = next(c.job_id for c in first.clips if c.name == "a.mp4")
+    links = [p.proto for p in at.get("page_link")]
+    assert [(p.label, p.page) for p in links] == [("Open a.mp4 in Analyze", "analyze")]
+    assert f"job={job_a}" in links[0].query_string
     stored = app_server["store"].list_jobs(limit=10, batch_id=first.batch_id)
     assert {r["state"] for r in stored} == {"done", "failed"} and len(stored) == 3
 

@@ -56,11 +56,13 @@ def test_finished_job_is_listed_newest_first(new_app, app_server, app_clip, tmp_
     assert not at.exception
     assert at.title[0].value == "History"
     table = _table(at)
-    assert list(table.columns) == ["time", "clip", "task", "query", "model", "state",
-                                   "duration"]
+    assert list(table.columns) == ["thumb", "time", "clip", "task", "summary", "query",
+                                   "model", "state", "duration"]
     first = table.iloc[0]
     assert (first["clip"], first["task"], first["model"]) == (path.name, "describe", "test")
     assert first["state"] == "done" and first["duration"] != "—"
+    assert first["thumb"].startswith("data:image/jpeg;base64,")  # a frame of the clip
+    assert first["summary"] != "—"  # the description's start
     assert any("Select a row" in c.value for c in at.caption)
 
 
@@ -183,11 +185,58 @@ def test_filter_and_pages(new_app, own_store, show: str, rows: int, pages: int) 
     at.segmented_control(key="history_filter").set_value(show).run()
     assert len(_table(at)) == rows
     assert _table(at).iloc[0]["clip"] == ("c024.mp4" if show != "failed" else "c020.mp4")
-    paged = [n for n in at.number_input if n.key == "history_page"]
-    assert len(paged) == (1 if pages > 1 else 0)
+    assert not at.number_input  # pages turn with buttons
+    turns = {b.key: b for b in at.button if b.key in ("history_prev", "history_next")}
+    assert len(turns) == (2 if pages > 1 else 0)
     if pages > 1:
-        paged[0].set_value(2).run()
+        assert turns["history_prev"].disabled and not turns["history_next"].disabled
+        at = at.button(key="history_next").click().run()
         assert list(_table(at)["clip"]) == [f"c{i:03d}.mp4" for i in range(4, -1, -1)]
+        assert at.button(key="history_next").disabled
+        assert "page 2 of 2" in [c.value for c in at.caption]
+        at = at.button(key="history_prev").click().run()
+        assert _table(at).iloc[0]["clip"] == "c024.mp4"
+
+
+def _library(store) -> None:
+    """Rows of three tasks and run times, one named only by the service's label."""
+    for i, (name, task, run_s) in enumerate([("street.mp4", "describe", 4.0),
+                                             ("harbour.avi", "ground", 30.0),
+                                             ("dog.mp4", "entail", 9.0)]):
+        job_id = f"job-{i}"
+        store.add_job(job_id, video_path=f"/clips/{name}", task=task, model="test",
+                      submitted_at=1_700_000_000 + i,
+                      spec={"label": "api ground" if name == "harbour.avi" else name})
+        with store.transaction() as conn:
+            conn.execute("UPDATE jobs SET state = 'failed', started_at = ?, finished_at = ?, "
+                         "error_json = ? WHERE job_id = ?",
+                         (1_700_000_000 + i, 1_700_000_000 + i + run_s,
+                          '{"message": "the file is gone"}', job_id))
+
+
+@pytest.mark.parametrize(("task", "name", "sort", "clips"), [
+    ("all", "", "newest", ["dog.mp4", "harbour.avi", "street.mp4"]),
+    ("all", "", "oldest", ["street.mp4", "harbour.avi", "dog.mp4"]),
+    ("all", "", "longest", ["harbour.avi", "dog.mp4", "street.mp4"]),
+    ("ground", "", "newest", ["harbour.avi"]),
+    ("all", "STREET", "newest", ["street.mp4"]),
+    ("all", "nothing-like-it", "newest", []),
+], ids=["newest", "oldest", "longest", "task", "name", "no-match"])
+def test_filter_by_task_and_name_and_sort(new_app, own_store, task: str, name: str,
+                                          sort: str, clips: list[str]) -> None:
+    _library(own_store)
+    at = _history(new_app)
+    at.selectbox(key="history_task").set_value(task)
+    at.text_input(key="history_name").set_value(name)
+    at = at.selectbox(key="history_sort").set_value(sort).run()
+    assert not at.exception
+    if not clips:
+        assert "No analysis matches these filters." in at.info[0].value
+        return
+    table = _table(at)
+    assert list(table["clip"]) == clips  # the file's name, not the service's "api ground"
+    assert set(table["summary"]) == {"the file is gone"}
+    assert table.iloc[0]["thumb"] is None  # no such file: no thumbnail, no error
 
 
 def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server, app_clip,
@@ -268,3 +317,37 @@ def test_deleting_a_long_run_deletes_its_chunks(new_app, own_store) -> None:
     at.button(key="confirm_delete").click().run()
     assert not at.exception
     assert own_store.count_jobs() == 0 and own_store.get_result("lvc-0123456789ab-c0000") is None
+
+
+def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_store,
+                                                                  app_clip) -> None:
+    """A batch as a parent job (whoever made it): one History row; inside, each clip with
+    its own run time, and a finished clip opens in Analyze with ``?job=`` of that clip."""
+    from chord_core.runtime.parents import ParentJobs
+    from tests.unit.test_store import make_result
+
+    ParentJobs(own_store).open("batch-0123456789ab", kind="batch", video_path="",
+                               model="test", label="batch of 2 clips")
+    for k, run_s in enumerate((3.0, 7.0)):
+        child = f"batch-0123456789ab-c{k}"
+        own_store.add_job(child, video_path=str(app_clip), task="describe", model="test",
+                          spec={"label": f"clip{k}.mp4"}, parent="batch-0123456789ab")
+        own_store.update_state(child, "running")
+        own_store.save_result(child, make_result())
+        with own_store.transaction() as conn:
+            conn.execute("UPDATE jobs SET started_at = 1000, finished_at = ? WHERE job_id = ?",
+                         (1000 + run_s, child))
+    at = _history(new_app)
+    assert list(_table(at)["clip"]) == ["batch of 2 clips"]  # no rows of its clips
+    at = _select(at, "batch of 2 clips")
+    assert not at.exception and not at.info  # not a long run's "stopped part-way"
+    kids = at.dataframe[1].value
+    assert list(kids["job"]) == ["clip0.mp4", "clip1.mp4"]
+    assert list(kids["duration"]) == ["3.0 s", "7.0 s"]  # their own, not the batch's
+    at.session_state["children-batch-0123456789ab"] = {
+        "selection": {"rows": [1], "columns": [], "cells": []}}
+    at = at.run()
+    at.button(key="open-batch-0123456789ab-c1").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Analyze a clip"
+    assert at.query_params.get("job") == "batch-0123456789ab-c1"

@@ -45,7 +45,7 @@ def test_placeholders_match(text: str) -> None:
     assert not re.search(r"[A-Za-z]{4,}", re.sub(r"\{\w*\}|\*\*|`[^`]*`|CHORD_\w+|Qwen\S*|"
                                                   r"Hugging Face|Hub|PyAV|H\.264|JSON|CSV|MP4|"
                                                   r"config\.json|safetensors|fps|GiB|GPU|NVIDIA|"
-                                                  r"Chord|chord batch|chord\.result/v1|summary\.json|"
+                                                  r"Chord|NVML|chord batch|chord\.result/v1|summary\.json|"
                                                   r"mp4|avi|mov|mkv|webm", "",
                                                   ZH[text])), ZH[text]
 
@@ -118,7 +118,7 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
     """Texts the pages pass to t() as variables: job states, History filters, the columns of
     the History, Batch, GPUs and statement-check tables, and the verdict words."""
     from chord_core.runtime.store import STATES
-    from chord_ui import batch_jobs, entail_view, gpu_view, history_view
+    from chord_ui import batch_jobs, entail_view, gpu_view, history_table, history_view
     from chord_ui.formatting import VERDICT_WORDS
 
     row = {"job_id": "j", "submitted_at": 0.0, "started_at": None, "finished_at": None,
@@ -132,7 +132,8 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
                           temperature_c=30.0, power_w=1.0, power_limit_w=2.0, processes=(),
                           job="")
     words = [*history_view.FILTERS.values(), *STATES, "skipped", *VERDICT_WORDS,
-             *VERDICT_WORDS.values(), *history_view.table_rows([row])[0],
+             *VERDICT_WORDS.values(), *set(history_table.table_rows([row], None)[0]) - {"thumb"},
+             *history_view.SORTS.values(), "search", "batch",  # History's task filter
              *entail_view.moments_rows(result)[0], *gpu_view.gpu_rows([gpu], {})[0],
              *gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready"}], None)[0]]
     clip_state = SimpleNamespace(clip=SimpleNamespace(name="c.mp4"), state="running",
@@ -142,3 +143,29 @@ def test_words_looked_up_at_run_time_have_chinese() -> None:
     shown_otherwise = {"GPU", "CUDA", "pid", "memory %", "utilisation %"}
     missing = sorted({w for w in words if w not in ZH} - shown_otherwise)
     assert not missing, missing
+
+
+@pytest.mark.parametrize(("reason", "zh"), [
+    ("nvidia-ml-py not installed (pip install nvidia-ml-py)",
+     "未安装 nvidia-ml-py（pip install nvidia-ml-py）"),
+    ("no NVIDIA GPU found", "未找到 NVIDIA GPU"),
+    ("NVML could not initialise: Driver Not Loaded (no NVIDIA driver?)",
+     "NVML 无法初始化：Driver Not Loaded（没有 NVIDIA 驱动？）"),
+    ("something else entirely", "something else entirely"),
+], ids=["no-pynvml", "no-gpu", "no-driver", "unknown-kept"])
+def test_nvml_reasons_in_chinese(monkeypatch: pytest.MonkeyPatch, reason: str, zh: str) -> None:
+    from chord_ui import gpu_view, i18n
+
+    monkeypatch.setattr(i18n, "lang", lambda: "zh")
+    assert gpu_view.nvml_reason(reason) == zh
+
+
+def test_time_unit_and_worker_states_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chord_ui import gpu_view, i18n
+    from chord_ui.formatting import human_duration
+
+    monkeypatch.setattr(i18n, "lang", lambda: "zh")
+    assert human_duration(12.34) == "12.3 秒" and human_duration(75.2) == "1:15.2"
+    rows = gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready", "busy_s": 3.0}],
+                                      None)
+    assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3.0 秒")

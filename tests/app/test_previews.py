@@ -67,6 +67,22 @@ def test_preview_plays_and_keeps_frame_times(tmp_path: Path, make) -> None:
     assert (out.stat().st_mode & 0o777) == 0o600 and not failed_marker(out).exists()
 
 
+def test_packed_bframes_avi_keeps_every_frame_at_its_time(tmp_path: Path) -> None:
+    """Megamind.avi's kind: packed B-frames decode with their pts out of order (1, 3, 2 …);
+    the preview shows frame k at k / fps, as AVI stores it and the analysis reads it (it
+    used the decoded pts: every third frame was one frame off)."""
+    from chord_core.testing.odd_files import make_packed_bframes_avi
+
+    src = make_packed_bframes_avi(tmp_path / "packed.avi", count=48, fps=24)
+    with av.open(str(src.path)) as c:
+        decoded = [f.pts for f in c.decode(c.streams.video[0])]
+    assert decoded != sorted(decoded)  # the trap is there
+    out = make_preview(str(src.path), tmp_path / "previews" / "packed.mp4")
+    got = _times(out)
+    assert len(got) == 48
+    assert np.allclose(got, [k / 24 for k in range(48)], atol=1e-3), got[:6]
+
+
 def test_missing_and_repeated_times_still_increase() -> None:
     tb = Fraction(1, 24)
     frames = [SimpleNamespace(pts=p) for p in (1, 2, None, 4, 4, 3, 6)]

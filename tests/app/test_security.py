@@ -52,7 +52,7 @@ def _refusals(t: dict[str, Path]) -> dict[str, str]:
             "video outside": str(outside / "clip.mp4"), "dotdot": f"{roots}/../outside/clip.mp4",
             "symlink out": str(roots / "link.mp4"), "symlink asc": str(roots / "asc-link.mp4"),
             "dev zero": str(roots / "zero.mp4"), "fifo": str(roots / "fifo.mp4"),
-            "asc inside": str(roots / "notes.asc"), "missing in": str(roots / "missing.mp4"),
+            "asc inside": str(roots / "notes.asc"),
             "missing out": str(outside / "missing.mp4"), "passwd": "/etc/passwd",
             "ssh key": "~/.ssh/id_rsa", "shadow": "/etc/shadow"}
 
@@ -73,6 +73,9 @@ def test_every_refusal_says_the_same(tree: dict[str, Path]) -> None:
     only = next(iter(messages.values()))
     assert "not a video file under the media roots" in only and str(tree["roots"]) in only
     assert media_roots.resolve_video(str(tree["roots"] / "ok.mp4")) == tree["roots"] / "ok.mp4"
+    with pytest.raises(InputError) as err:  # inside a root (readable anyway): said plainly
+        media_roots.resolve_video(str(tree["roots"] / "missing.mp4"))
+    assert err.value.message == f"no such file in {tree['roots']}: missing.mp4"
 
 
 def test_default_roots_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -94,6 +94,10 @@ def test_uploaded_image_entail_job_and_ground_job(server, media) -> None:
     stored = Path(ent["video"]["path"])  # the upload: a private file in uploads/api
     assert stored.parent == server.data / "uploads" / "api"
     assert stored.stat().st_mode & 0o777 == 0o600
+    from chord_core.runtime.store import Store
+
+    with Store(server.data / "chord.sqlite3") as store:  # History names it by the upload
+        assert store.get_job(entail_id)["spec"]["label"] == "photo.png"
     assert ground["task"] == "ground" and ground["query"] == "the square"
     assert len(ground["sampling"]["frame_indices"]) <= 4
 
