@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from chord_core.errors import ChordError, JobCancelled
+from chord_core.runtime.handles import CancelFlag
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class LongRun:
     doc: Any = None  # ChaptersDoc | Result | SearchDoc
     error: dict[str, str] | None = None
     started: float = field(default_factory=time.time)
-    cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    cancel: threading.Event = field(default_factory=CancelFlag, repr=False)  # wakes a run
 
     def snapshot(self) -> dict[str, Any]:
         return {"key": self.key, "kind": self.kind, "state": self.state, "run_id": self.run_id,
