@@ -11,6 +11,7 @@
     ├── ResourceError               out of memory even after every degradation step
     ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
     ├── DiskFullError               a file to store did not fit on the disk (service: 507)
+    ├── WorkerCrashed               a worker process died (a poisoned clip; none could start)
     └── JobCancelled                a job was cancelled by its owner
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
@@ -96,6 +97,11 @@ class DiskFullError(ChordError):
     request can be sent again once space is freed. The service answers 507."""
 
 
+class WorkerCrashed(ChordError):
+    """A worker process died: on one clip again and again (the clip is given up), or every
+    time it started (no worker is left to run jobs). The service answers 503."""
+
+
 class JobCancelled(ChordError):
     """The job was cancelled before it finished. ``partial``: what it had done by then, when
     that means something on its own (grounding: the frames finished — a partial Result, or
@@ -114,7 +120,8 @@ def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:
 # (class, exit code), most specific first: the first ``isinstance`` match is the code
 EXIT_CODES: tuple[tuple[type[ChordError], int], ...] = (
     (DiskFullError, 2), (StoreError, 2), (InputError, 2),  # fix the input or the disk
-    (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (ChordError, 1),
+    (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (WorkerCrashed, 1),
+    (ChordError, 1),
 )
 
 
