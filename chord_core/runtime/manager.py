@@ -70,7 +70,8 @@ class JobManager(JobTable):
         self._lock = threading.RLock()
         self._split = split_ground
         self._link = StoreLink(store)
-        self.parents = ParentJobs(store)  # long-video runs: parent rows (``parents.py``)
+        # parent jobs' rows (long-video runs, batches), under this process's lease
+        self.parents = ParentJobs(store, self._link.lease.owner_id if self._link.lease else None)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
         self._ready = threading.Event()  # every worker loaded its model (or failed to)
