@@ -28,12 +28,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from chord_core.errors import ChordError, JobCancelled, error_class
 from chord_core.media.roots import is_under, job_roots
 from chord_core.runtime.jobs import JobSpec
 from chord_core.types import ProgressEvent, Result
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class Wakeups:
         hook = getattr(cancel, "on_set", None)
         self._unhook = hook(lambda: self._q.put("")) if hook is not None else None
 
-    def follow(self, manager: Any, job_id: str) -> None:
+    def follow(self, manager: JobRunner, job_id: str) -> None:
         """Wake when ``job_id`` finishes (at once, if it has)."""
         manager.handle(job_id).add_done_callback(lambda h: self._q.put(str(h)))
 
@@ -82,7 +85,7 @@ class ParentRun:
     """A run's parent job in the manager's store (``manager.parents``; a manager without
     one keeps nothing). ``doc`` is its summary: plan, progress, final document."""
 
-    def __init__(self, manager: Any, run: str, *, kind: str, video_path: str, label: str,
+    def __init__(self, manager: JobRunner, run: str, *, kind: str, video_path: str, label: str,
                  model: str, query: str = "", spec: dict[str, Any] | None = None,
                  parent: str | None = None) -> None:
         self.run, self.parents = run, getattr(manager, "parents", None)
@@ -156,7 +159,7 @@ class _Tally:
                 "elapsed_s": round(time.perf_counter() - self.t0, 3)}
 
 
-def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
+def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None) -> dict[str, Result]:
     """Run ``jobs`` as children of ``runs`` (skipping those already done) at most
@@ -196,7 +199,7 @@ def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flig
     return results
 
 
-def _finished(manager: Any, runs: ParentRun, job: ChunkJob) -> Result | None:
+def _finished(manager: JobRunner, runs: ParentRun, job: ChunkJob) -> Result | None:
     """The child's result when it is done: in the store, or in the manager's memory."""
     stored = runs.done(job.job_id)
     if stored is not None:
@@ -208,7 +211,7 @@ def _finished(manager: Any, runs: ParentRun, job: ChunkJob) -> Result | None:
     return st.result if st.state.value == "done" else None
 
 
-def _submit(manager: Any, run: str, job: ChunkJob) -> str:
+def _submit(manager: JobRunner, run: str, job: ChunkJob) -> str:
     """Submit the child under its fixed id, unless the manager is running it already (a
     job resumed by the manager after a restart, or a second run of the same clip)."""
     try:
@@ -236,7 +239,7 @@ def _confined(spec: JobSpec) -> JobSpec:
     return replace(spec, request=replace(request, media_roots=roots))
 
 
-def _collect(manager: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
+def _collect(manager: JobRunner, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
     """Finished jobs, taken out of ``running``; a failed one raises its error."""
     out = []
     for job_id in list(running):
