@@ -29,6 +29,7 @@ from chord_core.errors import (
     ResourceError,
     StoreError,
     VideoError,
+    WorkerCrashed,
 )
 from chord_core.types import (
     SCHEMA,
@@ -70,6 +71,7 @@ __all__ = [
     "Track",
     "VideoError",
     "VideoInfo",
+    "WorkerCrashed",
     "analyze",
     "plan",
 ]

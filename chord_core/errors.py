@@ -11,24 +11,41 @@
     ├── ResourceError               out of memory even after every degradation step
     ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
     ├── DiskFullError               a file to store did not fit on the disk (service: 507)
+    ├── WorkerCrashed               a worker process died (a poisoned clip; none could start)
     └── JobCancelled                a job was cancelled by its owner
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
 ``error: <message>`` and ``hint: <hint>`` and never a traceback.
+
+Exit codes (and, in ``service/http_errors.py``, HTTP statuses) go by class: a table of
+(class, code) ordered subclass-first, read with ``isinstance`` (httpx's ``map_exceptions``
+does the same), never by comparing class names. A job's stored error (``{"type": …}``) is
+mapped by looking its name up among this module's classes (``error_class``) and then the
+same table; a name that is not one of them is a bug (exit 1, HTTP 500).
 """
 
 from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
 
 
 class ChordError(Exception):
     """Base of all Chord errors. ``hint`` tells the user what to do next."""
 
-    exit_code = 1
-
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code: one set on this error, else its class's (``EXIT_CODES``)."""
+        own = getattr(self, "_exit_code", None)
+        return own if own is not None else exit_code_for(self)
+
+    @exit_code.setter
+    def exit_code(self, code: int) -> None:
+        self._exit_code = code
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})" if self.hint else self.message
@@ -39,8 +56,6 @@ class ChordError(Exception):
 
 class InputError(ChordError):
     """Something the user gave us is wrong; fixing the input fixes it."""
-
-    exit_code = 2
 
 
 class VideoError(InputError):
@@ -76,14 +91,15 @@ class StoreError(ChordError):
     """The SQLite job store could not be read or written (disk full, I/O error). Jobs keep
     running; what could not be stored is said where it is kept instead."""
 
-    exit_code = 2
-
 
 class DiskFullError(ChordError):
     """A file Chord had to write (an upload, a request body) did not fit on the disk: the
     request can be sent again once space is freed. The service answers 507."""
 
-    exit_code = 2
+
+class WorkerCrashed(ChordError):
+    """A worker process died: on one clip again and again (the clip is given up), or every
+    time it started (no worker is left to run jobs). The service answers 503."""
 
 
 class JobCancelled(ChordError):
@@ -91,7 +107,6 @@ class JobCancelled(ChordError):
     that means something on its own (grounding: the frames finished — a partial Result, or
     a GroundChunk of a split job's share); None otherwise."""
 
-    exit_code = 1
     partial: object = None
 
 
@@ -100,3 +115,43 @@ def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:
     (same keys as ``ChordError.to_dict``); ``log`` names where the traceback went."""
     return {"type": type(exc).__name__, "message": f"internal error: {exc}",
             "hint": f"this is a bug in Chord; {log} has the traceback — please report it"}
+
+
+# (class, exit code), most specific first: the first ``isinstance`` match is the code
+EXIT_CODES: tuple[tuple[type[ChordError], int], ...] = (
+    (DiskFullError, 2), (StoreError, 2), (InputError, 2),  # fix the input or the disk
+    (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (WorkerCrashed, 1),
+    (ChordError, 1),
+)
+
+
+def by_class(table: Sequence[tuple[type[BaseException], int]], error: BaseException,
+             default: int) -> int:
+    """The value of the first row of ``table`` whose class ``error`` is an instance of."""
+    return next((value for cls, value in table if isinstance(error, cls)), default)
+
+
+def error_class(type_name: str) -> type[ChordError] | None:
+    """The class of this module named ``type_name`` (a stored error's ``type``), or None."""
+    found = globals().get(type_name)
+    return found if isinstance(found, type) and issubclass(found, ChordError) else None
+
+
+def from_record(error: Mapping[str, Any] | None) -> ChordError | None:
+    """A stored error dict (``ChordError.to_dict``) as an instance of its class, so it maps
+    by ``isinstance`` like a raised one; None for a name not among this module's classes."""
+    cls = error_class(str((error or {}).get("type", "")))
+    if cls is None:
+        return None
+    rebuilt = cls.__new__(cls)
+    ChordError.__init__(rebuilt, str(error.get("message", "")), str(error.get("hint", "")))
+    return rebuilt
+
+
+def exit_code_for(error: BaseException | Mapping[str, Any] | None) -> int:
+    """The exit code of an error, raised or stored (its dict): by class, 1 when unknown."""
+    if error is None or isinstance(error, Mapping):
+        error = from_record(error)
+        if error is None:
+            return 1
+    return by_class(EXIT_CODES, error, 1)

@@ -17,11 +17,26 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable
 
 from chord_core.errors import ChordError, JobCancelled
+from chord_core.runtime.handles import CancelFlag
 
 log = logging.getLogger(__name__)
+
+
+class RunState(StrEnum):
+    """Where a long run stands (a ``StrEnum``: it compares and prints as its word)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_finished(self) -> bool:
+        return self is not RunState.RUNNING
 
 
 @dataclass
@@ -30,13 +45,13 @@ class LongRun:
 
     key: str
     kind: str  # chapters | ground | search
-    state: str = "running"  # running | done | failed | cancelled
+    state: RunState = RunState.RUNNING
     run_id: str = ""  # the run's parent job (its row in the store: progress, chunks)
     event: dict[str, Any] | None = None
     doc: Any = None  # ChaptersDoc | Result | SearchDoc
     error: dict[str, str] | None = None
     started: float = field(default_factory=time.time)
-    cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    cancel: threading.Event = field(default_factory=CancelFlag, repr=False)  # wakes a run
 
     def snapshot(self) -> dict[str, Any]:
         return {"key": self.key, "kind": self.kind, "state": self.state, "run_id": self.run_id,
@@ -72,7 +87,7 @@ class LongRunManager:
         with self._lock:
             run = self._runs.get(key)
             if run is None:
-                run = self._runs[key] = LongRun(key, kind, "done", run_id, doc=doc)
+                run = self._runs[key] = LongRun(key, kind, RunState.DONE, run_id, doc=doc)
             return run.snapshot()
 
     def start(self, key: str, kind: str, work: Work, run_id: str = "") -> bool:
@@ -81,7 +96,7 @@ class LongRunManager:
         (its parent job) is known from the start, so the page's URL can name it at once."""
         with self._lock:
             current = self._runs.get(key)
-            if current is not None and current.state in ("running", "done"):
+            if current is not None and current.state in (RunState.RUNNING, RunState.DONE):
                 return False
             run = LongRun(key, kind, run_id=run_id)
             self._runs[key] = run
@@ -123,23 +138,23 @@ class LongRunManager:
             doc = work(run, lambda e: self._event(run, e))
         except JobCancelled:
             with self._lock:
-                run.state = "cancelled"
+                run.state = RunState.CANCELLED
             return
         except ChordError as exc:
             log.warning("long-video %s run failed: %s", run.kind, exc)
             with self._lock:
-                run.state, run.error = "failed", exc.to_dict()
+                run.state, run.error = RunState.FAILED, exc.to_dict()
             return
         except Exception as exc:  # noqa: BLE001 — shown on the page, logged with traceback
             log.exception("long-video %s run crashed", run.kind)
             with self._lock:
-                run.state = "failed"
+                run.state = RunState.FAILED
                 run.error = {"message": f"internal error: {type(exc).__name__}: {exc}",
                              "hint": "this is a bug in Chord; the server log has the "
                                      "traceback"}
             return
         with self._lock:
-            run.state, run.doc = "done", doc
+            run.state, run.doc = RunState.DONE, doc
 
 
 # -- the work of each kind (called in the run's thread) ------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import streamlit as st
@@ -27,20 +28,37 @@ log = logging.getLogger(__name__)
 K_JOBS, K_OUTCOMES = "jobs_by_clip", "job_outcomes"
 
 
+class OutcomeState(StrEnum):
+    """Where a shown job stands (a ``StrEnum``: it compares and prints as its word)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.value in FINISHED_STATES
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A job's state as the page needs it."""
 
     job_id: str
-    state: str
+    state: OutcomeState
     result: Result | None = None
     error: dict[str, str] | None = None
     elapsed_s: float = 0.0
     settling: bool = False  # cancelled; the frames it finished are still on their way
 
+    def __post_init__(self) -> None:  # a state given as its word is its OutcomeState
+        object.__setattr__(self, "state", OutcomeState(self.state))
+
     @property
     def finished(self) -> bool:
-        return self.state in FINISHED_STATES and not self.settling
+        return self.state.is_finished and not self.settling
 
 
 def _jobs() -> dict[str, str]:
@@ -142,8 +160,8 @@ def job_outcome(job_id: str) -> Outcome | None:
         status = resources.job_manager().status(job_id)
     except KeyError:
         return _stored_outcome(job_id)
-    return Outcome(job_id, status.state.value, status.result, status.error, status.elapsed_s,
-                   status.settling)
+    return Outcome(job_id, OutcomeState(status.state.value), status.result, status.error,
+                   status.elapsed_s, status.settling)
 
 
 def _stored_outcome(job_id: str) -> Outcome | None:
@@ -161,7 +179,7 @@ def _stored_outcome(job_id: str) -> Outcome | None:
             return None
     start, end = row.get("started_at"), row.get("finished_at")
     elapsed = (end - start) if start and end else (result.timing.total_s if result else 0.0)
-    return Outcome(job_id, row["state"], result, row.get("error"), elapsed)
+    return Outcome(job_id, OutcomeState(row["state"]), result, row.get("error"), elapsed)
 
 
 def show_stored(clip: ClipSource, task: str, outcome: Outcome) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from chord_core.cli.output import ProgressLine, batch_bar, sampling_from
 from chord_core.config import model_config_from_env
+from chord_core.errors import exit_code_for
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -64,5 +65,5 @@ def cmd_batch(args: argparse.Namespace) -> int:
         raise batch_mod.unwritten_error(summary, Path(args.out), store.path)
     if not errors:
         return 0
-    user = {"VideoError", "ConfigError", "InputError", "ModelNotFoundError"}
-    return 2 if all(e.get("type") in user for e in errors) else 1
+    # exit 2 when every failure was the input's (by class: errors.EXIT_CODES), else 1
+    return 2 if all(exit_code_for(e) == 2 for e in errors) else 1

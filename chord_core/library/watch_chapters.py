@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from chord_core.errors import ChordError
+from chord_core.runtime.handles import CancelFlag
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class ChaptersQueue:
     def __init__(self, watcher: Any) -> None:
         self.watcher = watcher
         self._todo: queue.SimpleQueue = queue.SimpleQueue()
-        self._cancel = threading.Event()
+        self._cancel = CancelFlag()  # a run waiting on its chunks wakes on it
         self._thread = threading.Thread(target=self._loop, name="chord-watch-chapters",
                                         daemon=True)
         self._thread.start()

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.config import SamplingConfig
 from chord_core.longvideo import prompts as P
@@ -31,6 +31,9 @@ from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.longvideo.scenes import CutScan, find_cuts
 from chord_core.longvideo.settings import LongVideoSettings
 from chord_core.types import Result, VideoInfo
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ def chapters_run_id(video_key: str, settings: LongVideoSettings, model: str) -> 
 class ChaptersRun:
     """One clip's chapters run: plan (cuts, chunks), map, reduce. See module docstring."""
 
-    def __init__(self, manager: Any, info: VideoInfo, video_key: str,
+    def __init__(self, manager: JobRunner, info: VideoInfo, video_key: str,
                  settings: LongVideoSettings, model: str, *, in_flight: int = 2,
                  on_progress: Any = None, cancel: threading.Event | None = None) -> None:
         self.executor, self.info, self.settings, self.model = manager, info, settings, model

@@ -17,13 +17,16 @@ import threading
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.config import SamplingConfig
 from chord_core.longvideo.chunks import slice_plan
 from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.longvideo.settings import LongVideoSettings
 from chord_core.types import Result, Timing, VideoInfo
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
 
 def ground_plan(info: VideoInfo, settings: LongVideoSettings, sampling: SamplingConfig
@@ -78,7 +81,7 @@ def ground_run_id(video_key: str, target: str, settings: LongVideoSettings, mode
     return run_id("ground", video_key, model, key)
 
 
-def ground_long(manager: Any, info: VideoInfo, video_key: str, target: str,
+def ground_long(manager: JobRunner, info: VideoInfo, video_key: str, target: str,
                 settings: LongVideoSettings, model: str, *, sampling: SamplingConfig,
                 in_flight: int = 2, on_progress: Any = None,
                 cancel: threading.Event | None = None, batch_size: int | None = None,

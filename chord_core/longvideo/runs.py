@@ -12,7 +12,8 @@ twice, and History shows the run as one row with its chunks inside.
 Chunk jobs go to the manager — worker processes on every GPU, or one thread
 (``cluster.in_process_manager``) — a few at a time (``in_flight``), so a three-hour clip
 never queues hundreds of jobs whose frames would all be read at once. A manager without a
-store keeps nothing (no resume). Waiting for a chunk is :func:`wait_job`, the one place.
+store keeps nothing (no resume). A run waits on its children's handles (a done callback per
+child) and, with a ``handles.CancelFlag``, on a Cancel too: nothing polls.
 """
 
 from __future__ import annotations
@@ -21,23 +22,23 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from chord_core.errors import ChordError, JobCancelled
+from chord_core.errors import ChordError, JobCancelled, error_class
 from chord_core.media.roots import is_under, job_roots
-from chord_core.runtime.jobs import JobSpec, JobStatus
+from chord_core.runtime.jobs import JobSpec
 from chord_core.types import ProgressEvent, Result
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
-# A wait for a chunk wakes at least this often to see a Cancel (it returns at once when the
-# chunk finishes: the slice bounds how late a Cancel is seen, not how late a result is).
-WAIT_SLICE_S = 0.5
+log = logging.getLogger(__name__)
 
 
 def run_id(kind: str, video_key: str, model: str, settings: dict[str, Any]) -> str:
@@ -55,21 +56,36 @@ class ChunkJob:
     spec: JobSpec
 
 
-def wait_job(manager: Any, job_id: str, timeout: float | None) -> JobStatus | None:
-    """The job's final status once it has finished, or None when ``timeout`` s pass first.
-    The one place a long run waits for a job (the manager's ``wait``; a job handle's
-    ``result(timeout)`` when ``submit`` returns handles)."""
-    try:
-        return manager.wait(job_id, timeout=timeout)
-    except TimeoutError:
-        return None
+class Wakeups:
+    """What a run's loop blocks on: a child finished (its handle's done callback) or the
+    run's Cancel was pressed (a ``CancelFlag``'s hook). A plain ``threading.Event`` as the
+    Cancel is seen when the next child finishes."""
+
+    def __init__(self, cancel: threading.Event | None) -> None:
+        self._q: queue.SimpleQueue[str] = queue.SimpleQueue()
+        hook = getattr(cancel, "on_set", None)
+        self._unhook = hook(lambda: self._q.put("")) if hook is not None else None
+
+    def follow(self, manager: JobRunner, job_id: str) -> None:
+        """Wake when ``job_id`` finishes (at once, if it has)."""
+        manager.handle(job_id).add_done_callback(lambda h: self._q.put(str(h)))
+
+    def wait(self) -> None:
+        """Block until the next wake-up, then take every one already in."""
+        self._q.get()
+        while not self._q.empty():
+            self._q.get_nowait()
+
+    def close(self) -> None:
+        if self._unhook is not None:
+            self._unhook()
 
 
 class ParentRun:
     """A run's parent job in the manager's store (``manager.parents``; a manager without
     one keeps nothing). ``doc`` is its summary: plan, progress, final document."""
 
-    def __init__(self, manager: Any, run: str, *, kind: str, video_path: str, label: str,
+    def __init__(self, manager: JobRunner, run: str, *, kind: str, video_path: str, label: str,
                  model: str, query: str = "", spec: dict[str, Any] | None = None,
                  parent: str | None = None) -> None:
         self.run, self.parents = run, getattr(manager, "parents", None)
@@ -143,7 +159,7 @@ class _Tally:
                 "elapsed_s": round(time.perf_counter() - self.t0, 3)}
 
 
-def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
+def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None) -> dict[str, Result]:
     """Run ``jobs`` as children of ``runs`` (skipping those already done) at most
@@ -158,6 +174,7 @@ def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flig
     tally = _Tally(len(jobs), len(results), stage, on_progress)
     runs.progress({"progress": tally.tick("resumed" if results else "")})
     running: dict[str, ChunkJob] = {}
+    wakeups = Wakeups(cancel)
     try:
         while todo or running:
             if cancel is not None and cancel.is_set():
@@ -165,8 +182,10 @@ def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flig
                                    hint="run it again: finished chunks are kept")
             while todo and len(running) < max(1, in_flight):
                 job = todo.pop(0)
-                running[_submit(manager, runs.run, job)] = job
-            wait_job(manager, next(iter(running)), WAIT_SLICE_S)
+                job_id = str(_submit(manager, runs.run, job))
+                running[job_id] = job
+                wakeups.follow(manager, job_id)
+            wakeups.wait()  # a child finished, or Cancel
             for job, result in _collect(manager, running):
                 results[job.job_id] = result
                 tally.done += 1
@@ -175,10 +194,12 @@ def run_jobs(manager: Any, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flig
         for job_id in running:
             manager.cancel(job_id)
         raise
+    finally:
+        wakeups.close()
     return results
 
 
-def _finished(manager: Any, runs: ParentRun, job: ChunkJob) -> Result | None:
+def _finished(manager: JobRunner, runs: ParentRun, job: ChunkJob) -> Result | None:
     """The child's result when it is done: in the store, or in the manager's memory."""
     stored = runs.done(job.job_id)
     if stored is not None:
@@ -190,7 +211,7 @@ def _finished(manager: Any, runs: ParentRun, job: ChunkJob) -> Result | None:
     return st.result if st.state.value == "done" else None
 
 
-def _submit(manager: Any, run: str, job: ChunkJob) -> str:
+def _submit(manager: JobRunner, run: str, job: ChunkJob) -> str:
     """Submit the child under its fixed id, unless the manager is running it already (a
     job resumed by the manager after a restart, or a second run of the same clip)."""
     try:
@@ -218,7 +239,7 @@ def _confined(spec: JobSpec) -> JobSpec:
     return replace(spec, request=replace(request, media_roots=roots))
 
 
-def _collect(manager: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
+def _collect(manager: JobRunner, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
     """Finished jobs, taken out of ``running``; a failed one raises its error."""
     out = []
     for job_id in list(running):
@@ -233,15 +254,9 @@ def _collect(manager: Any, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob,
         if st.state.value == "cancelled":
             raise JobCancelled(f"{job.spec.label or job.job_id} was cancelled",
                                hint="run it again: finished chunks are kept")
-        cls = _error_class(err.get("type", ""))
+        cls = error_class(str(err.get("type", ""))) or ChordError
         raise cls(f"{job.spec.label or job.job_id}: {err.get('message', 'failed')}",
                   hint=(err.get("hint") or "") + " (finished chunks are kept: run the same "
                        "command again to resume)")
     return out
 
-
-def _error_class(name: str) -> type[ChordError]:
-    import chord_core.errors as errors
-
-    cls = getattr(errors, name, None)
-    return cls if isinstance(cls, type) and issubclass(cls, ChordError) else ChordError

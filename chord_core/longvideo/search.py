@@ -20,13 +20,16 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.config import SamplingConfig
 from chord_core.longvideo.chunks import range_plan
 from chord_core.longvideo.doc import Chapter, ChaptersDoc, Evidence, Hit, SearchDoc
 from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.types import Result, VideoInfo
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
 METHODS = ("entail", "ground")
 EVIDENCE_FRAMES = 3
@@ -125,7 +128,7 @@ def search_run_id(video_key: str, doc: ChaptersDoc, query: str, model: str, *,
     return run_id("search", video_key, model, settings)
 
 
-def search(manager: Any, info: VideoInfo, video_key: str, doc: ChaptersDoc,
+def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc,
            query: str, model: str, *, method: str = "entail", max_chapters: int = 3,
            fps: float = 1.0, max_frames: int = 32, in_flight: int = 2,
            on_progress: Any = None, cancel: threading.Event | None = None) -> SearchDoc:

@@ -1,5 +1,11 @@
 """Batch runs: many clips through the job manager, one result JSON per clip plus a summary.
 
+A batch is a parent job (``runtime/parents.py``): one row (id ``batch-…``, a content key of
+the output folder and the clips' keys, so the same command finds it again) whose summary is
+the batch's summary and progress, and whose children are the clips' ordinary jobs
+(``parent``). The manager writes every row (``manager.parents`` for the parent's); History
+lists the batch as one row with its clips inside.
+
 Resumable: every clip has a content key (file hash + task + query + model + sampling); a clip
 whose key already has a stored result is not run again — its JSON is written from the store.
 The summary says which worker ran what, each worker's busy time, the wall time, and the
@@ -139,31 +145,77 @@ def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], reque
                            request.max_new_tokens) for v in videos}
     ident = json.dumps([str(out_dir.resolve()), sorted(keys.values())])
     batch_id = "batch-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
-    store.add_batch(batch_id, out_dir)
+    parent = BatchParent(manager, batch_id, len(videos), request, model, out_dir)
     summary = BatchSummary(batch_id, request.task, request.query)
     used: set[str] = set()
-    for v in videos:
-        item = BatchItem(str(v), str(out_dir / out_name(v, request.task, used)))
-        done = store.find_done(keys[v])
-        if done is not None:
-            item.job_id, item.state, item.skipped = done, "done", True
-            _write_item(item, store.get_result(done))
-        else:
-            spec = JobSpec(AnalysisRequest(**{**asdict(request), "video_path": str(v),
-                                              "sampling": request.sampling}),
-                           model=model, key=keys[v], batch_id=batch_id, label=v.name)
-            item.job_id = manager.submit(spec)
-        summary.items.append(item)
-    _wait(manager, summary, on_update)
-    try:
-        store.set_batch_summary(batch_id, summary.to_dict())
-    except ChordError as exc:  # a full disk: the summary file below still says it all
-        log.warning("batch summary not stored: %s", exc)
+    with parent.running(summary):
+        for v in videos:
+            item = BatchItem(str(v), str(out_dir / out_name(v, request.task, used)))
+            done = store.find_done(keys[v])
+            if done is not None:
+                item.job_id, item.state, item.skipped = done, "done", True
+                _write_item(item, store.get_result(done))
+            else:
+                spec = JobSpec(AnalysisRequest(**{**asdict(request), "video_path": str(v),
+                                                  "sampling": request.sampling}),
+                               model=model, key=keys[v], batch_id=batch_id, label=v.name,
+                               parent=batch_id)
+                item.job_id = str(manager.submit(spec))
+            summary.items.append(item)
+        _wait(manager, summary, parent.updater(on_update))
     try:
         _write_json(out_dir / "summary.json", summary.to_dict())
     except OSError as exc:
         log.warning("could not write %s: %s", out_dir / "summary.json", exc)
     return summary
+
+
+class BatchParent:
+    """The batch's parent row, written through the manager (``manager.parents``): opened
+    (again, on a re-run) ``running``; its summary and progress each time a clip finishes;
+    ended done (every clip done), failed (some failed: how many, the first error) or
+    cancelled (stopped: its unfinished clips stay queued for the same command)."""
+
+    def __init__(self, manager: JobRunner, batch_id: str, clips: int,
+                 request: AnalysisRequest, model: str, out_dir: Path) -> None:
+        self.parents, self.batch_id, self._finished = manager.parents, batch_id, -1
+        self.parents.open(batch_id, kind="batch", video_path=str(out_dir), model=model,
+                          label=f"batch of {clips} clip(s)", query=request.query,
+                          spec={"task": request.task, "out_dir": str(out_dir),
+                                "clips": clips})
+
+    @staticmethod
+    def doc(summary: BatchSummary) -> dict[str, Any]:
+        done = sum(JobState(i.state).finished for i in summary.items)
+        return {**summary.to_dict(), "progress": {"stage": "clips", "done": done,
+                                                  "total": len(summary.items)}}
+
+    def updater(self, on_update: Callable[[BatchSummary], None] | None
+                ) -> Callable[[BatchSummary], None]:
+        """``on_update``, plus the parent's summary written when another clip finished."""
+        def update(summary: BatchSummary) -> None:
+            doc = self.doc(summary)
+            if doc["progress"]["done"] != self._finished:
+                self._finished = doc["progress"]["done"]
+                self.parents.summarise(self.batch_id, doc)
+            if on_update is not None:
+                on_update(summary)
+        return update
+
+    @contextmanager
+    def running(self, summary: BatchSummary) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self.parents.finish(self.batch_id, "cancelled", self.doc(summary))
+            raise
+        failed = [i for i in summary.items if i.state == "failed"]
+        error = None if not failed else {
+            "type": "ChordError", "hint": "each clip's error is in summary.json",
+            "message": f"{len(failed)} of {len(summary.items)} clip(s) failed; the first, "
+                       f"{Path(failed[0].video).name}: {(failed[0].error or {}).get('message')}"}
+        self.parents.finish(self.batch_id, "failed" if failed else "done", self.doc(summary),
+                            error=error)
 
 
 UPDATE_S = 1.0  # how often ``on_update`` hears of the workers' busy time meanwhile

@@ -46,3 +46,15 @@ def start_failure_error(worker_id: str, deaths: int) -> dict[str, str]:
             "hint": "run with -v to see the worker's log; the usual causes are too little "
                     "memory for one more copy of the model (use fewer workers: --cpu-workers "
                     "or --gpus, or a smaller model) or a broken torch install"}
+
+
+def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
+    """The error of a job no worker is left to run (every worker was given up): what
+    failed (the first worker's own error) and what to do."""
+    first = next((e for e in worker_errors if e), None)
+    why = f": {first['message']}" if first else ""
+    return {"type": "WorkerCrashed",
+            "message": f"no worker is left to run this job: all {len(worker_errors)} "
+                       f"worker(s) failed{why}",
+            "hint": ((first or {}).get("hint") or "run with -v to see the workers' log")
+                    + "; then start the app or the service again (its workers start anew)"}

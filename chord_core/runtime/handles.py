@@ -164,3 +164,34 @@ class JobHandle(str):
 def _resolve(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
+
+
+class CancelFlag(threading.Event):
+    """A ``threading.Event`` that also calls back when set, so a waiter blocked on its jobs'
+    handles wakes on a Cancel at once instead of checking the flag every so often."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hooks: list[Callable[[], None]] = []
+        self._hooks_lock = threading.Lock()
+
+    def on_set(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn()`` when the flag is set (at once when it is already); returns the
+        function that takes it back."""
+        with self._hooks_lock:
+            self._hooks.append(fn)
+        if self.is_set():
+            _call(lambda _: fn(), None)
+
+        def stop() -> None:
+            with self._hooks_lock:
+                if fn in self._hooks:
+                    self._hooks.remove(fn)
+        return stop
+
+    def set(self) -> None:
+        super().set()
+        with self._hooks_lock:
+            hooks = list(self._hooks)
+        for fn in hooks:
+            _call(lambda _, fn=fn: fn(), None)

@@ -70,7 +70,8 @@ class JobManager(JobTable):
         self._lock = threading.RLock()
         self._split = split_ground
         self._link = StoreLink(store)
-        self.parents = ParentJobs(store)  # long-video runs: parent rows (``parents.py``)
+        # parent jobs' rows (long-video runs, batches), under this process's lease
+        self.parents = ParentJobs(store, self._link.lease.owner_id if self._link.lease else None)
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
         self._ready = threading.Event()  # every worker loaded its model (or failed to)
@@ -239,6 +240,7 @@ class JobManager(JobTable):
                     settle_overdue(self._jobs, self._tasks, self._workers, self._link)
                     self._plan_new_jobs()
                     self._feed_idle_workers()
+                    self._fail_orphans()  # no worker left: nothing queued waits forever
                     hint_busy(self._workers, self._tasks)  # jobs queued behind a call
                 self._after_tick()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
@@ -320,10 +322,12 @@ class JobManager(JobTable):
             hand_out(w, self._tasks, batch)
 
     def _fail_orphans(self) -> None:
-        """If no worker can run anything, queued jobs fail with the load error."""
+        """If no worker can run anything, unfinished jobs fail with the workers' error —
+        those queued then and, called from every tick, those submitted afterwards (they
+        would otherwise wait for a worker that never comes)."""
         if any(w.state != "failed" for w in self._workers.values()):
             return
-        err = next((w.error for w in self._workers.values() if w.error), None)
+        err = crashes.no_worker_error([w.error or {} for w in self._workers.values()])
         for job in self._jobs.values():
             if not job.status.state.finished:
                 self._finish(job, JobState.FAILED, error=err)

@@ -31,8 +31,8 @@ class ParentJobs:
     A store that fails (a full disk) never stops a run: the error is logged and kept in
     ``problem``, and the run goes on from memory."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, store: Any, owner: str | None = None) -> None:
+        self.store, self.owner = store, owner  # owner: the manager's lease (leases.py)
         self.problem: dict | None = None  # the last store error; None while writes go through
 
     def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -57,7 +57,7 @@ class ParentJobs:
         doc = {**dict(spec or {}), "long_run": kind, "label": label}
         row = self._write(store_parents.open_parent, job_id, video_path=video_path,
                                task=kind, query=query, model=model, spec=doc,
-                               video_name=label, parent=parent)
+                               video_name=label, parent=parent, owner=self.owner)
         return dict(row or {})
 
     def summarise(self, job_id: str, summary: Mapping[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The seams of the runtime as ``Protocol``s, where ``Any`` stood: what the manager needs of
-a job store, and what the service, the batch runner and the CLI need of a job manager.
+a job store, what the service, the batch runner and the CLI need of a job manager, and what
+a worker calls on its engine (``analysis.engine.Engine``, or a scripted one in tests).
 
 Structural: ``store.Store`` and ``manager.JobManager`` satisfy them without naming them, and
 so does a spy or a test double at the boundary (e.g. a store wrapper that records writes).
@@ -8,13 +9,20 @@ so does a spy or a test double at the boundary (e.g. a store wrapper that record
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 if TYPE_CHECKING:
     import sqlite3
+    import threading
+
+    from chord_core.analysis.ground_chunks import GroundChunk
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import ModelConfig
+    from chord_core.types import ModelInfo, ProgressEvent, Result, SamplingPlan, VideoInfo
 
     from chord_core.runtime.handles import JobHandle
     from chord_core.runtime.jobs import JobSpec, JobStatus
+    from chord_core.runtime.parents import ParentJobs
 
 
 class JobStore(Protocol):
@@ -45,7 +53,10 @@ class JobStore(Protocol):
 
 
 class JobRunner(Protocol):
-    """A job manager as its callers use it (``manager.JobManager``)."""
+    """A job manager as its callers use it (``manager.JobManager``). ``parents`` writes the
+    rows of parent jobs (long-video runs, batches, ``/batch_predict`` requests)."""
+
+    parents: ParentJobs
 
     def submit(self, spec: JobSpec, *, job_id: str | None = None) -> JobHandle: ...
 
@@ -67,3 +78,38 @@ class JobRunner(Protocol):
 
     def shutdown(self, timeout: float = 10.0, *, abort: bool = False) -> None: ...
 
+
+
+class WorkerEngine(Protocol):
+    """What a worker (``workers.serve``) calls on its engine: load (and warm up) the model,
+    run one task or a batch of them, read ahead, and let go of the model for another. A
+    batch call returns, per request, a Result or the error (a dict or a ChordError)."""
+
+    model_cfg: ModelConfig
+
+    def load(self) -> Any: ...
+
+    def warmup(self) -> dict[str, float]: ...
+
+    @property
+    def model_info(self) -> ModelInfo | None: ...
+
+    def unload(self) -> None: ...
+
+    def analyze(self, request: AnalysisRequest, *,
+                on_progress: Callable[[ProgressEvent], None] | None = None,
+                cancel: threading.Event | None = None, info: VideoInfo | None = None,
+                sampling_plan: SamplingPlan | None = None,
+                probe_s: float = 0.0) -> Result: ...
+
+    def ground_chunk(self, info: VideoInfo, sampling_plan: SamplingPlan,
+                     request: AnalysisRequest, **kwargs: Any) -> GroundChunk: ...
+
+    def entail_many(self, requests: Sequence[AnalysisRequest], **kwargs: Any
+                    ) -> list[Any]: ...
+
+    def describe_many(self, requests: Sequence[AnalysisRequest], **kwargs: Any
+                      ) -> list[Any]: ...
+
+
+EngineFactory = Callable[["ModelConfig"], WorkerEngine]

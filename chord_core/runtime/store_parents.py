@@ -21,21 +21,24 @@ from chord_core.runtime.jobs import FINISHED_STATES
 
 def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: str = "",
                 model: str = "", spec: Mapping[str, Any] | None = None,
-                video_name: str | None = None, parent: str | None = None) -> dict[str, Any]:
+                video_name: str | None = None, parent: str | None = None,
+                owner: str | None = None) -> dict[str, Any]:
     """The parent's row, made ``running`` (a new row, or one a previous run left unfinished:
     its summary is kept); a done one is left as it is. Returns the row. A ``parent`` the
-    store does not have (chapters read from a file) is left out."""
+    store does not have (chapters read from a file) is left out. ``owner``: the lease of the
+    process that drives it, so another live process never claims it as an orphan."""
     parent = parent if parent and store.get_job(parent) is not None else None
     if store.get_job(job_id) is None:
         try:
             store.add_job(job_id, video_path=video_path, task=task, query=query, model=model,
-                          spec=spec, video_name=video_name)
+                          spec=spec, video_name=video_name, owner=owner)
         except ValueError:
             pass  # another process made it meanwhile
     with store.transaction() as conn:
         conn.execute("UPDATE jobs SET state = 'running', started_at = ?, finished_at = NULL, "
-                     "error_json = NULL, attempts = attempts + 1, parent = ? "
-                     "WHERE job_id = ? AND state <> 'done'", (time.time(), parent, job_id))
+                     "error_json = NULL, attempts = attempts + 1, parent = ?, owner = ? "
+                     "WHERE job_id = ? AND state <> 'done'",
+                     (time.time(), parent, owner, job_id))
     return store.get_job(job_id) or {}
 
 

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
 from chord_core.analysis.request import AnalysisRequest
 from chord_core.config import (
@@ -45,6 +45,7 @@ from chord_core.runtime.messages import (
     Started,
     Stopped,
 )
+from chord_core.runtime.protocols import EngineFactory, WorkerEngine
 from chord_core.runtime.tasks import traits
 from chord_core.types import SamplingPlan, VideoInfo
 
@@ -168,7 +169,7 @@ def _bytecode_valid(source: str) -> bool:
 
 
 def _start_engine(spec: WorkerSpec, outbox: Any, t0: float,
-                  factory: Callable[[ModelConfig], Any]) -> Any:
+                  factory: EngineFactory) -> WorkerEngine | None:
     """Load the start-up model and warm it up, then tell the manager — with where the
     start-up time went (seconds per step, ``total_s`` since the process began its work).
     Returns the engine, or None when the model could not be loaded."""
@@ -227,7 +228,7 @@ def prepare_process(spec: WorkerSpec) -> None:
 
 
 def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
-          engine_factory: Callable[[ModelConfig], Any] | None = None,
+          engine_factory: EngineFactory | None = None,
           t0: float | None = None) -> None:
     """The worker loop of every executor: load the start-up model, report ``Ready``, then
     run each ``RunTasks`` from ``inbox`` until a ``StopWorker``. Cancels arrive on
@@ -264,8 +265,8 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
         current["task"] = None
 
 
-def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any,
-                factory: Callable[[ModelConfig], Any]) -> Any:
+def _engine_for(engine: WorkerEngine | None, spec: WorkerSpec, tasks: list[Task],
+                outbox: Any, factory: EngineFactory) -> WorkerEngine | None:
     """The engine for the tasks' model (they share one): the current engine, or a freshly
     loaded one. A model that cannot be loaded fails these tasks (with the loader's message)
     and nothing else."""
@@ -286,7 +287,8 @@ def _engine_for(engine: Any, spec: WorkerSpec, tasks: list[Task], outbox: Any,
     return fresh
 
 
-def _run_batch(engine: Any, tasks: list[Task], worker_id: str, outbox: Any) -> None:
+def _run_batch(engine: WorkerEngine, tasks: list[Task], worker_id: str, outbox: Any
+               ) -> None:
     """Several describe tasks through one batched generate (``Engine.describe_many``), or
     several entail tasks through one scoring pass (``Engine.entail_many``); each
     task still gets its own started/progress/done-or-failed messages. Busy time is shared."""
@@ -344,7 +346,7 @@ def _control_loop(control: Any, current: dict[str, Any]) -> None:
             return
 
 
-def _run_task(engine: Any, task: Task, worker_id: str, outbox: Any,
+def _run_task(engine: WorkerEngine, task: Task, worker_id: str, outbox: Any,
               cancel: threading.Event) -> None:
     outbox.put(Started(worker_id, task.task_id))
     lifeline.crash_if_injected([task.request.video_path])

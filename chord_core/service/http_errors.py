@@ -1,9 +1,11 @@
 """Errors as the service sends them: JSON ``{"error": …, "hint": …}`` with a fitting status.
 
 Chord's own errors carry a message and a hint already; this maps their class to an HTTP
-status (bad input 4xx, capacity 503) and turns everything unexpected into a generic 500 whose
-traceback goes to the log only. A job's stored error dict (``{"type", "message", "hint"}``)
-is mapped the same way by its ``type``.
+status (bad input 4xx, capacity 503) by ``isinstance`` in ``STATUS_BY_CLASS`` (most specific
+first), and turns everything unexpected into a generic 500 whose traceback goes to the log
+only. A job's stored error dict (``{"type", "message", "hint"}``) is mapped the same way: its
+``type`` looked up among ``chord_core.errors``' classes (``errors.from_record``), then the
+same table; a name that is not one of them is a bug (generic 500).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from chord_core.service.runtime import ClientGone
 
 log = logging.getLogger(__name__)
 
-# by class name, so a job's stored error dict maps the same way as a raised exception
-STATUS_BY_TYPE = {
-    "VideoError": 422, "ConfigError": 400, "InputError": 400, "OutputError": 400,
-    "ModelNotFoundError": 404, "JobCancelled": 409,
-    "ResourceError": 503, "StoreError": 503, "ModelError": 503, "PlacementError": 503,
-    "DiskFullError": 507,
-}
+# (class, status), most specific first: the first ``isinstance`` match is the status; a
+# ChordError none of these is (a bug's own subclass) is a 500
+STATUS_BY_CLASS: tuple[tuple[type[E.ChordError], int], ...] = (
+    (E.VideoError, 422), (E.ModelNotFoundError, 404), (E.ConfigError, 400),
+    (E.OutputError, 400), (E.InputError, 400), (E.JobCancelled, 409),
+    (E.PlacementError, 503), (E.ModelError, 503), (E.ResourceError, 503),
+    (E.StoreError, 503), (E.WorkerCrashed, 503), (E.DiskFullError, 507),
+)
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # a 500 ends its connection, said so: Starlette re-raises after a 500 and uvicorn then closes
 # the socket, so a pooled client whose next request went out on it saw ECONNRESET (issue 25)
@@ -88,15 +91,18 @@ def error_body(path: str, status: int, message: str, hint: str) -> dict[str, Any
     return body
 
 
-def status_for(error_type: str) -> int:
-    """HTTP status for a Chord error class name (500 for anything else: a bug)."""
-    return STATUS_BY_TYPE.get(error_type, 500)
+def status_for(error: BaseException | dict[str, Any] | None) -> int:
+    """HTTP status for a Chord error, raised or stored (its dict): by class, most specific
+    first; 500 for anything else (a bug)."""
+    if not isinstance(error, BaseException):
+        error = E.from_record(error)
+    return 500 if error is None else E.by_class(STATUS_BY_CLASS, error, 500)
 
 
 def from_job_error(error: dict[str, Any] | None) -> ApiError:
     """The ApiError for a failed job's stored error; internal errors stay generic."""
     error = error or {}
-    status = status_for(str(error.get("type", "")))
+    status = status_for(error)
     if status == 500:
         return ApiError(500, GENERIC_500["error"], GENERIC_500["hint"])
     return ApiError(status, str(error.get("message", "the job failed")),
@@ -104,7 +110,11 @@ def from_job_error(error: dict[str, Any] | None) -> ApiError:
 
 
 def from_chord_error(exc: E.ChordError) -> ApiError:
-    return from_job_error(exc.to_dict())
+    """The ApiError for a raised Chord error, by its class (a bug's stays generic)."""
+    status = status_for(exc)
+    if status == 500:
+        return ApiError(500, GENERIC_500["error"], GENERIC_500["hint"])
+    return ApiError(status, exc.message, exc.hint)
 
 
 def job_error_entry(error: dict[str, Any] | None) -> dict[str, str]:

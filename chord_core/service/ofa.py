@@ -1,7 +1,9 @@
 """OFA-VE's batch API: ``POST /batch_predict`` with ``{"tasks": [{"image_data", "text",
 "id"?}]}`` → ``{"predictions": [...]}``, one per task, in order.
 
-Each good task becomes an ``entail`` job (image + statement); all are submitted before any is
+The request is a parent job (``bp-…``, a key of its tasks: the same request sent again is the
+same parent) whose children are ordinary ``entail`` jobs (image + statement, each with a
+content key: a task the store has done is not scored again). All are submitted before any is
 awaited, so the manager scores them in shared prefill batches over every worker. A bad task
 (undecodable or empty image, empty text) gets its own ``{"id", "error", "hint"}`` entry and
 never costs the others their answers. A prediction carries OFA-VE's word (``entailment``:
@@ -23,6 +25,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
 
 from chord_core.errors import ChordError, DiskFullError
 from chord_core.service.http_errors import (
@@ -33,6 +36,7 @@ from chord_core.service.http_errors import (
 )
 from chord_core.service.inputs import unencodable_at
 from chord_core.service.readers import spool_body
+from chord_core.service.runtime import ClientGone
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -210,14 +214,37 @@ async def batch_predict(request: Request) -> dict[str, Any]:
         raise ApiError(*read.refusal)
     out, ids, specs, slots = read.out, read.ids, read.specs, read.slots
     if specs:
-        job_ids = await rt.submit(specs)
+        specs, parent_id = await run_in_threadpool(keyed, specs, ids, rt.model)
+        job_ids = await rt.submit_parent(parent_id, specs, label="api batch_predict")
         try:
             statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request)
         except TimeoutError:
+            await rt.end_parent(parent_id, None)
             raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "
                                 "and were cancelled",
                            "send fewer tasks per request, or raise CHORD_API_TIMEOUT_S",
                            {"Retry-After": "10"}) from None
+        except ClientGone:
+            await rt.end_parent(parent_id, None)
+            raise
+        await rt.end_parent(parent_id, statuses)
         for slot, task_id, st in zip(slots, ids, statuses):
             out[slot] = prediction(task_id, st)
     return {"predictions": out, "model": rt.model}
+
+
+def keyed(specs: list[Any], ids: list[Any], model: str) -> tuple[list[Any], str]:
+    """Each task's spec with its content key (the stored image's bytes, the statement, the
+    model, the sampling) and the request's parent id (``bp-`` + a key of its ids and tasks):
+    a request sent again — after a timeout, or a crash of the service — is the same parent
+    and the same jobs, so no task is scored twice."""
+    import hashlib
+    from dataclasses import replace
+
+    from chord_core.runtime.batch import request_key
+
+    out = [replace(s, key=request_key(s.request.video_path, "entail", s.request.query, model,
+                                      s.request.sampling, s.request.max_new_tokens))
+           for s in specs]
+    ident = json.dumps([[str(i), s.key] for i, s in zip(ids, out)])
+    return out, "bp-" + hashlib.sha256(ident.encode()).hexdigest()[:12]

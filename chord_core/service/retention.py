@@ -16,7 +16,10 @@ import stat
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def sweep_uploads(folder: Path, max_age_s: float, in_use: Iterable[str],
     return removed
 
 
-def paths_in_use(manager: Any) -> list[str]:
+def paths_in_use(manager: JobRunner) -> list[str]:
     """The input files of the manager's unfinished jobs."""
     return [st.spec.request.video_path for st in manager.jobs() if not st.state.finished]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -86,8 +86,9 @@ class ServiceRuntime:
         finally:
             if left is not None:
                 left.cancel()
-        if done.done():
-            return done.result()
+        if done.done():  # in the order asked (two tasks of one key share one job)
+            by_id = {h.job_id: st for h, st in zip(handles, done.result())}
+            return [by_id[str(j)] for j in job_ids]
         done.cancel()
         pending = [h.job_id for h in handles if not h.done()]
         await run_in_threadpool(self._cancel, pending)
@@ -95,8 +96,32 @@ class ServiceRuntime:
             raise ClientGone(f"client left; {len(pending)} job(s) cancelled")
         raise TimeoutError(f"{len(pending)} job(s) unfinished after {timeout_s:g} s")
 
+    async def submit_parent(self, parent_id: str, specs: Sequence[JobSpec], *,
+                            label: str) -> list[str]:
+        """``specs`` as the children of the parent job ``parent_id`` (a ``/batch_predict``
+        request), off the event loop: the parent's row is opened (again: a re-sent request
+        has the same id), a spec whose content key has a done job in the store is that job,
+        and the others are submitted together (one of a key the manager still runs — resumed
+        after a crash — is that job). So a request sent again finishes each task once."""
+        def submit_all() -> list[str]:
+            self.manager.parents.open(parent_id, kind="batch_predict", video_path="",
+                                      model=self.model, label=label,
+                                      spec={"tasks": len(specs)})
+            done = [self.store.find_done(s.key) if self.store is not None and s.key
+                    else None for s in specs]
+            with self.manager.holding():
+                return [d if d is not None else self.manager.submit(replace(s, parent=parent_id))
+                        for s, d in zip(specs, done)]
+
+        return await run_in_threadpool(submit_all)
+
+    async def end_parent(self, parent_id: str, statuses: Sequence[JobStatus] | None) -> None:
+        """The parent's row ended: done with its children's counts, or (``None``: timed out,
+        or the client left) cancelled."""
+        await run_in_threadpool(end_parent, self.manager, parent_id, statuses)
+
     def _handles(self, job_ids: Sequence[str]) -> list[Any]:
-        return [j if isinstance(j, JobHandle) else self.manager.handle(j)
+        return [j if isinstance(j, JobHandle) else handle_of(self.manager, self.store, j)
                 for j in dict.fromkeys(job_ids)]
 
     def _cancel(self, job_ids: Sequence[str]) -> None:
@@ -159,6 +184,76 @@ def _find_tokenizer(model: str) -> Any:
         return None
 
 
+def handle_of(manager: JobRunner, store: JobStore | None, job_id: str) -> JobHandle:
+    """The job's handle: from the manager, or (a job done before this process started, which
+    the manager never held) a finished one from the store. KeyError when neither has it."""
+    from chord_core.runtime.jobs import stored_status
+
+    try:
+        return manager.handle(job_id)
+    except KeyError:
+        status = stored_status(store, job_id) if store is not None else None
+        if status is None:
+            raise
+        return JobHandle.finished(status)
+
+
+def end_parent(manager: JobRunner, parent_id: str,
+               statuses: Sequence[JobStatus] | None) -> None:
+    """Write how a ``/batch_predict`` parent ended, with its children's counts."""
+    if statuses is None:
+        manager.parents.finish(parent_id, "cancelled", {"progress": {"stage": "tasks"}})
+        return
+    counts: dict[str, int] = {}
+    for st in statuses:
+        counts[st.state.value] = counts.get(st.state.value, 0) + 1
+    manager.parents.finish(parent_id, "done", {
+        "counts": counts, "progress": {"stage": "tasks", "done": len(statuses),
+                                       "total": len(statuses)}})
+
+
+def resume_parents(manager: JobRunner, store: JobStore | None) -> int:
+    """``/batch_predict`` parents a crash left unfinished: each is ended once its children
+    (resumed by the manager: same ids) have finished, whether or not the client sends its
+    request again. Returns how many are followed."""
+    from chord_core.runtime.store_parents import children
+
+    if store is None:
+        return 0
+    rows = [r for state in ("running", "queued")  # queued: claimed from the dead process
+            for r in store.list_jobs(limit=1000, state=state, top_level=True)
+            if (r.get("spec") or {}).get("long_run") == "batch_predict"]
+    for row in rows:
+        try:
+            kids = [handle_of(manager, store, c["job_id"])
+                    for c in children(store, row["job_id"])]
+        except KeyError as exc:  # a child another live process runs: its request's own
+            log.info("%s left to its own process (%s)", row["job_id"], exc)
+            continue
+        _end_when_done(manager, row["job_id"], kids)
+    if rows:
+        log.info("following %d /batch_predict request(s) a crash left unfinished", len(rows))
+    return len(rows)
+
+
+def _end_when_done(manager: JobRunner, parent_id: str, handles: list[JobHandle]) -> None:
+    import threading
+
+    left, lock = [len(handles)], threading.Lock()
+
+    def one_done(_: JobHandle) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:  # on the dispatcher thread, after its tick: one quick write
+            end_parent(manager, parent_id, [h.status() for h in handles])
+
+    if not handles:
+        end_parent(manager, parent_id, [])
+    for h in handles:
+        h.add_done_callback(one_done)
+
+
 def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
                   ray_address: str | None = "auto") -> ServiceRuntime:
     """Plan and start the workers (this machine's processes, or Ray actors) on the app's
@@ -171,4 +266,5 @@ def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
         log.warning("%s", notice)
     manager, plan = start_manager(model_cfg, parallel, store=store,
                                   executor=executor, ray_address=ray_address)
+    resume_parents(manager, store)
     return ServiceRuntime(manager, store, model_cfg.model, tuple(plan.lines))

@@ -2,7 +2,9 @@
 
 * A ``batch`` run whose worker is killed (-9), that is then stopped by SIGTERM, re-run and
   killed (-9), and re-run to the end: every clip is done exactly once (one job and one result
-  per clip in the store, one result file each), and no process of a killed run survives it.
+  per clip in the store, one result file each), the batch is one parent row (taken up by
+  each run, done at the end with its progress) whose children are the clips' jobs, and no
+  process of a killed run survives it.
 * A poisoned clip (``CHORD_FAULT_CRASH_ON``) that kills its worker fails after MAX_ATTEMPTS
   with an error naming it; the clips batched with it finish; the workers stay up. A full
   store (SQLite's SQLITE_FULL, the fake at the boundary) never stops the dispatcher.
@@ -37,13 +39,16 @@ N_CLIPS = 6
 POISON = "crash-me-7f3"  # CHORD_FAULT_CRASH_ON matches the whole path: keep it unique
 
 
-def _states(db: Path) -> dict[str, int]:
-    """Jobs per state, read from the store file by a separate read-only connection."""
+def _states(db: Path, parents: bool = False) -> dict[str, int]:
+    """Clip jobs (a batch's children) per state — or, ``parents``, the batches' rows —
+    read from the store file by a separate read-only connection."""
     if not db.exists():
         return {}
+    which = "IS NULL" if parents else "IS NOT NULL"
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            return dict(conn.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
+            return dict(conn.execute("SELECT state, COUNT(*) FROM jobs "
+                                     f"WHERE parent {which} GROUP BY state"))
     except sqlite3.Error:
         return {}
 
@@ -123,12 +128,14 @@ def test_killed_and_stopped_batches_do_every_clip_exactly_once(batch_setup):
     assert "error: stopped by SIGTERM" in run.stderr and "Traceback" not in run.stderr
     after1 = _states(db)
     assert set(after1) <= {"queued", "done"} and after1.get("queued"), after1  # none "running"
+    assert _states(db, parents=True) == {"cancelled": 1}  # stopped: History says so
     # run 2: killed -9 once one more clip is done; its workers die with it
     run = BatchRun(args, env, tmp / "run2.log")
     _wait_for(lambda: run.watch() and _states(db).get("done", 0) > after1["done"])
     assert run.stop(signal.SIGKILL) == -signal.SIGKILL
     after2 = _states(db)
     assert after2.get("done", 0) < N_CLIPS, after2  # work was left for run 3
+    assert _states(db, parents=True) == {"running": 1}  # killed: taken up by the next run
     # run 3: to the end
     run = BatchRun(args, env, tmp / "run3.log")
     assert run.proc.wait(300) == 0, run.stderr
@@ -136,9 +143,20 @@ def test_killed_and_stopped_batches_do_every_clip_exactly_once(batch_setup):
     assert summary["counts"].get("skipped", 0) == after2["done"]
     assert sum(summary["counts"].values()) == N_CLIPS
     with sqlite3.connect(db) as conn:
-        per_key = conn.execute("SELECT key, COUNT(*), MIN(state) FROM jobs GROUP BY key").fetchall()
+        per_key = conn.execute("SELECT key, COUNT(*), MIN(state), MIN(parent), MAX(parent) "
+                               "FROM jobs WHERE parent IS NOT NULL GROUP BY key").fetchall()
         results = conn.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    assert len(per_key) == N_CLIPS and all(n == 1 and st == "done" for _, n, st in per_key), per_key
+        top = conn.execute("SELECT job_id, state, attempts, summary_json FROM jobs "
+                           "WHERE parent IS NULL").fetchall()
+    # one parent row (the batch, History's one row), taken up by each of the three runs
+    assert len(top) == 1 and top[0][0] == summary["batch_id"], top
+    assert top[0][1:3] == ("done", 3), top
+    progress = json.loads(top[0][3])["progress"]
+    assert progress == {"stage": "clips", "done": N_CLIPS, "total": N_CLIPS}
+    # each clip: one child job of that parent, done once, one result
+    assert len(per_key) == N_CLIPS, per_key
+    assert all(n == 1 and st == "done" and lo == hi == summary["batch_id"]
+               for _, n, st, lo, hi in per_key), per_key
     assert results == N_CLIPS
     files = sorted(p.name for p in (tmp / "out").glob("c*.ground.json"))
     assert files == [f"c{i}.ground.json" for i in range(N_CLIPS)]

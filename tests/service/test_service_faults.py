@@ -258,3 +258,189 @@ def test_a_full_disk_at_finish_loses_nothing(tmp_path: Path, tiny_model_dir: Pat
         == ("done", 1, 2)  # run again once, stored once
     print("\nFAULTS full disk: 2 faults (space back; killed while full), duplicates 0, "
           "lost 0")
+
+
+N_TASKS = 64  # the most one request may hold. The manager starts the first task alone and
+# scores the other 63 in one batched pass (each 448×336 image about 190 visual tokens), which
+# took about 4 s on 2 shared cores: the kill, as soon as the first is done, lands inside it
+
+
+def predict_body(tmp: Path) -> dict[str, Any]:
+    """N_TASKS image + statement pairs (JPEG, base64), every one a different image."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng, tasks = np.random.default_rng(7), []
+    for i in range(N_TASKS):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 255, (336, 448, 3), dtype=np.uint8)).save(buf, "JPEG")
+        tasks.append({"id": f"t{i}", "text": f"there are {i} birds",
+                      "image_data": base64.b64encode(buf.getvalue()).decode()})
+    return {"tasks": tasks}
+
+
+def post_in_thread(server: Server, body: dict[str, Any]) -> Any:
+    """POST /batch_predict from a thread (the client waits; the service is killed under it)."""
+    import threading
+
+    import requests
+
+    box: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            box["response"] = requests.post(server.url + "/batch_predict", json=body,
+                                            timeout=600)
+        except requests.RequestException as exc:
+            box["error"] = exc
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    return t, box
+
+
+def predict_rows(data: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the parents of /batch_predict requests, their children) from the store's rows."""
+    all_rows = rows(data)
+    parents = {k: r for k, r in all_rows.items() if k.startswith("bp-")}
+    kids = {k: r for k, r in all_rows.items() if r["parent"] in parents}
+    return parents, kids
+
+
+def test_batch_predict_after_a_serve_crash_finishes_each_task_once(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    """kill -9 of ``serve`` mid-request: the restarted service ends the stored parent by
+    itself (its children resumed), and the client's re-sent request gets every answer from
+    them — no task is scored twice, none is lost."""
+    import requests
+
+    body = predict_body(tmp_path)
+    srv = start_server(tmp_path, "--cpu-workers", "1", "--batch-size", "1",
+                       timeout=STARTUP_S)
+    try:
+        t, box = post_in_thread(srv, body)
+        wait_for(lambda: any(r["state"] == "done" for r in predict_rows(srv.data)[1].values()),
+                 timeout=300, every=0.05)
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait(60)
+        t.join(30)
+    finally:
+        if srv.proc.poll() is None:
+            stop_server(srv)
+    assert "error" in box, box  # the client lost its connection
+    parents, before = predict_rows(srv.data)
+    assert len(parents) == 1 and len(before) == N_TASKS, (parents, len(before))
+    left = [k for k, r in before.items() if r["state"] != "done"]
+    assert left, "every task finished before the kill: nothing was left to resume"
+    (parent_id,) = parents
+    srv2 = start_server(tmp_path, "--cpu-workers", "1", "--batch-size", "1",
+                        timeout=STARTUP_S)
+    try:  # the stored parent ends by itself, without the client
+        wait_for(lambda: rows(srv2.data)[parent_id]["state"] == "done", timeout=300)
+        r = requests.post(srv2.url + "/batch_predict", json=body, timeout=300)
+        assert r.status_code == 200, r.text
+        preds = r.json()["predictions"]
+    finally:
+        stop_server(srv2)
+    assert [p["id"] for p in preds] == [f"t{i}" for i in range(N_TASKS)]
+    assert all(p["entailment"] in ("yes", "maybe", "no") for p in preds), preds
+    parents, after = predict_rows(srv2.data)
+    assert list(parents) == [parent_id] and sorted(after) == sorted(before)  # no new jobs
+    assert {p["job_id"] for p in preds} == set(after)  # the answers are those jobs'
+    for job_id, row in after.items():
+        assert (row["state"], row["results"]) == ("done", 1), row  # scored exactly once
+        starts = before[job_id]["attempts"] + (1 if job_id in left else 0)
+        assert row["attempts"] == starts, (job_id, row, before[job_id])
+    print(f"\nFAULTS batch_predict kill-9: 1 fault, {len(left)} of {N_TASKS} task(s) "
+          "resumed, duplicates 0, lost 0")
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_app(tmp: Path, data: Path, media: Path) -> tuple[Any, str, Path]:
+    """``streamlit run app.py`` (the README's way) on a free port, on ``serve``'s data dir."""
+    import os
+    import subprocess
+    import sys
+
+    from service_server import free_port
+
+    port, log = free_port(), tmp / "app.log"
+    env = {k: v for k, v in os.environ.items() if k != "CHORD_TEST_ENGINE_MODE"}
+    env.update(CHORD_MODEL="test", CHORD_DATA_DIR=str(data), CHORD_MEDIA_ROOTS=str(media),
+               CHORD_CPU_WORKERS="1", HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert proc.poll() is None, f"the app exited {proc.returncode}: {log.read_text()[-2000:]}"
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+    wait_for(healthy, timeout=120, every=0.3)
+    return proc, url, log
+
+
+def owner_of_pid(data: Path, pid: int) -> str | None:
+    """The lease a process holds in the store (the app's manager takes one as it starts)."""
+    with sqlite3.connect(f"file:{data / 'chord.sqlite3'}?mode=ro", uri=True, timeout=10) as c:
+        row = c.execute("SELECT owner_id FROM owners WHERE pid = ?", (pid,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+@pytest.mark.e2e
+def test_the_real_app_started_beside_a_busy_serve_runs_none_of_its_jobs(
+        tmp_path: Path, tiny_model_dir: Path, clip: Path) -> None:
+    """The real Streamlit app (its manager starts with the first page a browser opens) and a
+    busy ``serve`` on one data dir: the app claims none of the service's jobs, runs none of
+    them (each is started once, finished once, by the service's lease) and changes none of
+    their rows; nothing in either log says a row was fought over."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium package")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    srv = start_server(tmp_path, "--cpu-workers", "1", timeout=STARTUP_S)
+    app = None
+    try:
+        theirs = [submit_ground(srv, clip, fps) for fps in (2.0, 1.0, 1.0)]
+        wait_for(lambda: running_with_progress(srv, theirs[0]))
+        before = rows(srv.data)
+        app, url, app_log = start_app(tmp_path, srv.data, srv.media)
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM),
+                                        args=["--no-sandbox", "--disable-gpu"])
+            try:
+                browser.new_page().goto(url, wait_until="domcontentloaded")
+                app_owner = wait_for(lambda: owner_of_pid(srv.data, app.pid),
+                                     timeout=STARTUP_S)  # the app's manager is up
+            finally:
+                browser.close()
+        for job_id in theirs:
+            wait_for(lambda: call(srv, "GET", f"/v1/jobs/{job_id}")[1]["state"] == "done",
+                     timeout=300)
+        after = rows(srv.data)
+    finally:
+        if app is not None:
+            app.terminate()
+            app.wait(30)
+        stop_server(srv)
+    assert sorted(after) == sorted(theirs)  # the app added no job and took none over
+    for job_id in theirs:
+        row = after[job_id]
+        assert (row["state"], row["results"], row["attempts"]) == ("done", 1, 1), row
+        assert row["owner"] == before[job_id]["owner"] != app_owner, row
+        if before[job_id]["started_at"] is not None:  # not re-queued: the same start
+            assert row["started_at"] == before[job_id]["started_at"], row
+    for log in (srv.log.read_text(), app_log.read_text()):
+        assert "cannot go from" not in log and "Traceback" not in log, log[-3000:]
+        assert "whose owner is gone" not in log, log[-3000:]  # no one claimed anything
+    print(f"\nFAULTS real app beside serve: {len(theirs)} service job(s), run twice 0, "
+          "rows changed by the other process 0")

@@ -169,12 +169,13 @@ def _sleeps_in_loops(path: Path) -> list[str]:
     return found
 
 
-def test_no_polling_loop_is_left_in_the_runtime_or_the_service() -> None:
+def test_no_polling_loop_is_left_in_the_runtime_the_service_or_long_runs() -> None:
     """Waiters wait on handles. The dispatcher's own tick blocks in the executor's
-    ``events(timeout)`` (a wait on messages, not a sleep), so nothing here sleeps in a loop."""
-    files = sorted((ROOT / "chord_core" / "runtime").glob("*.py")) + \
-        sorted((ROOT / "chord_core" / "service").glob("*.py"))
-    assert len(files) > 20
+    ``events(timeout)`` (a wait on messages, not a sleep), so nothing here sleeps in a loop:
+    not the runtime, not the service, not a long-video run waiting on its chunks."""
+    files = [f for folder in ("runtime", "service", "longvideo")
+             for f in sorted((ROOT / "chord_core" / folder).glob("*.py"))]
+    assert len(files) > 40 and any(f.name == "runs.py" for f in files)
     found = [hit for f in files for hit in _sleeps_in_loops(f)]
     assert found == [], "polling loops: " + ", ".join(found)
 
@@ -202,3 +203,49 @@ def test_the_runtime_knows_every_task_in_one_table() -> None:
     assert WorkerState.STOPPED.is_finished and not WorkerState.RESTARTING.is_finished
     assert {p for p in TaskPhase if p.is_finished} == {TaskPhase.DONE, TaskPhase.FAILED,
                                                        TaskPhase.STOPPED}
+
+
+def test_a_cancel_flag_calls_back_when_set_and_at_once_when_it_was() -> None:
+    from chord_core.runtime.handles import CancelFlag
+
+    flag, heard = CancelFlag(), []
+    stop = flag.on_set(lambda: heard.append("a"))
+    flag.on_set(lambda: 1 / 0)  # a bad hook is logged, the others still run
+    flag.on_set(lambda: heard.append("b"))
+    stop()
+    flag.set()
+    assert flag.is_set() and flag.wait(0) and heard == ["b"]
+    flag.on_set(lambda: heard.append("late"))
+    assert heard == ["b", "late"]
+
+
+class _Handles:
+    """The one thing a run's ``Wakeups`` asks of a manager: ``handle(job_id)``."""
+
+    def __init__(self) -> None:
+        self.box: dict[str, tuple[JobHandle, Completion, list[JobStatus]]] = {}
+
+    def handle(self, job_id: str) -> JobHandle:
+        if job_id not in self.box:
+            self.box[job_id] = make()
+        return self.box[job_id][0]
+
+
+@pytest.mark.parametrize("wake", ["child finishes", "cancel pressed"])
+def test_a_long_run_wakes_on_a_child_or_a_cancel_without_polling(wake: str) -> None:
+    from chord_core.longvideo.runs import Wakeups
+    from chord_core.runtime.handles import CancelFlag
+
+    cancel, manager = CancelFlag(), _Handles()
+    wakeups = Wakeups(cancel)
+    wakeups.follow(manager, "job-1")
+    _, done, box = manager.box["job-1"]
+    woke = threading.Event()
+    t = threading.Thread(target=lambda: (wakeups.wait(), woke.set()))
+    t.start()
+    assert not woke.wait(0.2)  # nothing happened: it blocks
+    finish(done, box) if wake == "child finishes" else cancel.set()
+    assert woke.wait(5), f"the run did not wake when its {wake}"
+    t.join(5)
+    wakeups.close()
+    assert cancel.is_set() == (wake == "cancel pressed")

@@ -234,3 +234,25 @@ def test_writes_a_full_disk_refused_are_made_in_order_when_space_returns(tmp_pat
     assert s.get_job("j1")["state"] == "done"
     assert s.get_result("j1")["query"] == big.query
     s.close()
+
+
+def test_a_parent_row_is_its_drivers_and_no_other_live_process_claims_it(tmp_path: Path
+                                                                          ) -> None:
+    """A parent job (a batch, a long run) opened under a lease carries that owner: a second
+    process starting beside the live one leaves it alone; once its owner is gone (released
+    here, as a stopped process does), the next start claims it like any orphan."""
+    from chord_core.runtime.parents import ParentJobs
+
+    with Store(tmp_path / "chord.sqlite3") as s:
+        first, second = Lease(s), Lease(s)
+        first.acquire()
+        ParentJobs(s, first.owner_id).open("batch-1", kind="batch", video_path="/out",
+                                           model="test", label="batch of 2 clip(s)")
+        row = s.get_job("batch-1")
+        assert (row["state"], row["owner"]) == ("running", first.owner_id)
+        second.acquire()
+        assert second.claim_orphans() == []  # the live driver's: left alone
+        assert s.get_job("batch-1")["owner"] == first.owner_id
+        first.release()
+        assert second.claim_orphans() == ["batch-1"]
+        assert s.get_job("batch-1")["owner"] == second.owner_id

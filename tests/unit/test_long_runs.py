@@ -115,3 +115,20 @@ def test_a_run_is_found_by_its_parent_job_and_a_stored_one_is_adopted() -> None:
     assert not manager.start("other:describe", "chapters", lambda run, p: None)
     gate.set()
     _wait(manager, "clip:describe", "done")
+
+
+def test_outcome_and_long_run_states_are_str_enums() -> None:
+    from chord_ui.long_runs import RunState
+    from chord_ui.session import Outcome, OutcomeState
+
+    out = Outcome("job-1", "cancelled")  # given as its word (History does)
+    assert out.state is OutcomeState.CANCELLED and out.finished and f"{out.state}" == "cancelled"
+    assert not Outcome("job-1", OutcomeState.RUNNING).finished
+    assert Outcome("job-1", "done", settling=True).finished is False
+    with pytest.raises(ValueError):
+        Outcome("job-1", "exploded")
+    assert [s.is_finished for s in RunState] == [False, True, True, True]
+    manager = LongRunManager()
+    manager.start("k", "search", lambda run, on_progress: "doc")
+    snap = _wait(manager, "k", "done")
+    assert snap["state"] is RunState.DONE and snap["state"] == "done"
