@@ -82,6 +82,7 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
     out = preview_file(clip.key)
     if out.exists():
         return str(out)
+    drop_stale(out)  # one made by an earlier Chord may place frames differently
     if (info is not None and info.duration_s > PREVIEW_MAX_S) or failed_marker(out).exists():
         return None  # a failed preview was logged once, when it failed
     try:

@@ -22,6 +22,10 @@ PLAYABLE_CODECS = {"h264", "avc1", "vp8", "vp9", "av1"}
 PREVIEW_MAX_W = 960
 PREVIEW_MAX_S = 20 * 60.0  # longer clips get no preview (it would take minutes to make)
 PREVIEW_TIME_BASE = Fraction(1, 90000)  # fine enough that a nudge of one tick is invisible
+# In the preview's name: raised whenever how a preview is made changes what it shows, so one
+# made before is not served again. 2: AVI frame k at k frame intervals (issue 28: previews of
+# packed-B-frame AVIs had every third frame 41.7 ms off).
+PREVIEW_VERSION = 2
 
 
 def plays_in_browser(path: str, info: VideoInfo | None) -> bool:
@@ -37,7 +41,21 @@ def previews_dir(data_dir: Path | None = None) -> Path:
 
 
 def preview_file(clip_key: str, data_dir: Path | None = None) -> Path:
-    return previews_dir(data_dir) / f"{clip_key}.mp4"
+    """Where the clip's preview is kept (a new ``PREVIEW_VERSION`` makes a new one)."""
+    return previews_dir(data_dir) / f"{clip_key}.v{PREVIEW_VERSION}.mp4"
+
+
+def drop_stale(out: Path) -> int:
+    """Delete this clip's previews of earlier versions and their failure markers beside
+    ``out``, the current one (clip keys are hex digests: ``<key>.*`` is this clip's alone);
+    the current version's files, a half-written one too, stay. Returns how many went."""
+    key, current = out.name.split(".", 1)[0], f"{out.stem}."  # "<key>.v2.": mp4, part, failed
+    gone = 0
+    for old in out.parent.glob(f"{key}.*"):
+        if not old.name.startswith(current):
+            old.unlink(missing_ok=True)
+            gone += 1
+    return gone
 
 
 def _even(n: int) -> int:

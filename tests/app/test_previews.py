@@ -103,6 +103,24 @@ def test_a_failed_preview_is_remembered(tmp_path: Path) -> None:
     assert failed_marker(out).read_text().strip()
 
 
+def test_a_preview_of_an_earlier_version_is_made_again(tmp_path: Path) -> None:
+    """A preview made by an earlier Chord (packed-B-frame AVIs had frames 41.7 ms off) is
+    not served: the name carries PREVIEW_VERSION, and the old files of that clip go."""
+    from chord_ui.previews import PREVIEW_VERSION, drop_stale, preview_file
+
+    out = preview_file("path-0123abcd", tmp_path)
+    assert out.name == f"path-0123abcd.v{PREVIEW_VERSION}.mp4"
+    out.parent.mkdir(parents=True)
+    old = [out.parent / n for n in ("path-0123abcd.mp4", "path-0123abcd.failed",
+                                    "path-0123abcd.v1.mp4")]
+    kept = [out.parent / n for n in (f"path-0123abcd.v{PREVIEW_VERSION}.part.mp4",
+                                     "path-0123abcdef.mp4", "other.mp4")]
+    for f in old + kept:
+        f.write_bytes(b"x")
+    assert drop_stale(out) == 3
+    assert not any(f.exists() for f in old) and all(f.exists() for f in kept)
+
+
 @pytest.mark.parametrize(("fps", "frames", "want"), [
     (25.0, 1000, [0, 25, 75, 250]),
     (25.0, 30, [0, 25, 29]),
