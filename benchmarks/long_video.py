@@ -240,6 +240,9 @@ def main() -> int:
     ap.add_argument("--ground-batch", type=int, default=None,
                     help="frames per generate call in grounding jobs (default: the worker's)")
     ap.add_argument("--frames-per-chunk", type=int, default=8)
+    ap.add_argument("--describe-fps", type=float, default=None,
+                    help="sampling rate of a chunk description (default: the product's); "
+                         "VSS density is --chunk-s 10 --frames-per-chunk 20 --describe-fps 2")
     ap.add_argument("--chunk-tokens", type=int, default=128,
                     help="tokens per chunk description and reduce answer")
     ap.add_argument("--ground-max-pixels", type=int, default=None,
@@ -281,7 +284,9 @@ def main() -> int:
                                  min_chunk_s=min(10.0, args.chunk_s),
                                  chapter_s=args.chapter_s, cuts=cuts,
                                  ground_fps=args.ground_fps, max_new_tokens=args.chunk_tokens,
-                                 describe_max_frames=args.frames_per_chunk)
+                                 describe_max_frames=args.frames_per_chunk,
+                                 **({"describe_fps": args.describe_fps}
+                                    if args.describe_fps else {}))
     store = Store(work / "chord.sqlite3")
     sampler, _ = _gpu_util() if args.device == "cuda" else (None, None)
     out = {"clip": str(clip), "clip_s": round(info.duration_s, 1), "frames": info.frame_count,

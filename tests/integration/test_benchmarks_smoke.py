@@ -120,6 +120,38 @@ def test_thinking_entail_harness_cpu_mode(tmp_path):
     assert think["cost_vs_first_token"] > 1
 
 
+def test_decode_readers_cpu_rows_and_a_missing_nvdec_row(tmp_path):
+    from chord_core.testing.videos import make_video
+
+    clip = make_video(tmp_path / "c.mp4", duration_s=3.0, fps=10.0, size_wh=(160, 120)).path
+    proc = _run(["benchmarks/decode_readers.py", "--clip", str(clip), "--frames", "20",
+                 "--every", "5", "--decoders", "1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "decode_readers.json").read_text())
+    for reader in ("opencv", "pyav"):
+        assert res[reader]["frames"] == 20 and res[reader]["frames_per_s"] > 0, reader
+    assert res["chord_sparse"]["frames"] == 4 and res["chord_sparse"]["route"] == "pyav"
+    nvdec = res["nvdec_x1"]  # a host with PyNvVideoCodec and a GPU decodes for real
+    assert "No module named" in nvdec.get("not available", "") or nvdec["frames"] == 20
+
+
+def test_footage_repeats_a_carried_segment_to_the_length_asked(tmp_path):
+    from chord_core.media.probe import probe
+    from chord_core.testing.videos import make_video
+
+    seg = make_video(tmp_path / "seg.mp4", duration_s=3.0, fps=10.0, size_wh=(160, 120)).path
+    out = tmp_path / "long.mp4"
+    proc = _run(["benchmarks/footage.py", "--segment", str(seg), "--minutes", "0.2",
+                 "--out", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    assert res["packets"] == 4 * 30 and 12.0 <= res["duration_s"] < 12.5
+    assert probe(out).frame_count == 120
+    missing = _run(["benchmarks/footage.py", "--segment", str(tmp_path / "nope.mp4"),
+                    "--out", str(out)], tmp_path)
+    assert missing.returncode == 2 and "no segment at" in missing.stderr
+
+
 def test_image_memory_prints_the_peak_and_the_refusal(tmp_path):
     proc = _run(["benchmarks/image_memory.py", "--count", "2", "--side", "300"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]

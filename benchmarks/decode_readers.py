@@ -1,0 +1,206 @@
+"""Decode speed by reader on one clip (issue 26): NVDEC through PyNvVideoCodec, OpenCV, PyAV,
+and Chord's own reader on the sparse 1 fps frames a grounding job reads.
+
+    python3 benchmarks/decode_readers.py --clip real_hour.mp4 --frames 9000 --decoders 1,2,4,8
+    .venv/bin/python benchmarks/decode_readers.py --clip clip.mp4 --frames 300   # CPU readers
+
+* ``opencv`` / ``pyav``: one capture (FFmpeg's own threads), every frame of the first
+  ``--frames`` decoded in order and converted to RGB uint8 on the host;
+* ``nvdec_xN``: N ``SimpleDecoder`` sessions on GPU 0, one thread each, each decoding the same
+  ``--frames`` frames to RGB in device memory (the file is read again from its start when it is
+  shorter); the figure is all sessions' frames over the wall of the slowest. Opening a session
+  is timed apart (``open_s``), since a reader keeps its sessions;
+* ``*_sparse``: one frame every ``--every`` frames (1 fps of a 30 fps clip) of the first
+  ``--frames``: NVDEC by index, and ``chord_core.media.video.read_frames_timed`` (the reader a
+  grounding job uses, at 448×252 as in the hour benchmark).
+
+A reader the host lacks is reported as ``not available: <why>``, never replaced. One frame of
+each NVDEC run is checked (shape H×W×3, not all zero) so a run that decodes nothing fails.
+Writes JSON to ``--out`` (default ``$OUT/decode_readers.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def opencv_full(clip: str, frames: int) -> dict[str, Any]:
+    """Every frame in order through one OpenCV capture, BGR → RGB as Chord's reader does."""
+    import cv2
+
+    cap = cv2.VideoCapture(clip)
+    t0, n = time.perf_counter(), 0
+    while n < frames:
+        ok, bgr = cap.read()
+        if not ok:
+            break
+        cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        n += 1
+    cap.release()
+    return _rate(n, time.perf_counter() - t0)
+
+
+def pyav_full(clip: str, frames: int) -> dict[str, Any]:
+    """Every frame in order through PyAV with FFmpeg's frame and slice threads, to RGB."""
+    import av
+
+    t0, n = time.perf_counter(), 0
+    with av.open(clip) as box:
+        stream = box.streams.video[0]
+        stream.thread_type = "AUTO"
+        for frame in box.decode(stream):
+            frame.to_ndarray(format="rgb24")
+            n += 1
+            if n >= frames:
+                break
+    return _rate(n, time.perf_counter() - t0)
+
+
+def _rate(n: int, seconds: float) -> dict[str, Any]:
+    return {"frames": n, "seconds": round(seconds, 3), "frames_per_s": round(n / seconds, 1)}
+
+
+def _nvdec_session(clip: str) -> Any:
+    import PyNvVideoCodec as nvc
+
+    return nvc.SimpleDecoder(clip, gpu_id=0, use_device_memory=True,
+                             output_color_type=nvc.OutputColorType.RGB)
+
+
+def _check_frame(frame: Any) -> list[int]:
+    """Shape of one decoded frame; raises if it is not H×W×3 or is all zero."""
+    import torch
+
+    pic = torch.from_dlpack(frame)
+    if pic.dim() != 3 or 3 not in (pic.shape[0], pic.shape[-1]) or not bool(pic.any()):
+        raise RuntimeError(f"NVDEC frame looks wrong: shape {tuple(pic.shape)}")
+    return list(pic.shape)
+
+
+def _decode_n(dec: Any, frames: int, batch: int = 64) -> tuple[int, list[int]]:
+    """Decode ``frames`` frames in order, from the start again when the file ends."""
+    n, shape = 0, []
+    while n < frames:
+        got = dec.get_batch_frames(min(batch, frames - n))
+        if not got:
+            if n == 0:
+                raise RuntimeError("NVDEC decoded no frame")
+            dec.seek_to_index(0)
+            continue
+        if not shape:
+            shape = _check_frame(got[0])
+        n += len(got)
+    return n, shape
+
+
+def nvdec_full(clip: str, frames: int, sessions: int) -> dict[str, Any]:
+    """``sessions`` decoders in parallel threads, each decoding ``frames`` frames."""
+    import torch
+
+    t0 = time.perf_counter()
+    decs = [_nvdec_session(clip) for _ in range(sessions)]
+    open_s = time.perf_counter() - t0
+    counts: list[int] = [0] * sessions
+    shapes: list[list[int]] = [[] for _ in range(sessions)]
+    errors: list[str] = []
+
+    def work(i: int) -> None:
+        try:
+            counts[i], shapes[i] = _decode_n(decs[i], frames)
+        except Exception as exc:  # noqa: BLE001 — reported in the result, not hidden
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(sessions)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.cuda.synchronize()
+    out = _rate(sum(counts), time.perf_counter() - t0)
+    out.update(sessions=sessions, open_s=round(open_s, 3), frame_shape=shapes[0])
+    if errors:
+        out["errors"] = errors[:3]
+    return out
+
+
+def nvdec_sparse(clip: str, frames: int, every: int) -> dict[str, Any]:
+    """One frame every ``every`` frames, by index, through one session."""
+    dec = _nvdec_session(clip)
+    indices = list(range(0, min(frames, len(dec)), every))
+    t0, n = time.perf_counter(), 0
+    for k in range(0, len(indices), 64):
+        got = dec.get_batch_frames_by_index(indices[k:k + 64])
+        if k == 0:
+            _check_frame(got[0])
+        n += len(got)
+    return _rate(n, time.perf_counter() - t0)
+
+
+def chord_sparse(clip: str, frames: int, every: int) -> dict[str, Any]:
+    """Chord's reader (PyAV when installed, else OpenCV) on the same sparse frames."""
+    from chord_core.media.video import read_frames_timed
+
+    indices = list(range(0, frames, every))
+    t0 = time.perf_counter()
+    got, _, _ = read_frames_timed(clip, indices, (448, 252))
+    out = _rate(len(got), time.perf_counter() - t0)
+    try:
+        import av  # noqa: F401
+
+        out["route"] = "pyav"
+    except ImportError:
+        out["route"] = "opencv"
+    return out
+
+
+def attempt(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run one reader; a missing library or a failure becomes its row, not a crash."""
+    try:
+        return fn(*args)
+    except ImportError as exc:
+        return {"not available": str(exc)}
+    except Exception as exc:  # noqa: BLE001 — the row says what broke
+        return {"failed": f"{type(exc).__name__}: {exc}"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clip", required=True)
+    ap.add_argument("--frames", type=int, default=9000, help="frames decoded per reader")
+    ap.add_argument("--decoders", default="1,2,4", help="NVDEC session counts")
+    ap.add_argument("--every", type=int, default=30, help="sparse: one frame in this many")
+    ap.add_argument("--readers", default="opencv,pyav,nvdec,sparse")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
+                                                  "decode_readers.json"))
+    args = ap.parse_args()
+    readers = set(args.readers.split(","))
+    res: dict[str, Any] = {"clip": args.clip, "bytes": Path(args.clip).stat().st_size,
+                           "frames_asked": args.frames, "cpu_count": os.cpu_count()}
+    if "opencv" in readers:
+        res["opencv"] = attempt(opencv_full, args.clip, args.frames)
+    if "pyav" in readers:
+        res["pyav"] = attempt(pyav_full, args.clip, args.frames)
+    if "nvdec" in readers:
+        for n in (int(v) for v in args.decoders.split(",")):
+            res[f"nvdec_x{n}"] = attempt(nvdec_full, args.clip, args.frames, n)
+            Path(args.out).write_text(json.dumps(res, indent=2))
+    if "sparse" in readers:
+        res["nvdec_sparse"] = attempt(nvdec_sparse, args.clip, args.frames, args.every)
+        res["chord_sparse"] = attempt(chord_sparse, args.clip, args.frames, args.every)
+    Path(args.out).write_text(json.dumps(res, indent=2))
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
