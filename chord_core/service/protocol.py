@@ -37,6 +37,13 @@ _HINTS = {
 }
 
 
+# The client's states once its whole request is in: DONE, or MUST_CLOSE when it sent
+# ``Connection: close`` (urllib always does). Missing MUST_CLOSE left the deadline armed, and
+# a slow answer to such a client, a job's event stream for the one-shot CLI, was cut 10 s
+# after it connected.
+_REQUEST_IN = (h11.DONE, h11.MUST_CLOSE)
+
+
 class _Connection(h11.Connection):
     """h11's connection, remembering the last parse error (its status hint: 431 when the
     header block outgrew the buffer)."""
@@ -85,7 +92,7 @@ class GuardedH11Protocol(H11Protocol):
             return
         if self.conn.their_state is h11.SEND_BODY:
             self._arm()  # a body may pause, but never longer than the limit
-        elif self.conn.their_state is h11.DONE:
+        elif self.conn.their_state in _REQUEST_IN:
             self._disarm()  # the request is in: the app takes its time
         # IDLE: still in the headers; the deadline armed when they began holds
 

@@ -213,3 +213,52 @@ def test_a_body_that_keeps_coming_is_not_cut(url) -> None:
         while chunk := s.recv(65536):
             out += chunk
     assert "messages is empty" in _json_error(out, 400)["error"]["message"]
+
+
+async def _slow_stream(scope, receive, send) -> None:  # noqa: ANN001
+    """An answer that starts late and then pauses, each longer than the read timeout, as a
+    job's event stream does while its worker warms up."""
+    import asyncio
+
+    if scope["type"] != "http":
+        return
+    await asyncio.sleep(READ_TIMEOUT_S * 2.5)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    for part in (b"event: state\ndata: 1\n\n", b"event: end\ndata: 2\n\n"):
+        await send({"type": "http.response.body", "body": part, "more_body": True})
+        await asyncio.sleep(READ_TIMEOUT_S * 2.5)
+    await send({"type": "http.response.body", "body": b""})
+
+
+def test_a_slow_answer_to_a_client_that_sends_connection_close_is_not_cut() -> None:
+    """urllib (the one-shot CLI's client) sends ``Connection: close``; h11 then leaves the
+    request in MUST_CLOSE, not DONE. The read deadline stayed armed there and closed the
+    job's event stream 10 s after it connected (the CLI said "did not finish: no result");
+    the request is in once it is whole, in either state."""
+    import urllib.request
+
+    import uvicorn
+
+    from chord_core.service.protocol import protocol_class
+
+    config = uvicorn.Config(_slow_stream, log_level="critical", lifespan="off",
+                            http=protocol_class(READ_TIMEOUT_S))
+    server = uvicorn.Server(config)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = sock.getsockname()[1]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/events", timeout=30) as resp:
+            assert resp.headers.get("connection", "").lower() != "keep-alive"
+            body = resp.read()
+        assert body == b"event: state\ndata: 1\n\nevent: end\ndata: 2\n\n"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
