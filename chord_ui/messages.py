@@ -41,7 +41,7 @@ ZH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          r"upload the clip, or set CHORD_MEDIA_ROOTS to the folders Chord may read$",
          "请给出这些文件夹之一中的 mp4、avi、mov、mkv 或 webm 文件路径，或上传该视频，"
          "或把 CHORD_MEDIA_ROOTS 设为 Chord 可以读取的文件夹"),
-        (r"^did you mean (?P<x>.+)\? \(in (?P<r>.+)\)$", "您是不是要找 {x}？（在 {r} 中）"),
+        (r"^did you mean (?P<names>.+)\? \(in (?P<r>.+)\)$", "您是不是要找 {names}？（在 {r} 中）"),
         (r"^check the file name; no video in (?P<r>.+) has a name close to it$",
          "请检查文件名；{r} 中没有名称相近的视频"),
         (r"^check the folder names in the path, or upload the clip$",
@@ -57,7 +57,10 @@ def _match(text: str, table: tuple[tuple[re.Pattern[str], str], ...]) -> str:
     for pattern, zh in table:
         m = pattern.match(text)
         if m:
-            return zh.format(**m.groupdict())
+            groups = m.groupdict()
+            if "names" in groups:  # close names, "a.mp4 or b.mp4": the names stay as they are
+                groups["names"] = groups["names"].replace(" or ", " 或 ")
+            return zh.format(**groups)
     return text
 
 

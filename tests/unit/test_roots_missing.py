@@ -73,5 +73,5 @@ def test_said_in_chinese() -> None:
 
     msg, hint = localized("no such file in /m: a/b.mp4",
                           "did you mean b1.mp4 or b2.mp4? (in /m/a)", "zh")
-    assert (msg, hint) == ("/m 中没有这个文件：a/b.mp4", "您是不是要找 b1.mp4 or b2.mp4？（在 /m/a 中）")
+    assert (msg, hint) == ("/m 中没有这个文件：a/b.mp4", "您是不是要找 b1.mp4 或 b2.mp4？（在 /m/a 中）")
 
