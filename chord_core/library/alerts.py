@@ -5,7 +5,9 @@ per sampled frame, at the frames' presentation times).
 A **moment** is a run of consecutive checked frames whose P(entailment) is at least the
 folder's threshold; it becomes an **alert**: clip, statement, time range (first to last
 frame of the run), the highest probability, and the evidence frames (up to
-MAX_EVIDENCE best, time and probability). Tables, made here:
+MAX_EVIDENCE best, time and probability). When a folder's statements change (one added
+or edited, at a restart), the clips it finished before are checked against the new ones
+too, once each (``StandingChecks.backfill``). Tables, made here:
 
     library_alert_checks (watch, clip_key, statement, path, job_id, state)   one per clip
     library_alerts (id, watch, clip_key, statement, path, start_s, end_s, probability,
@@ -132,6 +134,34 @@ class StandingChecks:
         self.settings, self.index = watcher.settings, watcher.index
         create_tables(self.index)
         watcher.on_done = self.clip_done
+        self.backfill()
+
+    def backfill(self) -> int:
+        """Clips this watch finished before that have no check for one of today's
+        statements (a statement added or edited since): each gets one, claimed here and
+        submitted by the next ``step()``. Returns how many were claimed. Once each: a
+        claim is a row keyed by (watch, clip, statement), so a restart claims nothing
+        again; a clip whose file is gone is left (checked if it comes back)."""
+        import os
+
+        claimed = 0
+        with self.index.write() as conn:
+            for statement in self.settings.statements:
+                todo = conn.execute(
+                    "SELECT f.key, f.path FROM library_watch_files f WHERE f.watch = ? AND "
+                    "f.state = 'done' AND NOT EXISTS (SELECT 1 FROM library_alert_checks c "
+                    "WHERE c.watch = f.watch AND c.clip_key = f.key AND c.statement = ?)",
+                    (self.settings.watch_id, statement)).fetchall()
+                for key, path in todo:
+                    if os.path.isfile(path):
+                        conn.execute("INSERT OR IGNORE INTO library_alert_checks VALUES "
+                                     "(?, ?, ?, ?, NULL, 'claimed')",
+                                     (self.settings.watch_id, key, statement, path))
+                        claimed += 1
+        if claimed:
+            log.info("watch %s: %d check(s) of clips done before, for new statements",
+                     self.settings.watch_id, claimed)
+        return claimed
 
     def clip_done(self, row: dict[str, Any], doc: dict[str, Any]) -> None:
         """A clip the watch analysed: one entail job per statement (once per clip)."""

@@ -54,14 +54,15 @@ def watched(tmp_path, monkeypatch, tiny_model_dir):
     store.close()
 
 
-def _watcher(manager, store, folder: Path, hook_out: Path):  # noqa: ANN001, ANN202
+def _watcher(manager, store, folder: Path, hook_out: Path,  # noqa: ANN001, ANN202
+             statements: tuple[str, ...] = (STATEMENT,)):
     from chord_core.library.alerts import StandingChecks
     from chord_core.library.watch import FolderWatcher, WatchSettings
 
     hook = (f"{sys.executable} -c \"import sys; open({str(hook_out)!r}, 'a')"
             f".write(sys.stdin.read() + chr(10))\"")
     settings = WatchSettings(str(folder), "describe", model="test", max_new_tokens=8,
-                             settle_s=0.2, rescan_s=0.5, statements=(STATEMENT,),
+                             settle_s=0.2, rescan_s=0.5, statements=statements,
                              threshold=0.8, hook=hook)
     watcher = FolderWatcher(manager, store, settings).start()
     return watcher, StandingChecks(manager, store, watcher)
@@ -160,3 +161,49 @@ def _alert_streams_from_the_service(store, alert) -> None:  # noqa: ANN001
     finally:
         srv.should_exit = True
         thread.join(10)
+
+
+NEW_STATEMENT = "a green square is near the left edge"
+
+
+def test_a_new_statement_checks_the_clips_done_before_once_each(watched):
+    """Statements added to a folder (a restart with one more) are checked on the clips it
+    finished before, once each; the old statement is not checked again, nothing is
+    described again, and each alert fires once per clip and moment."""
+    from chord_core.config import ModelConfig
+    from chord_core.library.alerts import latest_alerts
+    from chord_core.runtime.cluster import in_process_manager
+
+    folder, store, hook_out = watched
+    make_video(folder / "gate.mp4", duration_s=3.0, fps=10.0, size_wh=(192, 108))
+    make_video(folder / "empty.mp4", duration_s=2.0, fps=10.0, size_wh=(192, 108),
+               boxes=False, seed=7)
+    manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store)
+    try:
+        watcher, checks = _watcher(manager, store, folder, hook_out)
+        _run_until_idle(watcher, checks)
+        watcher.stop()
+        assert [a["statement"] for a in latest_alerts(watcher.index)] == [STATEMENT]
+        both = (STATEMENT, NEW_STATEMENT)
+        again, checks2 = _watcher(manager, store, folder, hook_out, both)
+        assert checks2.backfill() == 0  # claimed once, when it was made: not again
+        _run_until_idle(again, checks2)
+        again.stop()
+        alerts = latest_alerts(again.index)
+        assert sorted((Path(a["path"]).name, a["statement"]) for a in alerts) == [
+            ("gate.mp4", NEW_STATEMENT), ("gate.mp4", STATEMENT)]
+        third, checks3 = _watcher(manager, store, folder, hook_out, both)
+        for _ in range(5):
+            third.step()
+            checks3.step()
+            time.sleep(0.1)
+        third.stop()
+        assert len(latest_alerts(third.index)) == 2
+        assert len(hook_out.read_text().splitlines()) == 2
+        jobs = sorted((Path(j["video_path"]).name, j["task"], j["query"])
+                      for j in store.list_jobs(100))
+        assert jobs == sorted([("empty.mp4", "describe", ""), ("gate.mp4", "describe", ""),
+                               *((n, "entail", s) for n in ("empty.mp4", "gate.mp4")
+                                 for s in both)]), jobs
+    finally:
+        manager.shutdown()
