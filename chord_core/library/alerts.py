@@ -34,20 +34,19 @@ log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 5
 HOOK_TIMEOUT_S = 30.0
-_stored = threading.Condition()  # notified when this process stores an alert
+_stored = threading.Condition()  # notified when an alert is stored (here or elsewhere)
 _stored_count = 0
 
 
 def alerts_stored() -> int:
-    """How many alerts this process has stored so far (a cursor for ``wait_for_alert``)."""
+    """A cursor for ``wait_for_alert``: how many alert signals this process has seen."""
     return _stored_count
 
 
 def wait_for_alert(seen: int, timeout: float) -> int:
-    """Block until this process stores an alert past the cursor ``seen``, or ``timeout``
-    seconds pass; returns the new cursor. Alerts stored by another process (a ``watch``
-    command on the same store) are found when the timeout ends the wait, so a stream checks
-    the table at least once per ``timeout``."""
+    """Block until an alert is stored past the cursor ``seen`` — by this process, or by
+    another one on the same store once ``listen_for_alerts`` was called (alert_signal.py)
+    — or ``timeout`` seconds pass; returns the new cursor."""
     with _stored:
         _stored.wait_for(lambda: _stored_count > seen, timeout)
         return _stored_count
@@ -58,6 +57,37 @@ def _note_stored() -> None:
     with _stored:
         _stored_count += 1
         _stored.notify_all()
+
+
+def listen_for_alerts(index: Any) -> bool:
+    """Wake ``wait_for_alert`` when any process stores an alert in ``index``'s store;
+    True when that is live (file events), False when only a re-read finds them."""
+    from chord_core.library.alert_signal import listen
+
+    return listen(index.path, _note_stored)
+
+
+def store_alert(index: Any, watch: str, check: dict[str, Any],
+                moment: dict[str, Any]) -> int | None:
+    """Store one alert (a moment of a check) and wake its streams in every process; its
+    id, or None when this clip's moment fired before."""
+    from chord_core.library.alert_signal import announce
+
+    with index.write() as conn:
+        cur = conn.execute(
+            "INSERT OR IGNORE INTO library_alerts (watch, clip_key, statement, path, "
+            "start_s, end_s, probability, evidence_json, job_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (watch, check["clip_key"], check["statement"], check["path"], moment["start_s"],
+             moment["end_s"], moment["probability"], json.dumps(moment["evidence"]),
+             check["job_id"], time.time()))
+        alert_id = cur.lastrowid if cur.rowcount == 1 else None
+    if alert_id is not None:
+        _note_stored()
+        announce(index.path, alert_id)
+    return alert_id
+
+
 _DDL = """
 CREATE TABLE IF NOT EXISTS library_alert_checks (
     watch TEXT NOT NULL, clip_key TEXT NOT NULL, statement TEXT NOT NULL, path TEXT NOT NULL,
@@ -214,18 +244,9 @@ class StandingChecks:
     def _fire(self, check: dict[str, Any], found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         fired = []
         for m in found:
-            with self.index.write() as conn:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO library_alerts (watch, clip_key, statement, path, "
-                    "start_s, end_s, probability, evidence_json, job_id, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (self.settings.watch_id, check["clip_key"], check["statement"],
-                     check["path"], m["start_s"], m["end_s"], m["probability"],
-                     json.dumps(m["evidence"]), check["job_id"], time.time()))
-                alert_id = cur.lastrowid if cur.rowcount == 1 else None
+            alert_id = store_alert(self.index, self.settings.watch_id, check, m)
             if alert_id is None:
                 continue  # fired before (this clip, this moment)
-            _note_stored()
             alert = {"id": alert_id, "watch": self.settings.watch_id, **check, **m}
             log.warning("alert: %s at %.1f–%.1f s in %s (P=%.2f)", check["statement"],
                         m["start_s"], m["end_s"], check["path"], m["probability"])
@@ -249,4 +270,5 @@ class StandingChecks:
                          (status, alert["id"]))
 
 
-__all__ = ["StandingChecks", "moments", "list_alerts", "latest_alerts"]
+__all__ = ["StandingChecks", "moments", "list_alerts", "latest_alerts", "store_alert",
+           "listen_for_alerts"]

@@ -76,7 +76,12 @@ async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64
                     headers={"Cache-Control": "private, max-age=3600"})
 
 
-ALERT_RECHECK_S = 1.0  # alerts another process stored (a `watch` command) reach a stream
+# Alerts another process stores (a `watch` command on the same store) wake a stream through
+# its signal file (library/alert_signal.py); the table is re-read this often only when
+# file events are not available, and every ALERT_FALLBACK_S regardless (a lost event).
+ALERT_RECHECK_S = 1.0
+ALERT_FALLBACK_S = 15.0
+DISCONNECT_CHECK_S = 2.0
 
 
 @router.get("/v1/alerts")
@@ -94,28 +99,38 @@ async def alert_events(request: Request, after: int = Query(0, ge=0),
     """Server-sent events: one ``alert`` event per alert with an id over ``after`` (or the
     ``Last-Event-ID`` a reconnecting client sends), as they are stored, until ``timeout``
     seconds have passed; a ``ping`` comment every 15 s keeps proxies from closing it."""
-    from chord_core.library.alerts import alerts_stored, list_alerts, wait_for_alert
-
     index = library_index(request)
     last_id = request.headers.get("last-event-id", "")
     start = int(last_id) if last_id.isdigit() else after
+    return StreamingResponse(_alert_stream(request, index, start, timeout),
+                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    async def stream() -> AsyncIterator[str]:
-        nonlocal start
-        deadline, ping = time.monotonic() + timeout, time.monotonic() + 15.0
-        seen = alerts_stored()
-        while time.monotonic() < deadline and not await request.is_disconnected():
+
+async def _alert_stream(request: Request, index: Any, start: int,
+                        timeout: float) -> AsyncIterator[str]:
+    """The events of ``alert_events``. The table is read when a signal says an alert was
+    stored (by any process on the store) or every ``recheck`` seconds; between reads the
+    stream sleeps on the signal, waking every DISCONNECT_CHECK_S only to see whether the
+    client left (a thread of the pool is held while it sleeps)."""
+    from chord_core.library.alerts import (alerts_stored, list_alerts, listen_for_alerts,
+                                           wait_for_alert)
+
+    now = time.monotonic()
+    deadline, ping = now + timeout, now + 15.0
+    seen = alerts_stored()
+    live = await run_in_threadpool(listen_for_alerts, index)
+    recheck = ALERT_FALLBACK_S if live else ALERT_RECHECK_S
+    read_at, signalled = now, True
+    while time.monotonic() < deadline and not await request.is_disconnected():
+        if signalled or time.monotonic() >= read_at:
+            read_at = time.monotonic() + recheck
             for alert in await run_in_threadpool(list_alerts, index, after_id=start):
                 start = int(alert["id"])
                 yield f"id: {start}\nevent: alert\ndata: {json.dumps(alert)}\n\n"
-            if time.monotonic() > ping:
-                ping = time.monotonic() + 15.0
-                yield ": ping\n\n"
-            # woken when this process stores an alert; another process's are read at least
-            # every ALERT_RECHECK_S (SQLite tells no one of a write)
-            wait = min(ALERT_RECHECK_S, max(0.0, deadline - time.monotonic()))
-            seen = await run_in_threadpool(wait_for_alert, seen, wait)
-        yield "event: end\ndata: {}\n\n"
-
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+        if time.monotonic() > ping:
+            ping = time.monotonic() + 15.0
+            yield ": ping\n\n"
+        wait = min(DISCONNECT_CHECK_S, read_at - time.monotonic(), deadline - time.monotonic())
+        cursor = await run_in_threadpool(wait_for_alert, seen, max(0.0, wait))
+        signalled, seen = cursor > seen, cursor
+    yield "event: end\ndata: {}\n\n"
