@@ -197,3 +197,43 @@ def test_past_the_rank_window_the_newest_matches_are_ranked(library, monkeypatch
     assert search(index, "walrus", limit=10, filters=Filters(folder="/m/w"))["ranked"] == \
         "the newest 3 matches"
     assert search(index, "fence")["ranked"] == "all"
+
+
+def _walrus_store(store, texts):  # noqa: ANN001
+    for i, text in enumerate(texts):
+        store_result(store, f"j-w{i}", result_doc("describe", f"/m/w/{i}.mp4", text=text))
+
+
+def test_within_the_window_every_match_is_ranked_by_bm25_whatever_its_age(library):
+    store, index = library
+    _walrus_store(store, ["walrus walrus on the rocks", *(
+        f"a long quiet shot of the bay with one walrus far away number {i}" for i in range(4))])
+    out = search(index, "walrus", limit=10)
+    assert out["ranked"] == "all"
+    assert [h["source"] for h in out["hits"]][0] == "j-w0"  # oldest, but the best match
+    scores = [h["score"] for h in out["hits"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 5
+
+
+def test_past_the_window_a_common_word_ranks_the_newest_few(library, monkeypatch):
+    import chord_core.library.search as library_search
+
+    store, index = library
+    _walrus_store(store, [*(f"one walrus far away in a long shot of the bay {i}"
+                            for i in range(4)), "walrus walrus", "walrus swimming in the bay"])
+    monkeypatch.setattr(library_search, "RANK_WINDOW", 4)
+    monkeypatch.setattr(library_search, "COMMON_WINDOW", 2)
+    out = search(index, "walrus", limit=10)
+    assert out["ranked"] == "the newest 2 matches"
+    assert [h["source"] for h in out["hits"]] == ["j-w4", "j-w5"]  # best of the newest two
+
+
+@pytest.mark.parametrize("q", ["walrus fence", "fence walrus"], ids=["common-first",
+                                                                     "rare-first"])
+def test_word_order_changes_nothing_but_the_query_echoed(library, q):
+    store, index = library
+    _walrus_store(store, [f"a walrus near the fence {i}" for i in range(3)] +
+                  [f"a walrus in the bay {i}" for i in range(6)])
+    out = search(index, q, limit=10)
+    assert out["terms"] == q.split() and out["matched"] == "all"
+    assert sorted(h["source"] for h in out["hits"]) == ["j-w0", "j-w1", "j-w2"]
