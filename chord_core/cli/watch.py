@@ -61,8 +61,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":
         args.batch_size})
-    manager, plan = start_manager(cfg, parallel,
-                                  store=None if args.task == "chapters" else store)
+    manager, plan = start_manager(cfg, parallel, store=store)  # chapters runs: parent jobs
     for line in plan.lines:
         print(f"plan: {line}", file=sys.stderr)
     try:

@@ -220,11 +220,19 @@ class LibraryIndex:
         return added
 
     def _sync_runs(self) -> int:
-        """Long-video chapters runs whose document is new (``lvc-…`` batch rows)."""
-        rows = self.read("SELECT b.batch_id, b.created_at, b.summary_json FROM batches b "
-                         "WHERE b.batch_id >= 'lvc-' AND b.batch_id < 'lvc.' "
-                         "AND b.batch_id NOT IN (SELECT source FROM library_runs) "
-                         "AND b.summary_json LIKE '%\"document\"%'")
+        """Long-video chapters runs whose document is new: done parent jobs (``lvc-…`` job
+        rows whose spec says ``long_run: chapters``), and the batch rows older stores kept."""
+        rows = self.read(
+            "SELECT j.job_id AS batch_id, COALESCE(j.finished_at, j.submitted_at) AS "
+            "created_at, j.summary_json FROM jobs j WHERE j.job_id >= 'lvc-' AND "
+            "j.job_id < 'lvc.' AND j.state = 'done' AND "
+            "json_extract(j.spec_json, '$.long_run') = 'chapters' AND "
+            "j.job_id NOT IN (SELECT source FROM library_runs) AND "
+            "j.summary_json LIKE '%\"document\"%' UNION ALL "
+            "SELECT b.batch_id, b.created_at, b.summary_json FROM batches b "
+            "WHERE b.batch_id >= 'lvc-' AND b.batch_id < 'lvc.' "
+            "AND b.batch_id NOT IN (SELECT source FROM library_runs) "
+            "AND b.summary_json LIKE '%\"document\"%'")
         added = 0
         for row in rows:
             try:

@@ -2,9 +2,10 @@
 run (``longvideo.chapters.ChaptersRun``), one clip at a time on a thread of its own, so the
 watcher keeps noticing files while a long clip is described chunk by chunk.
 
-A run's id is a content key of the clip and its settings, and its chunks are kept in the
-store as they finish: a watcher restarted mid-run resumes the run where it stopped (nothing
-is described twice). The manager must have no store of its own (the run writes the rows).
+A run's id is a content key of the clip and its settings; the manager keeps the run as a
+parent job with its chunks as children in the store (``runtime/parents.py``): a watcher
+restarted mid-run resumes the run where it stopped (nothing is described twice), and the
+finished run's chapters are indexed for search (``LibraryIndex._sync_runs``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class ChaptersQueue:
         w, table = self.watcher, self.watcher.table
         try:
             info = probe_input(path)
-            run = ChaptersRun(w.manager, w.store, info, file_hash(path), LongVideoSettings(),
+            run = ChaptersRun(w.manager, info, file_hash(path), LongVideoSettings(),
                               w.settings.model, cancel=self._cancel)
             table.mark(key, "submitted", job_id=run.run)
             doc = run()

@@ -169,6 +169,28 @@ def test_a_chapters_run_is_indexed_with_its_chapter_times(library):
     assert search(index, "optimisation", filters=Filters(task="chapters"))["hits"]
 
 
+def test_a_chapters_run_kept_as_a_parent_job_is_indexed_once_when_done(library):
+    from chord_core.runtime import store_parents
+
+    store, index = library
+    doc = {"schema": "chord.chapters/v1", "video": {"path": "/media/lectures/w9.mp4",
+                                                   "duration_s": 1200.0},
+           "model": {"id": "test"}, "summary": "Week nine.",
+           "chapters": [{"index": 0, "start_s": 0.0, "end_s": 600.0, "title": "Adam",
+                         "summary": "Adaptive moments."}]}
+    run = "lvc-00000000abcd"
+    store_parents.open_parent(store, run, video_path="/media/lectures/w9.mp4",
+                              task="chapters", model="test", spec={"long_run": "chapters"})
+    store_parents.set_summary(store, run, {"plan": {}})  # running: not yet searchable
+    assert not search(index, "adaptive")["hits"]
+    index._runs_checked = -1e9  # noqa: SLF001 — the next search looks for runs again
+    store_parents.set_summary(store, run, {"document": doc}, state="done")
+    hits = search(index, "adaptive moments")["hits"]
+    assert [(h["source"], h["kind"], h["start_s"], h["end_s"]) for h in hits] == [
+        (run, "chapter", 0.0, 600.0)]
+    assert index.sync(runs=True) == 0  # indexed once
+
+
 @pytest.mark.parametrize("lo, hi, tokens", [
     ("2026-12-01", "2026-12-01", ["d20261201"]),
     ("2026-11-30", "2026-12-31", ["d20261130", "m202612"]),
