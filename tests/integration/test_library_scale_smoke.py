@@ -22,4 +22,5 @@ def test_library_scale_smoke(tmp_path):
     assert [(r["passages"], r["results"]) for r in rows] == [(300, 30), (600, 60)]
     for row in rows:
         assert row["p99_ms"] >= row["p50_ms"] > 0 and row["index_passages_per_s"] > 0
+        assert row["cpu_p99_ms"] >= row["cpu_p50_ms"] > 0
         assert row["mean_hits"] > 0 and row["index_mb"] > 0
