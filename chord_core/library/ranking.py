@@ -1,5 +1,6 @@
-"""Ranking a search's matches: Okapi BM25 over the newest RANK_WINDOW matching passages,
-computed here, and the snippet with the matched words marked.
+"""Ranking a search's matches: Okapi BM25 over the matching passages of the search's window
+(all of up to RANK_WINDOW matches, else the newest COMMON_WINDOW: search.py), computed
+here, and the snippet with the matched words marked.
 
 Why not FTS5's own ``bm25()``: it counts, for every query, the rows each term occurs in by
 walking the term's whole document list, so a word in 14 % of a million passages cost most
