@@ -19,6 +19,7 @@ from chord_ui.formatting import human_bytes, md_escape, video_facts
 from chord_ui.i18n import lang, t
 from chord_ui.previews import (
     PREVIEW_MAX_S,
+    drop_stale,
     failed_marker,
     make_preview,
     plays_in_browser,

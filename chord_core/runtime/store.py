@@ -167,8 +167,6 @@ class Store:
                     raise self._failure("written", exc) from None
                 raise
 
-    transaction = _write
-
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
             try:

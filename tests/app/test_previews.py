@@ -121,6 +121,31 @@ def test_a_preview_of_an_earlier_version_is_made_again(tmp_path: Path) -> None:
     assert not any(f.exists() for f in old) and all(f.exists() for f in kept)
 
 
+def test_the_page_serves_a_new_preview_and_drops_the_old_one(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """``playable_path`` (what the Analyze player shows) for an AVI under the media roots:
+    the preview of this version is made and served, the earlier version's file is gone."""
+    from chord_core.media.probe import probe
+    from chord_ui.clip_view import playable_path
+    from chord_ui.previews import preview_file
+    from chord_ui.uploads import ClipSource
+
+    media = tmp_path / "media"
+    media.mkdir()
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(media))
+    clip = make_video(media / "cam.avi", duration_s=1.0, fps=10.0, size_wh=(64, 48),
+                      codec="mjpg").path
+    old = preview_file("path-feedc0de").with_name("path-feedc0de.mp4")
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"an earlier Chord's preview")
+    source = ClipSource(str(clip), "cam.avi", "path-feedc0de", uploaded=False)
+    served = playable_path(source, probe(clip))
+    assert served == str(preview_file("path-feedc0de")) and Path(served).stat().st_size > 0
+    assert not old.exists()
+
+
 @pytest.mark.parametrize(("fps", "frames", "want"), [
     (25.0, 1000, [0, 25, 75, 250]),
     (25.0, 30, [0, 25, 29]),
