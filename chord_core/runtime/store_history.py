@@ -61,22 +61,22 @@ def history_rows(store: Any, query: HistoryQuery, now: float | None = None
     where, params = query.where()
     if query.order == "longest":
         params = [*params, time.time() if now is None else now]
-    rows = store._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "  # noqa: SLF001
-                       f"ORDER BY {ORDERS[query.order]} LIMIT ? OFFSET ?",
-                       (*params, max(0, int(query.limit)), max(0, int(query.offset))))
+    rows = store.read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "
+                      f"ORDER BY {ORDERS[query.order]} LIMIT ? OFFSET ?",
+                      (*params, max(0, int(query.limit)), max(0, int(query.offset))))
     return [_job_dict(r) for r in rows]
 
 
 def history_count(store: Any, query: HistoryQuery) -> int:
     """How many top-level rows match ``query``'s filters (its sort and page aside)."""
     where, params = query.where()
-    return int(store._read(f"SELECT COUNT(*) FROM jobs{where}", tuple(params))[0][0])  # noqa: SLF001
+    return int(store.read(f"SELECT COUNT(*) FROM jobs{where}", tuple(params))[0][0])
 
 
 def history_tasks(store: Any) -> list[str]:
     """The tasks of top-level rows stored, for the task filter (sorted)."""
-    rows = store._read("SELECT DISTINCT task FROM jobs WHERE parent IS NULL AND task <> '' "  # noqa: SLF001
-                       "ORDER BY task")
+    rows = store.read("SELECT DISTINCT task FROM jobs WHERE parent IS NULL AND task <> '' "
+                      "ORDER BY task")
     return [str(r[0]) for r in rows]
 
 

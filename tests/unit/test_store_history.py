@@ -68,3 +68,21 @@ def test_tasks_and_a_bad_sort(store: Store) -> None:
     assert history_tasks(store) == ["describe", "entail", "ground"]
     with pytest.raises(ValueError, match="unknown sort 'biggest'"):
         history_rows(store, HistoryQuery(order="biggest"))
+
+
+def test_history_reads_through_the_stores_public_read_which_takes_no_write(
+        tmp_path: Path) -> None:
+    """store_history uses ``Store.read`` (not the private ``_read``); that read runs a SELECT
+    and refuses anything else, so a query module cannot write behind the manager."""
+    import inspect
+
+    from chord_core.runtime import store_history
+
+    assert "_read(" not in inspect.getsource(store_history)
+    with Store(tmp_path / "chord.sqlite3") as s:
+        s.add_job("a", video_path="/v/a.mp4", task="describe")
+        assert [r[0] for r in s.read("SELECT job_id FROM jobs")] == ["a"]
+        for sql in ("DELETE FROM jobs", "UPDATE jobs SET state = 'done'", "DROP TABLE jobs"):
+            with pytest.raises(ValueError, match="SELECT"):
+                s.read(sql)
+        assert s.get_job("a")["state"] == "queued"
