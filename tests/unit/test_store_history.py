@@ -53,10 +53,11 @@ def _ids(store: Store, **kw) -> list[str]:
     ({"name": "3f9c"}, ["b"]),  # the stored name too
     ({"name": ".avi"}, ["c"]),
     ({"name": "%"}, []),  # no LIKE wildcards: the text as it is
-    ({"name": "b0.mp4"}, []),  # a child is not a row of its own
+    ({"name": "b0.mp4"}, ["batch-1"]),  # a child is no row of its own: its batch is found
+    ({"name": "b1.mp4", "state": "done"}, []),  # the parent's own state is the filter's
     ({"limit": 2, "offset": 2}, ["c", "b"]),
 ], ids=["newest", "oldest", "longest", "task", "state", "label", "stored-name", "ext",
-        "no-wildcards", "children-hidden", "page-2"])
+        "no-wildcards", "child-finds-its-batch", "child-and-parent-state", "page-2"])
 def test_history_query(store: Store, kw: dict, ids: list[str]) -> None:
     assert _ids(store, **kw) == ids
     assert history_count(store, HistoryQuery(**{k: v for k, v in kw.items()
