@@ -77,7 +77,7 @@ def _until(what: str, check, timeout: float = 60.0):
 def test_a_hung_up_batch_predict_leaves_the_jobs_an_identical_request_shares(
         server, media) -> None:
     """Two identical /batch_predict requests share their jobs (one per content key) and
-    their parent. Both workers are busy; the first request is waiting, a second identical
+    their parent. Both workers are busy (six grounding jobs queued ahead); the first request is waiting, a second identical
     one comes, and the second's client hangs up: it cancels nothing the first still waits
     on (nor ends the parent), and the first gets every answer once the workers are free."""
     import base64
@@ -90,7 +90,7 @@ def test_a_hung_up_batch_predict_leaves_the_jobs_an_identical_request_shares(
     with httpx.Client(base_url=server.url, timeout=120) as c:
         busy = [c.post("/v1/jobs", json={"task": "ground", "video_path": str(media["clip"]),
                                          "target": "anything", "fps": 10, "label": "busy"}
-                       ).json()["job_id"] for _ in range(2)]
+                       ).json()["job_id"] for _ in range(6)]  # queued ahead of the tasks
         answer: dict = {}
         first = threading.Thread(target=lambda: answer.update(
             r=httpx.post(server.url + "/batch_predict", json={"tasks": tasks}, timeout=120)))
@@ -115,7 +115,7 @@ def test_a_hung_up_batch_predict_leaves_the_jobs_an_identical_request_shares(
         states = "SELECT COUNT(*) AS n FROM jobs WHERE spec_json LIKE ? AND state = 'cancelled'"
         assert _row(server.data, states, f"%shared {uid}%")["n"] == 0
         assert _row(server.data, "SELECT state FROM jobs WHERE job_id = ?",
-                    parent)["state"] == "running"
+                    parent)["state"] in ("running", "done")  # done: the busy jobs ended
         for job_id in busy:
             c.delete(f"/v1/jobs/{job_id}")
         first.join(120)
