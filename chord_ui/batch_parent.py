@@ -19,7 +19,12 @@ import hashlib
 import json
 import logging
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+from chord_core.runtime.protocols import JobRunner
+
+if TYPE_CHECKING:
+    from chord_ui.batch_jobs import BatchClip, BatchRun
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,7 @@ class PageBatchParent:
     """The parent row of one Batch-page run: opened ``running`` (again, on a re-run), its
     summary after every clip that finishes, ended when the last one has."""
 
-    def __init__(self, manager: Any, run: Any) -> None:
+    def __init__(self, manager: JobRunner, run: BatchRun) -> None:
         self.manager, self.run = manager, run
         self._lock = threading.Lock()
         self._left = 0
@@ -71,7 +76,7 @@ class PageBatchParent:
         except Exception:  # noqa: BLE001 - a callback must never take the dispatcher down
             log.exception("batch %s: the parent row was not updated", self.run.batch_id)
 
-    def states(self) -> list[tuple[Any, str, dict | None]]:
+    def states(self) -> list[tuple[BatchClip, str, dict | None]]:
         """(clip, state, error) of every clip now: skipped ones are done before."""
         out = []
         for c in self.run.clips:
