@@ -29,6 +29,7 @@ from chord_core.errors import (
     ResourceError,
     StoreError,
     VideoError,
+    ResumeError,
     WorkerCrashed,
 )
 from chord_core.types import (
@@ -71,6 +72,7 @@ __all__ = [
     "Track",
     "VideoError",
     "VideoInfo",
+    "ResumeError",
     "WorkerCrashed",
     "analyze",
     "plan",

@@ -12,6 +12,7 @@
     ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
     ├── DiskFullError               a file to store did not fit on the disk (service: 507)
     ├── WorkerCrashed               a worker process died (a poisoned clip; none could start)
+    ├── ResumeError                 a job left by a dead process could not be taken up again
     └── JobCancelled                a job was cancelled by its owner
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
@@ -102,6 +103,13 @@ class WorkerCrashed(ChordError):
     time it started (no worker is left to run jobs). The service answers 503."""
 
 
+class ResumeError(ChordError):
+    """A job a dead process left unfinished was not taken up again: its process died while
+    running it too many times (``leases.RESUME_LIMIT``), or its stored spec is unreadable.
+    The job is failed with this reason; submitting the clip again retries it. The service
+    answers 503 (the job could not be run here, the request itself was fine)."""
+
+
 class JobCancelled(ChordError):
     """The job was cancelled before it finished. ``partial``: what it had done by then, when
     that means something on its own (grounding: the frames finished — a partial Result, or
@@ -121,6 +129,7 @@ def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:
 EXIT_CODES: tuple[tuple[type[ChordError], int], ...] = (
     (DiskFullError, 2), (StoreError, 2), (InputError, 2),  # fix the input or the disk
     (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (WorkerCrashed, 1),
+    (ResumeError, 1),
     (ChordError, 1),
 )
 

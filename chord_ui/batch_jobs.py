@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import time
-import uuid
 import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +26,7 @@ from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
 from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
+from chord_ui.batch_parent import PageBatchParent, parent_id
 from chord_ui.formatting import human_duration, progress_fraction, sentence_start, stage_text
 
 log = logging.getLogger(__name__)
@@ -133,10 +133,10 @@ def recheck(clips: Sequence[PendingClip]) -> tuple[list[PendingClip], list[str]]
 def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                  sampling: SamplingConfig, max_new_tokens: int, model: str,
                  manager: Any, store: Any) -> BatchRun:
-    """Queue every clip not already done; returns the run. Raises ChordError (e.g. an empty
-    grounding target) before anything is queued."""
+    """Queue every clip not already done as the children of one parent job
+    (``batch_parent``: the same clips and settings again are the same parent); returns the
+    run. Raises ChordError (e.g. an empty grounding target) before anything is queued."""
     from chord_core.media.roots import job_roots
-    from chord_core.runtime.batch import request_key
 
     if not clips:
         raise ChordError("no clips to queue", hint="upload videos or give a folder first")
@@ -144,17 +144,15 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
     template = AnalysisRequest(clips[0].path, task, query, sampling=sampling,
                                max_new_tokens=max_new_tokens,
                                media_roots=job_roots())  # the worker re-checks at open
-    run = BatchRun(f"batch-{uuid.uuid4().hex[:12]}", task, query, model, time.time(), [],
+    keyed = _keyed(clips, task, query, model, sampling, max_new_tokens)
+    run = BatchRun(parent_id(task, query, model, [c.key for c in keyed if c.key],
+                             [c.path for c in keyed if c.error is not None]),
+                   task, query, model, time.time(), keyed,
                    busy0={w["worker"]: w["busy_s"] for w in manager.workers()})
-    store.add_batch(run.batch_id)
+    parent = PageBatchParent(manager, run)
     seen: dict[str, str] = {}
-    for pc in clips:
-        clip = BatchClip(pc.name, pc.path)
-        run.clips.append(clip)
-        try:
-            clip.key = request_key(pc.path, task, query, model, sampling, max_new_tokens)
-        except ChordError as exc:
-            clip.error = exc.to_dict()
+    for clip in run.clips:
+        if clip.error is not None:
             continue
         done = store.find_done(clip.key)
         if clip.key in seen:
@@ -162,13 +160,31 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
         elif done is not None:
             clip.job_id, clip.skipped = done, "done before"
         else:
-            spec = JobSpec(replace(template, video_path=pc.path), model=model, label=pc.name,
-                           key=clip.key, batch_id=run.batch_id)
-            clip.job_id = manager.submit(spec)
-        seen.setdefault(clip.key, pc.name)
+            spec = JobSpec(replace(template, video_path=clip.path), model=model,
+                           label=clip.name, key=clip.key, batch_id=run.batch_id,
+                           parent=run.batch_id)
+            clip.job_id = str(manager.submit(spec))
+        seen.setdefault(clip.key, clip.name)
+    parent.follow()
     log.info("batch %s: %d clips, %d queued", run.batch_id, len(run.clips),
              sum(1 for c in run.clips if c.job_id and not c.skipped))
     return run
+
+
+def _keyed(clips: Sequence[PendingClip], task: str, query: str, model: str,
+           sampling: SamplingConfig, max_new_tokens: int) -> list[BatchClip]:
+    """Every clip with its content key, or the error that kept it from having one."""
+    from chord_core.runtime.batch import request_key
+
+    out = []
+    for pc in clips:
+        clip = BatchClip(pc.name, pc.path)
+        try:
+            clip.key = request_key(pc.path, task, query, model, sampling, max_new_tokens)
+        except ChordError as exc:
+            clip.error = exc.to_dict()
+        out.append(clip)
+    return out
 
 
 # -- following -----------------------------------------------------------------------------

@@ -229,12 +229,12 @@ def _finished(run: BatchRun) -> None:
 
 
 def _save_summary(run: BatchRun, states: Sequence[Any]) -> None:
-    """Keep the final summary with the batch in the store (best effort)."""
+    """The final summary (busy time, speed-up, throughput) on the batch's parent row,
+    written through the manager (``manager.parents``; a store that fails is logged there)."""
     metrics = batch_metrics(run, states, resources.job_manager().workers())
-    try:
-        resources.store().set_batch_summary(run.batch_id, summary(run, states, metrics, {}))
-    except (ChordError, KeyError) as exc:
-        log.warning("could not store the summary of %s: %s", run.batch_id, exc)
+    doc = summary(run, states, metrics, {})
+    doc["progress"] = {"stage": "clips", "done": metrics.total, "total": metrics.total}
+    resources.job_manager().parents.summarise(run.batch_id, doc)
 
 
 def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:

@@ -34,9 +34,18 @@ MAX_CHILD_ROWS = 500  # a three-hour clip has a few hundred chunks at most
 __all__ = ["is_parent", "is_long_video", "task_label", "show", "cancel", "delete"]
 
 
+BATCH_KINDS = {"batch": "Batch", "batch_predict": "Batch (API)"}  # parents of many clips
+
+
 def task_label(row: dict[str, Any]) -> str:
-    """The History table's task of a row: a long run says so."""
-    return t(KINDS[row["task"]]) if is_parent(row) and row["task"] in KINDS else row["task"]
+    """The History table's task of a row, in words a user reads: a long run says so, a
+    batch (the Batch page's, ``chord batch``'s, a ``/batch_predict`` request) is "Batch"."""
+    if not is_parent(row):
+        return row["task"]
+    kind = str((row.get("spec") or {}).get("long_run") or "")
+    if kind in BATCH_KINDS:
+        return t(BATCH_KINDS[kind])
+    return t(KINDS[row["task"]]) if row["task"] in KINDS else row["task"]
 
 
 def _child_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

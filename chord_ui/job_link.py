@@ -58,6 +58,10 @@ def restore() -> None:
     row = _job_row(job_id)
     if _open_parent(row):
         return
+    if _names_a_batch(row):
+        st.session_state["job_link_batch"] = job_id
+        del st.query_params[PARAM]
+        return
     if row is None or row.get("task") not in TASKS:
         log.info("the link's job %r is not known here", job_id)
         st.session_state["job_link_missing"] = job_id
@@ -93,6 +97,14 @@ def _open_parent(row: dict[str, Any] | None) -> bool:
     return True
 
 
+def _names_a_batch(row: dict[str, Any] | None) -> bool:
+    """A batch's own id (a parent job that is not a long run): it has no one clip to open,
+    so Analyze says where its clips are instead of opening it as a long-video run."""
+    from chord_ui.history_parents import is_long_video, is_parent
+
+    return row is not None and is_parent(row) and not is_long_video(row)
+
+
 def bind(job_id: str | None) -> None:
     """Put the shown job's id in the URL (or take it out when no job is shown)."""
     if job_id:
@@ -104,7 +116,13 @@ def bind(job_id: str | None) -> None:
 
 
 def missing_notice() -> None:
-    """Say once that a link named a job this Chord does not know (deleted, other machine)."""
+    """Say once that a link named a batch (its clips are in History) or a job this Chord
+    does not know (deleted, other machine)."""
+    batch = st.session_state.pop("job_link_batch", None)
+    if batch:
+        st.info(t("The link names a batch ({job}), not one clip: its clips and their results "
+                  "are in History, inside the batch's row.", job=md_escape(batch)),
+                icon=":material/video_library:")
     job_id = st.session_state.pop("job_link_missing", None)
     if job_id:
         st.warning(t("The link names a job this Chord does not know ({job}): it may have been "

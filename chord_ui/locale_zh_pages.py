@@ -28,6 +28,9 @@ ZH_PAGES: dict[str, str] = {
     "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",
     "Previous": "上一页", "Next": "下一页", "page {page} of {pages}": "第 {page} 页，共 {pages} 页",
     "summary": "摘要", "{n} chapter(s)": "{n} 个章节", "search": "搜索", "batch": "批量",
+    "Batch (API)": "批量（API）",
+    "The link names a batch ({job}), not one clip: its clips and their results are in "
+    "History, inside the batch's row.": "链接指向一个批量任务（{job}），而不是单个视频：它的视频和结果在“历史”页面该批量任务的行中。",
     # worker states and why no GPU is charted (chord_core's words)
     "starting": "启动中", "ready": "就绪", "restarting": "重启中", "stopped": "已停止",
     "{package} not installed ({cmd})": "未安装 {package}（{cmd}）",

@@ -33,6 +33,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from chord_core.errors import ResumeError
+
 if TYPE_CHECKING:
     from chord_core.runtime.protocols import JobStore
 
@@ -147,11 +149,11 @@ class Lease:
     def _give_up(self, conn: Any, row: Any, now: float) -> None:
         import json
 
-        error = {"type": "ResumeError",
-                 "message": f"the process running this job died {row['attempts']} times "
+        error = ResumeError(f"the process running this job died {row['attempts']} times "
                             "while it ran; it was not resumed again",
-                 "hint": "the clip may take the whole process down (memory?): check it with "
-                         "`python -m chord_core probe`, or submit it again to retry"}
+                            hint="the clip may take the whole process down (memory?): check "
+                                 "it with `python -m chord_core probe`, or submit it again "
+                                 "to retry").to_dict()
         conn.execute("UPDATE jobs SET owner = ?, state = 'failed', finished_at = ?, "
                      "error_json = ? WHERE job_id = ? AND owner IS ?",
                      (self.owner_id, now, json.dumps(error), row["job_id"], row["owner"]))

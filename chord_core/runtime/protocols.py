@@ -51,6 +51,8 @@ class JobStore(Protocol):
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
+    def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+
 
 class JobRunner(Protocol):
     """A job manager as its callers use it (``manager.JobManager``). ``parents`` writes the

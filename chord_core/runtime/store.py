@@ -174,6 +174,15 @@ class Store:
             except sqlite3.DatabaseError as exc:
                 raise self._failure("read", exc) from None
 
+    def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Rows of one read-only query, for the store's own query modules
+        (``store_history``) that build SQL the store's fixed methods do not have. Only a
+        SELECT is taken: writes go through the manager (``transaction``). A failed read is a
+        StoreError, as for every other read."""
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            raise ValueError("Store.read takes a SELECT query only")
+        return self._read(sql, params)
+
     def _failure(self, what: str, exc: sqlite3.DatabaseError) -> StoreError:
         return StoreError(f"the job store {self.path} could not be {what}: {exc}",
                           hint=f"free space on the disk that holds {self.path.parent} (or set "

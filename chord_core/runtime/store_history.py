@@ -4,7 +4,8 @@ filtered by task, state and text in the file name, sorted, one page at a time.
 A long-video run, a batch or a ``/batch_predict`` request is a parent job (its children carry
 ``parent``): only parents and jobs without one are History rows, whoever made them. The name
 filter looks at the stored file name and the job's label (an upload's own name, which the
-stored file, named by its content hash, does not keep). SQL does the filtering, sorting and
+stored file, named by its content hash, does not keep); a parent matches by its own name or
+by one of its children's (a batch holding ``street-cam.mp4`` is found by "street"). SQL does the filtering, sorting and
 paging, so a page costs the same with ten rows stored or a hundred thousand.
 """
 
@@ -47,9 +48,10 @@ class HistoryQuery:
             clauses.append("state = ?")
             params.append(state_name(self.state))
         text = self.name.strip().lower()[:MAX_NAME_CHARS]
-        if text:
-            clauses.append(f"instr({_NAME}, ?) > 0")
-            params.append(text)
+        if text:  # a parent (a batch) is found by its own name or by one of its clips'
+            clauses.append(f"(instr({_NAME}, ?) > 0 OR job_id IN (SELECT parent FROM jobs "
+                           f"WHERE parent IS NOT NULL AND instr({_NAME}, ?) > 0))")
+            params += [text, text]
         return " WHERE " + " AND ".join(clauses), params
 
 
@@ -61,22 +63,22 @@ def history_rows(store: Any, query: HistoryQuery, now: float | None = None
     where, params = query.where()
     if query.order == "longest":
         params = [*params, time.time() if now is None else now]
-    rows = store._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "  # noqa: SLF001
-                       f"ORDER BY {ORDERS[query.order]} LIMIT ? OFFSET ?",
-                       (*params, max(0, int(query.limit)), max(0, int(query.offset))))
+    rows = store.read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "
+                      f"ORDER BY {ORDERS[query.order]} LIMIT ? OFFSET ?",
+                      (*params, max(0, int(query.limit)), max(0, int(query.offset))))
     return [_job_dict(r) for r in rows]
 
 
 def history_count(store: Any, query: HistoryQuery) -> int:
     """How many top-level rows match ``query``'s filters (its sort and page aside)."""
     where, params = query.where()
-    return int(store._read(f"SELECT COUNT(*) FROM jobs{where}", tuple(params))[0][0])  # noqa: SLF001
+    return int(store.read(f"SELECT COUNT(*) FROM jobs{where}", tuple(params))[0][0])
 
 
 def history_tasks(store: Any) -> list[str]:
     """The tasks of top-level rows stored, for the task filter (sorted)."""
-    rows = store._read("SELECT DISTINCT task FROM jobs WHERE parent IS NULL AND task <> '' "  # noqa: SLF001
-                       "ORDER BY task")
+    rows = store.read("SELECT DISTINCT task FROM jobs WHERE parent IS NULL AND task <> '' "
+                      "ORDER BY task")
     return [str(r[0]) for r in rows]
 
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any, Iterator
 
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, ResumeError
 from chord_core.runtime.jobs import JobSpec
 from chord_core.runtime.leases import HEARTBEAT_S, Lease
 from chord_core.runtime.protocols import JobStore
@@ -173,9 +173,8 @@ class StoreLink:
             except (KeyError, TypeError, ChordError) as exc:
                 log.warning("stored job %s cannot be resumed (%s); marking it failed",
                             job_id, exc)
-                self.write("update_state", job_id, "failed", error={
-                    "type": "ResumeError", "message": f"could not resume: {exc}",
-                    "hint": "submit the clip again"})
+                self.write("update_state", job_id, "failed", error=ResumeError(
+                    f"could not resume: {exc}", hint="submit the clip again").to_dict())
                 continue
             if spec.key and spec.key in by_key:
                 self.write("update_state", job_id, "cancelled", error={

@@ -31,7 +31,8 @@ STATUS_BY_CLASS: tuple[tuple[type[E.ChordError], int], ...] = (
     (E.VideoError, 422), (E.ModelNotFoundError, 404), (E.ConfigError, 400),
     (E.OutputError, 400), (E.InputError, 400), (E.JobCancelled, 409),
     (E.PlacementError, 503), (E.ModelError, 503), (E.ResourceError, 503),
-    (E.StoreError, 503), (E.WorkerCrashed, 503), (E.DiskFullError, 507),
+    (E.StoreError, 503), (E.WorkerCrashed, 503), (E.ResumeError, 503),
+    (E.DiskFullError, 507),
 )
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # a 500 ends its connection, said so: Starlette re-raises after a 500 and uvicorn then closes

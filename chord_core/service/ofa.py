@@ -217,7 +217,8 @@ async def batch_predict(request: Request) -> dict[str, Any]:
         specs, parent_id = await run_in_threadpool(keyed, specs, ids, rt.model)
         job_ids = await rt.submit_parent(parent_id, specs, label="api batch_predict")
         try:
-            statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request)
+            statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request,
+                                          parent=parent_id)
         except TimeoutError:
             await rt.end_parent(parent_id, None)
             raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -62,6 +63,10 @@ class ServiceRuntime:
     plan_lines: tuple[str, ...] = ()
     started_at: float = field(default_factory=time.time)
     _tokenizer: Any = field(default=None, repr=False)
+    # requests waiting now on each job (and parent) id: two identical requests share jobs
+    # (same content key), so one that times out or hangs up cancels only those no other
+    # waiter needs. Touched only on the event loop, between awaits: no lock.
+    _waiters: Counter[str] = field(default_factory=Counter, repr=False)
 
     async def submit(self, specs: Sequence[JobSpec]) -> list[str]:
         """Queue all specs at once (the dispatcher sees them together and batches them),
@@ -73,28 +78,41 @@ class ServiceRuntime:
         return await run_in_threadpool(submit_all)
 
     async def wait_all(self, job_ids: Sequence[str], timeout_s: float,
-                       gone: Request | None = None) -> list[JobStatus]:
+                       gone: Request | None = None, *, parent: str | None = None
+                       ) -> list[JobStatus]:
         """Wait until every job finished. On timeout cancel the rest and raise TimeoutError;
         when the client of request ``gone`` hangs up, cancel the rest and raise ClientGone
-        (no one is left to read the answer: the workers should not keep computing it)."""
+        (no one is left to read the answer: the workers should not keep computing it). Only
+        jobs no other live request waits on are cancelled (``waiting``): a second, identical
+        request sharing them still gets every answer. ``parent``: the request's parent job,
+        counted as waited on too (``end_parent`` leaves it to the last waiter)."""
         handles = await run_in_threadpool(self._handles, job_ids)
+        held = [h.job_id for h in handles] + ([parent] if parent else [])
+        self._waiters.update(held)
         done = asyncio.ensure_future(asyncio.gather(*[_awaited(h) for h in handles]))
         left = asyncio.ensure_future(client_left(gone)) if gone is not None else None
         try:
             await asyncio.wait([f for f in (done, left) if f is not None], timeout=timeout_s,
                                return_when=asyncio.FIRST_COMPLETED)
+            pending = [h.job_id for h in handles
+                       if not h.done() and self._waiters[h.job_id] == 1]  # ours alone
         finally:
+            self._waiters.subtract(held)  # no await since the count was read: one step
+            self._waiters += Counter()  # drops the ids no one waits on any more
             if left is not None:
                 left.cancel()
         if done.done():  # in the order asked (two tasks of one key share one job)
             by_id = {h.job_id: st for h, st in zip(handles, done.result())}
             return [by_id[str(j)] for j in job_ids]
         done.cancel()
-        pending = [h.job_id for h in handles if not h.done()]
         await run_in_threadpool(self._cancel, pending)
         if left is not None and left.done() and not left.cancelled():
             raise ClientGone(f"client left; {len(pending)} job(s) cancelled")
         raise TimeoutError(f"{len(pending)} job(s) unfinished after {timeout_s:g} s")
+
+    def waiting(self, job_id: str) -> int:
+        """How many requests wait on ``job_id`` (a job or a parent) now."""
+        return self._waiters.get(job_id, 0)
 
     async def submit_parent(self, parent_id: str, specs: Sequence[JobSpec], *,
                             label: str) -> list[str]:
@@ -117,7 +135,11 @@ class ServiceRuntime:
 
     async def end_parent(self, parent_id: str, statuses: Sequence[JobStatus] | None) -> None:
         """The parent's row ended: done with its children's counts, or (``None``: timed out,
-        or the client left) cancelled."""
+        or the client left) cancelled — unless another request for the same parent still
+        waits on it (an identical request): that one ends it."""
+        if statuses is None and self.waiting(parent_id):
+            log.info("%s: left to the other request still waiting on it", parent_id)
+            return
         await run_in_threadpool(end_parent, self.manager, parent_id, statuses)
 
     def _handles(self, job_ids: Sequence[str]) -> list[Any]:

@@ -140,10 +140,14 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     assert f"job={job_a}" in links[0].query_string
     stored = app_server["store"].list_jobs(limit=10, batch_id=first.batch_id)
     assert {r["state"] for r in stored} == {"done", "failed"} and len(stored) == 3
+    parent = app_server["store"].get_job(first.batch_id)  # one parent row, its clips inside
+    assert parent["spec"]["long_run"] == "batch" and parent["state"] == "failed"
+    assert {r["parent"] for r in stored} == {first.batch_id}
+    assert parent["summary"]["progress"] == {"stage": "clips", "done": 3, "total": 3}
 
     at.button(key="batch_queue").click().run()  # the same batch again
     poll(at, _finished, timeout=RUN_TIMEOUT_S)
-    assert at.session_state["batch_run"].batch_id != first.batch_id
+    assert at.session_state["batch_run"].batch_id == first.batch_id  # the same parent
     assert _states(at) == {"a.mp4": "skipped", "sub/b.mp4": "skipped", "notes.mp4": "failed"}
     assert _metric(at, "Skipped") == "2"
     assert set(_table(at)["stage"][_table(at)["clip"] != "notes.mp4"]) == {"Done before"}

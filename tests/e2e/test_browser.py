@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.e2e
 
@@ -120,13 +121,18 @@ def test_batch_then_history_in_browser(browser_page, app_url: str, e2e_clip: Pat
     with zipfile.ZipFile(_download(page, "Download results")) as zf:
         assert sorted(zf.namelist()) == ["second.describe.json", "square.describe.json",
                                          "summary.json"]
+        batch_id = json.loads(zf.read("summary.json"))["batch_id"]
 
     page.get_by_test_id("stSidebarNav").get_by_role("link", name="History").click()
     page.get_by_role("heading", name="History", exact=True).wait_for()
     table = page.locator("[data-testid=stDataFrame]").first
     table.wait_for()
     page.wait_for_timeout(500)
-    _select_first_row(page, table)  # newest first: the last clip the batch finished
+    _select_first_row(page, table)  # newest first: the batch, one row, its clips inside
+    expect(page.get_by_text("3 job(s) in this run")).to_be_visible()
+    from test_results_actions import _select_row  # waits until the grid stops moving
+
+    _select_row(page, f"children-{batch_id}", 1)  # as queued: notes, second, square
     open_button = page.get_by_role("button", name=re.compile("Open in Analyze"))
     open_button.wait_for()
     delete_button = page.get_by_role("button", name=re.compile("Delete"))

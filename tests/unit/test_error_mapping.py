@@ -38,7 +38,8 @@ CASES = [  # (error, HTTP status, exit code)
     (E.InputError("i"), 400, 2), (E.ModelNotFoundError("m"), 404, 2),
     (E.PlacementError("p"), 503, 1), (E.ModelError("m"), 503, 1),
     (E.ResourceError("r"), 503, 1), (E.StoreError("s"), 503, 2),
-    (E.DiskFullError("d"), 507, 2), (E.WorkerCrashed("w"), 503, 1), (E.JobCancelled("j"), 409, 1), (E.ChordError("c"), 500, 1),
+    (E.DiskFullError("d"), 507, 2), (E.WorkerCrashed("w"), 503, 1), (E.ResumeError("r"), 503, 1),
+    (E.JobCancelled("j"), 409, 1), (E.ChordError("c"), 500, 1),
 ]
 
 

@@ -18,6 +18,8 @@ import pytest
 from chord_core.runtime.leases import RESUME_LIMIT, Lease, owner_gone, process_start
 from chord_core.runtime.store import NotOwner, Store
 from chord_core.runtime.store_link import StoreLink
+from chord_core.errors import exit_code_for
+from chord_core.service.http_errors import from_job_error
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,6 +155,10 @@ def test_a_job_whose_owner_died_too_often_fails_with_a_reason(tmp_path: Path) ->
         row = s.get_job("poison")
         assert row["state"] == "failed" and row["error"]["type"] == "ResumeError"
         assert f"died {RESUME_LIMIT} times" in row["error"]["message"]
+        assert row["error"]["hint"]  # what to do: a ResumeError of chord_core.errors
+        api = from_job_error(row["error"])  # a client polling it: 503 with the reason, no 500
+        assert (api.status, api.message) == (503, row["error"]["message"])
+        assert exit_code_for(row["error"]) == 1
 
 
 def test_two_processes_claiming_at_once_never_share_a_job(tmp_path: Path) -> None:

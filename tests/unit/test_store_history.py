@@ -53,10 +53,11 @@ def _ids(store: Store, **kw) -> list[str]:
     ({"name": "3f9c"}, ["b"]),  # the stored name too
     ({"name": ".avi"}, ["c"]),
     ({"name": "%"}, []),  # no LIKE wildcards: the text as it is
-    ({"name": "b0.mp4"}, []),  # a child is not a row of its own
+    ({"name": "b0.mp4"}, ["batch-1"]),  # a child is no row of its own: its batch is found
+    ({"name": "b1.mp4", "state": "done"}, []),  # the parent's own state is the filter's
     ({"limit": 2, "offset": 2}, ["c", "b"]),
 ], ids=["newest", "oldest", "longest", "task", "state", "label", "stored-name", "ext",
-        "no-wildcards", "children-hidden", "page-2"])
+        "no-wildcards", "child-finds-its-batch", "child-and-parent-state", "page-2"])
 def test_history_query(store: Store, kw: dict, ids: list[str]) -> None:
     assert _ids(store, **kw) == ids
     assert history_count(store, HistoryQuery(**{k: v for k, v in kw.items()
@@ -68,3 +69,21 @@ def test_tasks_and_a_bad_sort(store: Store) -> None:
     assert history_tasks(store) == ["describe", "entail", "ground"]
     with pytest.raises(ValueError, match="unknown sort 'biggest'"):
         history_rows(store, HistoryQuery(order="biggest"))
+
+
+def test_history_reads_through_the_stores_public_read_which_takes_no_write(
+        tmp_path: Path) -> None:
+    """store_history uses ``Store.read`` (not the private ``_read``); that read runs a SELECT
+    and refuses anything else, so a query module cannot write behind the manager."""
+    import inspect
+
+    from chord_core.runtime import store_history
+
+    assert "_read(" not in inspect.getsource(store_history)
+    with Store(tmp_path / "chord.sqlite3") as s:
+        s.add_job("a", video_path="/v/a.mp4", task="describe")
+        assert [r[0] for r in s.read("SELECT job_id FROM jobs")] == ["a"]
+        for sql in ("DELETE FROM jobs", "UPDATE jobs SET state = 'done'", "DROP TABLE jobs"):
+            with pytest.raises(ValueError, match="SELECT"):
+                s.read(sql)
+        assert s.get_job("a")["state"] == "queued"
