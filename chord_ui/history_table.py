@@ -86,13 +86,24 @@ def summary_text(row: dict[str, Any], store: Any) -> str:
     return _short(_result_summary(store.get_result(row["job_id"])))
 
 
+def _thumb(row: dict[str, Any], store: Any) -> str | None:
+    """The row's clip's thumbnail; a parent with no clip of its own (a batch) shows its first
+    clip's."""
+    uri = thumbnail_uri(str(row.get("video_path") or ""))
+    if uri is None and history_parents.is_parent(row):
+        from chord_core.runtime.store_history import first_child_video
+
+        uri = thumbnail_uri(first_child_video(store, row["job_id"]))
+    return uri
+
+
 def table_rows(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
     """The table's rows, in the page's order."""
     out = []
     for r in rows:
         dur = duration_s(r)
         out.append({
-            "thumb": thumbnail_uri(str(r.get("video_path") or "")),
+            "thumb": _thumb(r, store),
             "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
             "clip": display_name(r), "task": history_parents.task_label(r),
             "summary": summary_text(r, store) or "—",

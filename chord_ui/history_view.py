@@ -137,8 +137,9 @@ def _table(query: HistoryQuery, page: int, pages: int, live: bool) -> None:
         st.rerun(scope="app")
     total = history_count(store, query)
     unfinished = sum(r["state"] in ("queued", "running") for r in rows)
-    st.caption(t("{total} analyses · page {page} of {pages} · {order} · stored in "
-                 "`{path}`", total=total, page=page, pages=pages,
+    st.caption(t("1 analysis · page {page} of {pages} · {order} · stored in `{path}`"
+                 if total == 1 else "{total} analyses · page {page} of {pages} · {order} · "
+                 "stored in `{path}`", total=total, page=page, pages=pages,
                  order=t(SORTS[query.order]).lower(), path=store.path)
                + (t(" · {n} unfinished: refreshed every {s} s", n=unfinished,
                     s=f"{REFRESH_S:g}") if unfinished else ""))

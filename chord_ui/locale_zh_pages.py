@@ -23,6 +23,8 @@ ZH_PAGES: dict[str, str] = {
     "first.": "这里还没有内容。在“分析”或“批量”页面运行的分析会显示在这里，最新的在前。",
     "{total} analyses · page {page} of {pages} · {order} · stored in `{path}`":
         "{total} 个分析 · 第 {page} 页，共 {pages} 页 · {order} · 保存在 `{path}`",
+    "1 analysis · page {page} of {pages} · {order} · stored in `{path}`":
+        "1 个分析 · 第 {page} 页，共 {pages} 页 · {order} · 保存在 `{path}`",
     "No analysis matches these filters.": "没有符合这些筛选条件的分析。",
     "All tasks": "全部任务", "File name contains": "文件名包含", "Sort": "排序",
     "Newest first": "最新的在前", "Oldest first": "最早的在前", "Longest first": "用时最长的在前",

@@ -83,3 +83,11 @@ def history_tasks(store: Any) -> list[str]:
 
 
 __all__ = ["HistoryQuery", "ORDERS", "history_rows", "history_count", "history_tasks"]
+
+
+def first_child_video(store: Any, parent_id: str) -> str:
+    """The clip of a parent's first child ("" when it has none): a batch's row shows its
+    first clip's thumbnail, since the batch itself has no one clip."""
+    rows = store.read("SELECT video_path FROM jobs WHERE parent = ? AND video_path IS NOT NULL "
+                      "ORDER BY submitted_at, rowid LIMIT 1", (parent_id,))
+    return str(rows[0]["video_path"]) if rows else ""

@@ -339,6 +339,7 @@ def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_st
                          (1000 + run_s, child))
     at = _history(new_app)
     assert list(_table(at)["clip"]) == ["batch of 2 clips"]  # no rows of its clips
+    assert _table(at)["thumb"][0].startswith("data:image/jpeg;base64,")  # its first clip's
     at = _select(at, "batch of 2 clips")
     assert not at.exception and not at.info  # not a long run's "stopped part-way"
     kids = at.dataframe[1].value
