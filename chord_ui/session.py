@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import streamlit as st
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
+from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.types import Result
 from chord_ui import resources
 from chord_ui.inputs import Settings
@@ -28,18 +27,8 @@ log = logging.getLogger(__name__)
 K_JOBS, K_OUTCOMES = "jobs_by_clip", "job_outcomes"
 
 
-class OutcomeState(StrEnum):
-    """Where a shown job stands (a ``StrEnum``: it compares and prints as its word)."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_finished(self) -> bool:
-        return self.value in FINISHED_STATES
+# Where a shown job stands: the runtime's own job states (one enum, not a copy of it)
+OutcomeState = JobState
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from chord_core.analysis.request import AnalysisRequest
@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 MAX_EVENTS_KEPT = 200
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
+    """Where a job stands (a ``StrEnum``: it compares and prints as its word). The app's
+    ``session.OutcomeState`` is this enum too."""
+
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
@@ -35,6 +38,8 @@ class JobState(str, Enum):
     @property
     def finished(self) -> bool:
         return self.value in FINISHED_STATES
+
+    is_finished = finished  # the name WorkerState, TaskPhase and RunState use
 
 
 # the states a job ends in (the store, the UI and the service all ask this)
