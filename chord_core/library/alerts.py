@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 5
 HOOK_TIMEOUT_S = 30.0
+# How often ``StandingChecks.step`` looks for analysed clips with no check claimed: a clip
+# whose claim failed (the store busy past its timeout under disk load, between the watcher
+# marking the file done and the claim) is checked within this long, not at the next restart.
+BACKFILL_EVERY_S = 5.0
 _stored = threading.Condition()  # notified when an alert is stored (here or elsewhere)
 _stored_count = 0
 
@@ -165,33 +169,40 @@ class StandingChecks:
         create_tables(self.index)
         watcher.on_done = self.clip_done
         self.backfill()
+        self._backfilled = time.monotonic()
 
     def backfill(self) -> int:
-        """Clips this watch finished before that have no check for one of today's
-        statements (a statement added or edited since): each gets one, claimed here and
-        submitted by the next ``step()``. Returns how many were claimed. Once each: a
-        claim is a row keyed by (watch, clip, statement), so a restart claims nothing
-        again; a clip whose file is gone is left (checked if it comes back)."""
-        import os
-
+        """Clips this watch finished that have no check for one of today's statements (a
+        statement added or edited since, or a claim lost to a busy store): each gets one,
+        claimed here and submitted by the next ``step()``. Returns how many were claimed.
+        Once each: a claim is a row keyed by (watch, clip, statement), so a restart claims
+        nothing again; a clip whose file is gone is left (checked if it comes back). Reads
+        first and writes only when there is something to claim (``step`` runs it often)."""
+        todo = self._unchecked()
         claimed = 0
-        with self.index.write() as conn:
-            for statement in self.settings.statements:
-                todo = conn.execute(
-                    "SELECT f.key, f.path FROM library_watch_files f WHERE f.watch = ? AND "
-                    "f.state = 'done' AND NOT EXISTS (SELECT 1 FROM library_alert_checks c "
-                    "WHERE c.watch = f.watch AND c.clip_key = f.key AND c.statement = ?)",
-                    (self.settings.watch_id, statement)).fetchall()
-                for key, path in todo:
-                    if os.path.isfile(path):
-                        conn.execute("INSERT OR IGNORE INTO library_alert_checks VALUES "
-                                     "(?, ?, ?, ?, NULL, 'claimed')",
-                                     (self.settings.watch_id, key, statement, path))
-                        claimed += 1
+        if todo:
+            with self.index.write() as conn:
+                for statement, key, path in todo:
+                    claimed += conn.execute(
+                        "INSERT OR IGNORE INTO library_alert_checks VALUES "
+                        "(?, ?, ?, ?, NULL, 'claimed')",
+                        (self.settings.watch_id, key, statement, path)).rowcount
         if claimed:
             log.info("watch %s: %d check(s) of clips done before, for new statements",
                      self.settings.watch_id, claimed)
         return claimed
+
+    def _unchecked(self) -> list[tuple[str, str, str]]:
+        """(statement, clip key, path) of this watch's analysed clips, still on disk, that
+        have no check of a statement."""
+        import os
+
+        return [(statement, key, path) for statement in self.settings.statements
+                for key, path in self.index.read(
+                    "SELECT f.key, f.path FROM library_watch_files f WHERE f.watch = ? AND "
+                    "f.state = 'done' AND NOT EXISTS (SELECT 1 FROM library_alert_checks c "
+                    "WHERE c.watch = f.watch AND c.clip_key = f.key AND c.statement = ?)",
+                    (self.settings.watch_id, statement)) if os.path.isfile(path)]
 
     def clip_done(self, row: dict[str, Any], doc: dict[str, Any]) -> None:
         """A clip the watch analysed: one entail job per statement (once per clip)."""
@@ -218,7 +229,9 @@ class StandingChecks:
                          (state, job_id, self.settings.watch_id, clip_key, statement))
 
     def busy(self) -> bool:
-        return bool(self._checks("submitted") or self._checks("claimed"))
+        """Checks claimed or running, or analysed clips still to be claimed (a claim lost to
+        a busy store: the next backfill takes them)."""
+        return bool(self._checks("submitted") or self._checks("claimed") or self._unchecked())
 
     def _checks(self, state: str) -> list[dict[str, Any]]:
         return [dict(r) for r in self.index.read(
@@ -226,7 +239,11 @@ class StandingChecks:
             (self.settings.watch_id, state))]
 
     def step(self) -> list[dict[str, Any]]:
-        """Checks whose job ended become alerts (new ones returned, hooks run)."""
+        """Checks whose job ended become alerts (new ones returned, hooks run); every
+        BACKFILL_EVERY_S, clips done with no check claimed are claimed (``backfill``)."""
+        if time.monotonic() - self._backfilled >= BACKFILL_EVERY_S:
+            self.backfill()
+            self._backfilled = time.monotonic()
         for row in self._checks("claimed"):  # claimed before a restart, never submitted
             self._submit(row["clip_key"], row["path"], row["statement"])
         fired = []

@@ -146,8 +146,10 @@ def _alert_streams_from_the_service(store, alert) -> None:  # noqa: ANN001
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     try:
-        while not srv.started:
-            time.sleep(0.05)
+        started_by = time.monotonic() + 30
+        while not srv.started and thread.is_alive() and time.monotonic() < started_by:
+            time.sleep(0.05)  # polling a flag, bounded: uvicorn has no started event
+        assert srv.started, "the service did not start within 30 s"
         url = f"http://127.0.0.1:{port}"
         events = []
         with httpx.stream("GET", url + "/v1/alerts/events", params={"timeout": 1.5},

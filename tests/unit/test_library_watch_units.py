@@ -79,3 +79,48 @@ def test_a_folder_outside_the_media_roots_is_refused(tmp_path, monkeypatch):
     with Store(tmp_path / "chord.sqlite3") as store, pytest.raises(InputError,
                                                                    match="media roots"):
         FolderWatcher(None, store, WatchSettings(str(tmp_path)))
+
+
+class _Submits:
+    """The job manager at its boundary: records what is submitted; knows no job after."""
+
+    def __init__(self) -> None:
+        self.specs: list = []
+
+    def submit(self, spec) -> str:  # noqa: ANN001
+        self.specs.append(spec)
+        return f"job-{len(self.specs)}"
+
+    def status(self, job_id: str):  # noqa: ANN201
+        raise KeyError(job_id)
+
+
+def test_a_clip_done_whose_check_was_never_claimed_is_checked_once(tmp_path, monkeypatch):
+    """The watcher marked a clip done but its check was not claimed (the store busy past
+    its timeout between the two, under disk load): the standing checks say they are busy
+    and claim it at the next backfill step, once, not at the next restart."""
+    from chord_core.library import alerts
+    from chord_core.library.watch import FolderWatcher
+    from chord_core.runtime.store import Store
+
+    media = tmp_path / "media"
+    media.mkdir()
+    clip = media / "gate.mp4"
+    clip.write_bytes(b"not read here")
+    monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(media))
+    manager = _Submits()
+    with Store(tmp_path / "chord.sqlite3") as store:
+        watcher = FolderWatcher(manager, store, WatchSettings(str(media), statements=("a",)))
+        checks = alerts.StandingChecks(manager, store, watcher)
+        assert not checks.busy()
+        assert watcher.table.claim("k1", str(clip), 13, 1)
+        watcher.table.mark("k1", "done")  # ...and clip_done never ran
+        assert checks.busy()  # a clip still to check: a CLI's --idle-exit waits for it
+        checks.step()
+        assert manager.specs == []  # not before BACKFILL_EVERY_S
+        monkeypatch.setattr(alerts, "BACKFILL_EVERY_S", 0.0)
+        for _ in range(3):
+            checks.step()
+        assert [(s.request.task, s.request.query) for s in manager.specs] == [("entail", "a")]
+        assert not checks.busy()  # the job is gone: the check ended as an error
+        assert [c["state"] for c in checks._checks("error")] == ["error"]  # noqa: SLF001
