@@ -140,6 +140,18 @@ class LibraryIndex:
                     raise
                 raise self._failure("read", exc) from None
 
+    @contextmanager
+    def reader(self) -> Iterator[sqlite3.Connection]:
+        """The connection, held for several reads in a row (a cursor stepped while other
+        statements read beside it: ``search._checked_window``), errors as ``read``'s."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.OperationalError as exc:
+                if "fts5" in str(exc).lower():
+                    raise
+                raise self._failure("read", exc) from None
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -36,6 +36,18 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall("".join(c for c in folded if not unicodedata.combining(c)))
 
 
+_INDEX_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def index_tokens(text: str) -> list[str]:
+    """The text's tokens as FTS5's ``unicode61`` makes them for plain words: ``tokens``
+    but split at ``_`` too (a separator there, so ``fence_cam2`` is ``fence`` and
+    ``cam2``). Used to check a word on a passage (search.py), not for term frequencies."""
+    if not text.isascii():
+        text = " ".join(tokens(text))
+    return _INDEX_TOKEN.findall(text.lower())
+
+
 def bm25(rows: Sequence[Any], terms: Sequence[str], doc_freq: dict[str, int],
          total: int, avg_len: tuple[float, float]) -> list[tuple[float, Any]]:
     """(score, row) best first; a row has ``text`` and ``place``. Higher is better.

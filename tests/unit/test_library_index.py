@@ -259,3 +259,58 @@ def test_word_order_changes_nothing_but_the_query_echoed(library, q):
     out = search(index, q, limit=10)
     assert out["terms"] == q.split() and out["matched"] == "all"
     assert sorted(h["source"] for h in out["hits"]) == ["j-w0", "j-w1", "j-w2"]
+
+
+@pytest.mark.parametrize("q, checked, expected", [
+    ("night man", "man", ["j-c0", "j-c3"]),  # whole: not "woman", "manhole"; "man_made" is
+    ("night cam2", "cam2", ["j-c0", "j-c1"]),  # a file name split at "_" as FTS5 splits it
+    ("night cafe", "cafe", ["j-c2"]),  # accents folded, as remove_diacritics 2 folds them
+    ("night tdescribe", "tdescribe", ["j-c0", "j-c1", "j-c2", "j-c3", "j-c4"]),  # a tag
+    ("night walrus", "night", ["j-c0", "j-c1", "j-c2", "j-c3", "j-c4"]),  # none: any
+], ids=["whole-word", "underscore", "accent", "tags", "any-fallback"])
+def test_a_very_common_word_checked_on_the_matches_finds_what_fts5_finds(
+        library, monkeypatch, q, checked, expected):
+    """Past COMMON_SHARE of the passages a word is checked on the other words' sparse
+    matches instead of in FTS5's AND: the same hits, the same scores, in the same order."""
+    import chord_core.library.search as library_search
+
+    store, index = library
+    texts = ["A man climbs the fence at night.", "A woman and a manhole at night.",
+             "Le café près de la porte, at night.", "A fence, man_made, at night.",
+             "The yard at night."]
+    names = ["cam2_north", "cam2_south", "café", "gate", "yard"]
+    for i, (text, name) in enumerate(zip(texts, names)):
+        store_result(store, f"j-c{i}", result_doc("describe", f"/m/c/{name}.mp4", text=text))
+    for i in range(6):  # the checked words more common than "night", so FTS5 walks that
+        store_result(store, f"j-f{i}", result_doc("describe", f"/m/f/cam2_{i}.mp4",
+                                                  text="A man waits at the café."))
+    monkeypatch.setattr(library_search, "COMMON_SHARE", 2.0)  # never: all in FTS5's AND
+    plain = search(index, q, limit=20)
+    walked = []
+    walk = library_search._checked_window  # noqa: SLF001
+    monkeypatch.setattr(library_search, "_checked_window",
+                        lambda *a: walked.append(a[2]) or walk(*a))
+    monkeypatch.setattr(library_search, "COMMON_SHARE", 0.0)  # every word but the rarest
+    monkeypatch.setattr(library_search, "SPARSE_SHARE", 1.0)
+    out = search(index, q, limit=20)
+    assert walked[0] == (checked,)
+    assert sorted(h["source"] for h in out["hits"] if h["source"].startswith("j-c")) == \
+        expected
+    assert [(h["source"], h["score"]) for h in out["hits"]] == \
+        [(h["source"], h["score"]) for h in plain["hits"]]
+    assert out["matched"] == plain["matched"] == ("any" if "walrus" in q else "all")
+
+
+def test_a_common_word_is_checked_only_where_the_other_words_are_sparse():
+    from chord_core.library.search import split_common
+
+    freq = {"woman": 790, "formula": 36, "screen": 36, "child": 450, "worker": 290}
+    assert split_common(["formula", "screen", "woman"], freq, 1000) == \
+        (["formula", "screen"], ("woman",))  # 1.3 expected of 1000: sparse
+    assert split_common(["worker", "woman"], freq, 1000) == \
+        (["worker", "woman"], ())  # 290 of 1000: dense, FTS5's AND steps it cheaply
+    assert split_common(["worker", "woman"], freq, 1000, lambda: 0.005) == \
+        (["worker"], ("woman",))  # a filter leaving 0.5 % makes it sparse
+    assert split_common(["formula", "child"], freq, 1000) == \
+        (["formula", "child"], ())  # 45 %: not common enough to check
+    assert split_common(["woman"], freq, 1000) == (["woman"], ())  # the rarest stays
