@@ -18,6 +18,8 @@ range), each a full ``search()`` call as the service runs it (sync check include
     python benchmarks/library_scale.py                          # 10k, 100k, 1M
     python benchmarks/library_scale.py --bulk                   # rows written in bulk
     python benchmarks/library_scale.py --sizes 2000 --queries 50   # smoke (the test)
+    python benchmarks/library_scale.py --store DIR/chord.sqlite3 --seeds 1,2,3,4
+                                  # searches only, on a store built before (old against new)
 
 Writes ``$OUT/library_scale.json`` (OUT defaults to the current folder).
 """
@@ -174,7 +176,19 @@ def main() -> int:
     parser.add_argument("--bulk", action="store_true",
                         help="write the result rows 2,000 to a transaction (faster to build; "
                              "the index sync and the searches are measured the same)")
+    parser.add_argument("--store", default=None,
+                        help="measure searches on this existing store (built and indexed "
+                             "before): one row per seed of --seeds, nothing written to it")
+    parser.add_argument("--seeds", default="1", help="query mixes for --store (default 1)")
     args = parser.parse_args()
+    if args.store:
+        with LibraryIndex(args.store) as index:
+            for seed in (int(s) for s in args.seeds.split(",")):
+                row = {"seed": seed, "passages": index.totals()[0],
+                       **measure(index, args.queries, random.Random(seed)),
+                       "load_avg_1m": round(os.getloadavg()[0], 1)}
+                print(json.dumps(row), flush=True)
+        return 0
     sizes = sorted(int(s) for s in args.sizes.split(","))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         rows = run(sizes, args.queries, Path(tmp), args.bulk)
