@@ -178,7 +178,7 @@ def main() -> int:
                              "the index sync and the searches are measured the same)")
     parser.add_argument("--store", default=None,
                         help="measure searches on this existing store (built and indexed "
-                             "before): one row per seed of --seeds, nothing written to it")
+                             "before): one row per seed of --seeds, no results added")
     parser.add_argument("--seeds", default="1", help="query mixes for --store (default 1)")
     args = parser.parse_args()
     if args.store:
