@@ -75,6 +75,8 @@ class LibraryIndex:
         Store(self.path).close()  # the store's tables exist (a fresh or damaged file is fixed)
         self._lock = threading.RLock()
         self._runs_checked = -RUNS_CHECK_S
+        # search.doc_freq's counts, by word: (passages in all when counted, count)
+        self.df_cache: dict[str, tuple[int, int]] = {}
         try:
             self._conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None,
                                          check_same_thread=False)
@@ -269,6 +271,7 @@ class LibraryIndex:
             conn.execute("DELETE FROM library_passages")
             conn.execute("DELETE FROM library_runs")
             conn.execute("DELETE FROM library_meta WHERE key = 'watermark'")
+        self.df_cache.clear()
         return self.sync(runs=True)
 
     def forget_missing(self, sources: Sequence[str]) -> list[str]:
@@ -282,6 +285,7 @@ class LibraryIndex:
                 for source in gone:
                     self.drop_source(conn, source)
                     conn.execute("DELETE FROM library_runs WHERE source = ?", (source,))
+            self.df_cache.clear()  # passages gone: the highest id need not move
         return gone
 
     def totals(self) -> tuple[int, tuple[float, float]]:

@@ -314,3 +314,23 @@ def test_a_common_word_is_checked_only_where_the_other_words_are_sparse():
     assert split_common(["formula", "child"], freq, 1000) == \
         (["formula", "child"], ())  # 45 %: not common enough to check
     assert split_common(["woman"], freq, 1000) == (["woman"], ())  # the rarest stays
+
+
+def test_a_document_frequency_is_counted_again_once_the_index_has_moved(library):
+    """doc_freq remembers a word's count while the index's size stays within
+    DF_STALE_SHARE, and counts again past it, after a rebuild, or once passages are gone."""
+    from chord_core.library.search import doc_freq
+
+    store, index = library
+    total = index.totals()[0]
+    assert doc_freq(index, "walrus", total) == 0
+    _walrus_store(store, ["a walrus", "two walrus"])
+    index.sync()
+    assert doc_freq(index, "walrus", total) == 0  # the same size asked: remembered
+    assert doc_freq(index, "walrus", index.totals()[0]) == 2  # grown past 1 %: counted
+    assert store.delete_job("j-w0")
+    index.rebuild()  # the ids start again: the size can be what it was
+    assert doc_freq(index, "walrus", index.totals()[0]) == 1
+    assert store.delete_job("j-w1")
+    assert search(index, "walrus")["hits"] == []  # a gone job's passages dropped...
+    assert doc_freq(index, "walrus", index.totals()[0]) == 0  # ...and counted again
