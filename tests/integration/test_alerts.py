@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 STATEMENT = "the green square is on the left"
 
 
-def fake_score_batches(lm, batches, *, total=0, cancel=None, on_batch=None):  # noqa: ANN001
+def fake_score_batches(lm, batches, *, total=0, cancel=None, on_batch=None,  # noqa: ANN001
+                       think_tokens=None):
     from chord_core.analysis.entailment import EntailScore
 
     scores = []
