@@ -37,7 +37,8 @@ def _page(browser, locale: str = "en-US"):  # noqa: ANN001, ANN202
 
 
 def _upload(page, path: Path) -> None:  # noqa: ANN001
-    page.locator("[data-testid=stFileUploaderDropzoneInput]").set_input_files(str(path))
+    # .first: with a file in it, the uploader has a second input (its "add" button)
+    page.locator("[data-testid=stFileUploaderDropzoneInput]").first.set_input_files(str(path))
 
 
 def test_language_switch_keeps_choices_and_old_errors_go(browser, app_url: str, e2e_clip: Path,
@@ -161,10 +162,10 @@ def test_batch_rows_open_results_and_history_filters(browser, app_url: str, tmp_
     name = page.get_by_role("textbox", name="File name contains")
     name.fill("street-cam")
     name.press("Enter")
-    expect(page.get_by_text(re.compile(r"^1 analyses · page 1 of 1"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^1 analysis · page 1 of 1"))).to_be_visible()
     name.fill("")
     name.press("Enter")
-    expect(page.get_by_text(re.compile(r"analyses · page \d+ of \d+ · newest first"))
+    expect(page.get_by_text(re.compile(r"analys[ie]s · page \d+ of \d+ · newest first"))
            ).to_be_visible()
     page.get_by_test_id("stDataFrame").first.wait_for()
     page.wait_for_timeout(1000)  # the grid draws its thumbnails

@@ -132,9 +132,11 @@ def test_a_batch_spreads_over_both_nodes_and_survives_a_killed_actor(ray_cluster
     assert sorted(p.name for p in out.glob("c*.json")) == [f"c{i}.ground.json" for i in range(6)]
     assert len(set(summary["nodes"].values())) == 2, summary["nodes"]  # both nodes worked
     db = sqlite3.connect(data / "chord.sqlite3")
-    rows = db.execute("SELECT key, state FROM jobs").fetchall()
+    # the clips' jobs (children of the batch's own row)
+    rows = db.execute("SELECT key, state FROM jobs WHERE parent IS NOT NULL").fetchall()
     assert len(rows) == 6 and {s for _, s in rows} == {"done"}
     assert len({k for k, _ in rows}) == 6  # one job per clip: nothing done twice
+    assert db.execute("SELECT COUNT(*) FROM jobs WHERE parent IS NULL").fetchone()[0] == 1
     assert "died" in stderr or "ended" in stderr or "restart" in stderr.lower()
 
 
