@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     from chord_core.cli.watch import add_parser as add_watch_parser
 
     add_watch_parser(sub, _model_args)
+    from chord_core.cli.review import add_parsers as add_review_parsers
+
+    add_review_parsers(sub, _model_args)  # review, ask
 
     p = sub.add_parser("make-tiny-model",
                        help="write a random-weight Qwen2.5-VL or Qwen3-VL checkpoint")
@@ -315,8 +318,22 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return watch(args)
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    from chord_core.cli.review import cmd_review as review
+
+    return review(args)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from chord_core.cli.review import cmd_ask as ask
+
+    return ask(args)
+
+
 COMMANDS["search"] = cmd_search
 COMMANDS["watch"] = cmd_watch
+COMMANDS["review"] = cmd_review
+COMMANDS["ask"] = cmd_ask
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -123,7 +123,7 @@ def require_key(request: Request) -> None:
 def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> FastAPI:
     """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store); request
     bodies are read by ``readers`` (a started ``Readers``; None: this process's threads)."""
-    from chord_core.service import chat, jobs_routes, library_routes, ofa
+    from chord_core.service import chat, jobs_routes, library_routes, ofa, review_routes
     from chord_core.service.readers import Readers
 
     app = FastAPI(title="Chord service", version="1",
@@ -137,7 +137,8 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     install_handlers(app)
     app.add_api_route("/health", jobs_routes.health, methods=["GET"])
     guarded = [Depends(require_key)]
-    for router in (jobs_routes.router, ofa.router, chat.router, library_routes.router):
+    for router in (jobs_routes.router, ofa.router, chat.router, library_routes.router,
+                   review_routes.router):
         app.include_router(router, dependencies=guarded)
     # counts the body as it arrives (chunked uploads too); inside the guard, which has
     # already answered a too-large Content-Length with JSON

@@ -1,0 +1,132 @@
+"""Cases: moments gathered under a name, to hand over as one folder or ZIP (case_export.py).
+
+A moment comes from a review item, a search hit or a result: the clip, the time span, a
+label (the statement, target or passage), where it came from (``origin``: review, search,
+result, ask) and the job whose result it belongs to (its stored result goes into the case's
+JSON). Tables, in the job store's file beside the library's (made here):
+
+    library_cases        (id, name UNIQUE, created_at)
+    library_case_moments (id, case_id, path, start_s, end_s, label, origin, ref, job_id,
+                          score, added_at)  UNIQUE (case_id, path, start_s, end_s, label):
+                          the same moment added twice is kept once
+
+Paths come from the store (a review item's or a hit's clip), never from a request; the
+export opens each under the media roots again (``check_regular_video``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from chord_core.errors import InputError
+
+MAX_NAME = 80
+MAX_LABEL = 500
+MAX_MOMENTS = 500
+ORIGINS = ("review", "search", "result", "ask")
+_NAME = re.compile(r"^[\w][\w .,()\-]*$", re.UNICODE)
+_DDL = """
+CREATE TABLE IF NOT EXISTS library_cases (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS library_case_moments (
+    id INTEGER PRIMARY KEY, case_id INTEGER NOT NULL, path TEXT NOT NULL,
+    start_s REAL NOT NULL, end_s REAL NOT NULL, label TEXT NOT NULL, origin TEXT NOT NULL,
+    ref TEXT NOT NULL DEFAULT '', job_id TEXT NOT NULL DEFAULT '', score REAL,
+    added_at REAL NOT NULL, UNIQUE (case_id, path, start_s, end_s, label));
+"""
+
+
+def create_tables(index: Any) -> None:
+    with index.write() as conn:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+
+
+def check_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > MAX_NAME or not _NAME.match(name):
+        raise InputError(f"{name[:40]!r} is not a case name",
+                         hint=f"1–{MAX_NAME} letters, digits, spaces and . , ( ) - _, "
+                              "e.g. 'yard 2026-12-03'")
+    return name
+
+
+def open_case(index: Any, name: str) -> int:
+    """The case's id, made when it does not exist."""
+    name = check_name(name)
+    create_tables(index)
+    with index.write() as conn:
+        conn.execute("INSERT OR IGNORE INTO library_cases (name, created_at) VALUES (?, ?)",
+                     (name, time.time()))
+        return int(conn.execute("SELECT id FROM library_cases WHERE name = ?",
+                                (name,)).fetchone()[0])
+
+
+def add_moment(index: Any, case: str, *, path: str, start_s: float, end_s: float,
+               label: str, origin: str, ref: str = "", job_id: str = "",
+               score: float | None = None) -> bool:
+    """Add one moment to ``case`` (made if new); False when it was there already."""
+    if origin not in ORIGINS:
+        raise InputError(f"unknown origin {origin!r}", hint=f"one of {', '.join(ORIGINS)}")
+    start, end = float(start_s), float(end_s)
+    if not (0.0 <= start <= end <= 7 * 86400.0):
+        raise InputError(f"the moment {start}–{end} s is not a time span",
+                         hint="start and end in seconds, start ≤ end")
+    case_id = open_case(index, case)
+    if len(moments(index, case)) >= MAX_MOMENTS:
+        raise InputError(f"case {case!r} holds {MAX_MOMENTS} moments, the most",
+                         hint="start a second case for the rest")
+    with index.write() as conn:
+        return conn.execute(
+            "INSERT OR IGNORE INTO library_case_moments (case_id, path, start_s, end_s, label, "
+            "origin, ref, job_id, score, added_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (case_id, str(path), round(start, 4), round(end, 4), str(label)[:MAX_LABEL],
+             origin, str(ref)[:64], str(job_id)[:64], score, time.time())).rowcount == 1
+
+
+def add_review_item(index: Any, case: str, item: dict[str, Any]) -> bool:
+    """A review item (review.py) as a moment of ``case``."""
+    return add_moment(index, case, path=item["path"], start_s=item["start_s"],
+                      end_s=item["end_s"], label=item["statement"], origin="review",
+                      ref=item["id"], job_id=item.get("job_id") or "", score=item.get("score"))
+
+
+def add_hit(index: Any, case: str, hit: dict[str, Any]) -> bool:
+    """A search hit (search.py) as a moment of ``case``."""
+    label = "".join(part for part, _ in hit.get("parts", [])) or hit.get("snippet", "")
+    checked = hit.get("checked") or {}
+    return add_moment(index, case, path=hit["video_path"], start_s=hit["start_s"],
+                      end_s=hit["end_s"], label=label, origin="search", ref=hit["source"],
+                      job_id=hit["source"], score=checked.get("p_entailment"))
+
+
+def cases(index: Any) -> list[dict[str, Any]]:
+    """Every case with its moment count, newest first."""
+    create_tables(index)
+    return [dict(r) for r in index.read(
+        "SELECT c.id, c.name, c.created_at, COUNT(m.id) AS moments FROM library_cases c "
+        "LEFT JOIN library_case_moments m ON m.case_id = c.id GROUP BY c.id "
+        "ORDER BY c.created_at DESC")]
+
+
+def moments(index: Any, case: str) -> list[dict[str, Any]]:
+    """The case's moments in the order they were added (empty for an unknown case)."""
+    create_tables(index)
+    return [dict(r) for r in index.read(
+        "SELECT m.* FROM library_case_moments m JOIN library_cases c ON c.id = m.case_id "
+        "WHERE c.name = ? ORDER BY m.id", (check_name(case),))]
+
+
+def remove_moment(index: Any, case: str, moment_id: int) -> bool:
+    create_tables(index)
+    with index.write() as conn:
+        return conn.execute(
+            "DELETE FROM library_case_moments WHERE id = ? AND case_id = (SELECT id FROM "
+            "library_cases WHERE name = ?)", (int(moment_id), check_name(case))).rowcount == 1
+
+
+__all__ = ["open_case", "add_moment", "add_review_item", "add_hit", "cases", "moments",
+           "remove_moment", "check_name"]
