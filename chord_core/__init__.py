@@ -17,15 +17,21 @@ from chord_core.analysis.engine import Engine, analyze
 from chord_core.analysis.request import AnalysisRequest, plan
 from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
 from chord_core.errors import (
+    BatchStopped,
     ChordError,
     ConfigError,
     DiskFullError,
+    DuplicateJob,
+    GroupFailed,
     InputError,
+    InternalError,
     JobCancelled,
     ModelError,
     ModelNotFoundError,
+    OutOfMemory,
     OutputError,
     PlacementError,
+    RemoteError,
     ResourceError,
     StoreError,
     VideoError,
@@ -45,6 +51,12 @@ from chord_core.types import (
 )
 
 __all__ = [
+    "RemoteError",
+    "OutOfMemory",
+    "InternalError",
+    "GroupFailed",
+    "DuplicateJob",
+    "BatchStopped",
     "DEFAULT_MODEL",
     "SCHEMA",
     "TEST_MODEL",

@@ -9,20 +9,30 @@
     ├── ModelError                  the model could not be loaded or placed (exit 1)
     │   └── PlacementError          weights would silently land on CPU/disk while GPUs exist
     ├── ResourceError               out of memory even after every degradation step
+    │   └── OutOfMemory             out of GPU memory at batch size 1 (the engine lowers
+    │                               pixels and frames and tries again; then it is raised)
     ├── StoreError                  the job store cannot be written (full disk…) (exit 2)
     ├── DiskFullError               a file to store did not fit on the disk (service: 507)
     ├── WorkerCrashed               a worker process died (a poisoned clip; none could start)
     ├── ResumeError                 a job left by a dead process could not be taken up again
+    ├── GroupFailed                 children of a group (a batch, a long video) failed
+    ├── RemoteError                 a running service answered the CLI with an error
+    ├── InternalError               a bug in Chord (any other exception, stored)
+    ├── BatchStopped                the CLI batch was stopped by Ctrl-C / SIGTERM
     └── JobCancelled                a job was cancelled by its owner
+        └── DuplicateJob            the same clip and settings as another job: not run twice
 
 Code raises these with a one-line ``message`` and a ``hint``; the CLI prints
 ``error: <message>`` and ``hint: <hint>`` and never a traceback.
 
 Exit codes (and, in ``service/http_errors.py``, HTTP statuses) go by class: a table of
 (class, code) ordered subclass-first, read with ``isinstance`` (httpx's ``map_exceptions``
-does the same), never by comparing class names. A job's stored error (``{"type": …}``) is
-mapped by looking its name up among this module's classes (``error_class``) and then the
-same table; a name that is not one of them is a bug (exit 1, HTTP 500).
+does the same), never by comparing class names. A job's stored error is always made by
+``ChordError.to_dict`` (its class's name, message and hint; ``internal_error`` for a bug,
+``store_failure`` for SQLite): ``from_record`` rebuilds the instance (looked up among this
+module's classes only) so a stored error maps by ``isinstance`` too; a name that is not one
+of them is a bug (exit 1, HTTP 500). Every ChordError subclass lives here
+(tests/unit/test_error_mapping.py imports every module and checks).
 """
 
 from __future__ import annotations
@@ -110,6 +120,36 @@ class ResumeError(ChordError):
     answers 503 (the job could not be run here, the request itself was fine)."""
 
 
+class OutOfMemory(ResourceError):
+    """Out of GPU memory at batch size 1: the engine lowers the pixel/frame budget and tries
+    again; raised past its last try. The service answers 503 with the hint."""
+
+
+class GroupFailed(ChordError):
+    """Children of a group (a batch's clips, a long video's chunks) failed: the message
+    counts them and quotes the first; each child's own error is stored with it. The service
+    answers 424 (Failed Dependency: the parent failed because its children did)."""
+
+
+class RemoteError(ChordError):
+    """The service answered the CLI with an error; ``exit_code`` follows its status (4xx:
+    bad input, exit 2). The service itself never raises it (502 if one is ever mapped)."""
+
+    def __init__(self, status: int, message: str, hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = 2 if 400 <= status < 500 else 1
+
+
+class InternalError(ChordError):
+    """A bug in Chord: any exception that is not a ChordError, as stored (``internal_error``).
+    The service answers a generic 500 (no message, no traceback reaches a client)."""
+
+
+class BatchStopped(ChordError):
+    """The CLI batch was stopped by Ctrl-C or SIGTERM; unfinished clips stay queued. Its exit
+    code is 130 (Ctrl-C) or 143 (SIGTERM), set by ``runtime.batch.stopped``."""
+
+
 class JobCancelled(ChordError):
     """The job was cancelled before it finished. ``partial``: what it had done by then, when
     that means something on its own (grounding: the frames finished — a partial Result, or
@@ -118,18 +158,33 @@ class JobCancelled(ChordError):
     partial: object = None
 
 
+class DuplicateJob(JobCancelled):
+    """A stored job found again on resume with the same clip and settings as another one: it
+    is cancelled (409) rather than run twice."""
+
+
 def internal_error(exc: BaseException, log: str = "the log") -> dict[str, str]:
     """The error record of a job that failed on a bug in Chord rather than on its input
-    (same keys as ``ChordError.to_dict``); ``log`` names where the traceback went."""
-    return {"type": type(exc).__name__, "message": f"internal error: {exc}",
-            "hint": f"this is a bug in Chord; {log} has the traceback — please report it"}
+    (an ``InternalError``'s ``to_dict``); ``log`` names where the traceback went."""
+    return InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                         hint=f"this is a bug in Chord; {log} has the traceback — please "
+                              f"report it").to_dict()
+
+
+def store_failure(exc: BaseException) -> StoreError:
+    """The StoreError for a failed SQLite call (``sqlite3.Error``); a ChordError is kept."""
+    if isinstance(exc, StoreError):
+        return exc
+    return StoreError(f"the job store failed: {exc}",
+                      hint="check the disk that holds CHORD_DATA_DIR")
 
 
 # (class, exit code), most specific first: the first ``isinstance`` match is the code
 EXIT_CODES: tuple[tuple[type[ChordError], int], ...] = (
     (DiskFullError, 2), (StoreError, 2), (InputError, 2),  # fix the input or the disk
     (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (WorkerCrashed, 1),
-    (ResumeError, 1),
+    (ResumeError, 1), (GroupFailed, 1), (RemoteError, 1), (InternalError, 1),
+    (BatchStopped, 130),
     (ChordError, 1),
 )
 

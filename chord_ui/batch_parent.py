@@ -21,6 +21,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
+from chord_core.errors import GroupFailed
 from chord_core.runtime.protocols import JobRunner
 
 if TYPE_CHECKING:
@@ -116,11 +117,11 @@ class PageBatchParent:
             state, error = "cancelled", None
         elif failed:
             first = failed[0]
-            state, error = "failed", {
-                "type": "ChordError", "hint": "each clip's error is on the Batch page and in "
-                                              "History, under this batch",
-                "message": f"{len(failed)} of {len(doc['items'])} clip(s) failed; the first, "
-                           f"{first['clip']}: {(first['error'] or {}).get('message')}"}
+            state, error = "failed", GroupFailed(
+                f"{len(failed)} of {len(doc['items'])} clip(s) failed; the first, "
+                f"{first['clip']}: {(first['error'] or {}).get('message')}",
+                hint="each clip's error is on the Batch page and in History, under this "
+                     "batch").to_dict()
         else:
             state, error = "done", None
         self.manager.parents.finish(self.run.batch_id, state, doc, error=error)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, ModelNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,9 @@ class DownloadManager:
             return
         except Exception as exc:  # noqa: BLE001 — network/hub errors must reach the page
             log.exception("download of %s crashed", repo_id)
-            self._update(repo_id, state="failed", error={
-                "type": type(exc).__name__, "message": f"download failed: {exc}",
-                "hint": "check the network, or download on another machine and point Chord "
-                        "at the folder"})
+            self._update(repo_id, state="failed", error=ModelNotFoundError(
+                f"download failed: {exc}",
+                hint="check the network, or download on another machine and point Chord at "
+                     "the folder").to_dict())
             return
         self._update(repo_id, state="done", local_path=str(path), message="downloaded")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Callable
 
-from chord_core.errors import ChordError, JobCancelled
+from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.runtime.handles import CancelFlag
 
 log = logging.getLogger(__name__)
@@ -149,9 +149,7 @@ class LongRunManager:
             log.exception("long-video %s run crashed", run.kind)
             with self._lock:
                 run.state = RunState.FAILED
-                run.error = {"message": f"internal error: {type(exc).__name__}: {exc}",
-                             "hint": "this is a bug in Chord; the server log has the "
-                                     "traceback"}
+                run.error = internal_error(exc, "the server log")
             return
         with self._lock:
             run.state, run.doc = RunState.DONE, doc

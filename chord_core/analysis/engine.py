@@ -34,7 +34,7 @@ from chord_core.config import (
     SamplingConfig,
     injected_oom_faults,
 )
-from chord_core.errors import JobCancelled, ResourceError
+from chord_core.errors import JobCancelled, OutOfMemory
 from chord_core.types import (
     ModelInfo,
     Result,
@@ -199,7 +199,7 @@ class Engine:
                     body = self._ground(lm, info, sampling_plan, frames, request, clock)
                 sampling_plan = body.pop("plan", sampling_plan)  # two_pass: frames grounded
                 return body, sampling_plan, reductions + warnings, decode_s
-            except _OutOfMemory:
+            except OutOfMemory:
                 if attempt == 2:
                     raise
                 sampling = _halved(sampling)
@@ -353,7 +353,7 @@ class Engine:
 
                 release_memory()
                 if batch is None or batch[0] <= 1:
-                    raise _OutOfMemory(
+                    raise OutOfMemory(
                         "the GPU ran out of memory even at batch size 1",
                         hint="lower --max-pixels or --max-frames, or use a GPU with more "
                              "free memory") from None
@@ -388,10 +388,6 @@ class Engine:
             on_progress=lambda done, total: clock.emit("rendering", f"frame {done}/{total}",
                                                        done, total),
             cancel=clock.cancel)
-
-
-class _OutOfMemory(ResourceError):
-    """Out of memory at batch size 1: the caller may lower the pixel/frame budget."""
 
 
 def _halved(sampling: SamplingConfig) -> SamplingConfig:

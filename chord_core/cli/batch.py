@@ -49,7 +49,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: stop now, keep the queue
         stopped = True
         ProgressLine.end()
-        raise batch_mod.BatchStopped.after(exc) from None
+        raise batch_mod.stopped(exc) from None
     finally:
         manager.shutdown(abort=stopped)
     problem = manager.store_problem()  # e.g. a full disk under the store: results are files

@@ -24,19 +24,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from chord_core.errors import ChordError, ConfigError, InputError
+from chord_core.errors import ChordError, ConfigError, InputError, RemoteError
 
 LOCAL_WORDS = frozenset({"local", "off", "0", "none", "no"})
 CHUNK = 1 << 20
 _STALL_S = 3600.0  # the longest a silent event stream is waited for (the service's own cap)
-
-
-class RemoteError(ChordError):
-    """The service answered with an error; ``exit_code`` follows its status (4xx: bad input)."""
-
-    def __init__(self, status: int, message: str, hint: str = "") -> None:
-        super().__init__(message, hint=hint)
-        self.exit_code = 2 if 400 <= status < 500 else 1
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

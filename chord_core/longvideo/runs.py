@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-from chord_core.errors import ChordError, JobCancelled, error_class
+from chord_core.errors import ChordError, InternalError, JobCancelled, from_record
 from chord_core.media.roots import is_under, job_roots
 from chord_core.runtime.jobs import JobSpec
 from chord_core.types import ProgressEvent, Result
@@ -122,9 +122,9 @@ class ParentRun:
         except BaseException as exc:
             if self.parents is not None and self.doc.get("document") is None:
                 cancelled = not isinstance(exc, Exception) or isinstance(exc, JobCancelled)
-                err = exc.to_dict() if isinstance(exc, ChordError) else {
-                    "type": type(exc).__name__, "message": f"stopped: {exc}"[:500],
-                    "hint": "run it again: finished chunks are kept"}
+                err = (exc if isinstance(exc, ChordError) else InternalError(
+                    f"stopped: {type(exc).__name__}: {exc}"[:500],
+                    hint="run it again: finished chunks are kept")).to_dict()
                 self.parents.finish(self.run, "cancelled" if cancelled else "failed",
                                     self.doc, error=None if cancelled else err)
             raise
@@ -254,9 +254,11 @@ def _collect(manager: JobRunner, running: dict[str, ChunkJob]) -> list[tuple[Chu
         if st.state.value == "cancelled":
             raise JobCancelled(f"{job.spec.label or job.job_id} was cancelled",
                                hint="run it again: finished chunks are kept")
-        cls = error_class(str(err.get("type", ""))) or ChordError
-        raise cls(f"{job.spec.label or job.job_id}: {err.get('message', 'failed')}",
-                  hint=(err.get("hint") or "") + " (finished chunks are kept: run the same "
-                       "command again to resume)")
+        failure = from_record(err) or InternalError(str(err.get("message", "failed")))
+        failure.message = f"{job.spec.label or job.job_id}: {failure.message}"
+        failure.hint = (failure.hint or "") + (" (finished chunks are kept: run the same "
+                                               "command again to resume)")
+        failure.args = (failure.message,)
+        raise failure
     return out
 

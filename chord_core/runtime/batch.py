@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.errors import ChordError, InputError, OutputError
+from chord_core.errors import BatchStopped, ChordError, GroupFailed, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.protocols import JobRunner, JobStore
@@ -210,10 +210,10 @@ class BatchParent:
             self.parents.finish(self.batch_id, "cancelled", self.doc(summary))
             raise
         failed = [i for i in summary.items if i.state == "failed"]
-        error = None if not failed else {
-            "type": "ChordError", "hint": "each clip's error is in summary.json",
-            "message": f"{len(failed)} of {len(summary.items)} clip(s) failed; the first, "
-                       f"{Path(failed[0].video).name}: {(failed[0].error or {}).get('message')}"}
+        error = None if not failed else GroupFailed(
+            f"{len(failed)} of {len(summary.items)} clip(s) failed; the first, "
+            f"{Path(failed[0].video).name}: {(failed[0].error or {}).get('message')}",
+            hint="each clip's error is in summary.json").to_dict()
         self.parents.finish(self.batch_id, "failed" if failed else "done", self.doc(summary),
                             error=error)
 
@@ -295,19 +295,14 @@ def _write_item(item: BatchItem, doc: dict | None) -> None:
 
 # -- stopping and problems -------------------------------------------------------------------
 
-class BatchStopped(ChordError):
-    """The batch was stopped by Ctrl-C or SIGTERM; unfinished clips stay queued."""
-
-    exit_code = 130
-
-    @classmethod
-    def after(cls, exc: BaseException) -> BatchStopped:
-        by = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
-        err = cls(f"stopped by {by}; clips not finished stay queued in the job store",
-                  hint="run the same command again: finished clips are not analysed again "
-                       "and the queued ones resume")
-        err.exit_code = 143 if by == "SIGTERM" else 130
-        return err
+def stopped(exc: BaseException) -> BatchStopped:
+    """The BatchStopped for Ctrl-C (exit 130) or SIGTERM (``Terminated``, exit 143)."""
+    by = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
+    err = BatchStopped(f"stopped by {by}; clips not finished stay queued in the job store",
+                       hint="run the same command again: finished clips are not analysed "
+                            "again and the queued ones resume")
+    err.exit_code = 143 if by == "SIGTERM" else 130
+    return err
 
 
 class Terminated(KeyboardInterrupt):

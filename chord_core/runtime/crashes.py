@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chord_core.errors import WorkerCrashed
+
 MAX_ATTEMPTS = 3
 MAX_START_FAILURES = 3
 FIRST_DELAY_S = 0.5
@@ -29,23 +31,23 @@ def restart_delay_s(deaths_in_row: int) -> float:
 def poisoned_clip_error(video_path: str, attempts: int, worker_id: str) -> dict[str, str]:
     """The error of a job whose clip took its worker down ``attempts`` times."""
     name = Path(video_path).name or video_path
-    return {"type": "WorkerCrashed",
-            "message": f"{name}: the worker process died {attempts} times while analysing "
-                       f"this clip (last on {worker_id}); it was not tried again",
-            "hint": f"the file may crash the video decoder or the model: check it with "
-                    f"`python -m chord_core probe {video_path}`, re-encode it (e.g. ffmpeg -i "
-                    f"IN -c:v libx264 OUT.mp4) or leave it out; run with -v to see the "
-                    f"worker's log (killed for lack of memory?)"}
+    return WorkerCrashed(
+        f"{name}: the worker process died {attempts} times while analysing this clip (last "
+        f"on {worker_id}); it was not tried again",
+        hint=f"the file may crash the video decoder or the model: check it with "
+             f"`python -m chord_core probe {video_path}`, re-encode it (e.g. ffmpeg -i IN "
+             f"-c:v libx264 OUT.mp4) or leave it out; run with -v to see the worker's log "
+             f"(killed for lack of memory?)").to_dict()
 
 
 def start_failure_error(worker_id: str, deaths: int) -> dict[str, str]:
     """The error of a worker given up because it died every time it started."""
-    return {"type": "WorkerCrashed",
-            "message": f"worker {worker_id} could not start: its process died {deaths} "
-                       f"times while loading the model",
-            "hint": "run with -v to see the worker's log; the usual causes are too little "
-                    "memory for one more copy of the model (use fewer workers: --cpu-workers "
-                    "or --gpus, or a smaller model) or a broken torch install"}
+    return WorkerCrashed(
+        f"worker {worker_id} could not start: its process died {deaths} times while loading "
+        f"the model",
+        hint="run with -v to see the worker's log; the usual causes are too little memory "
+             "for one more copy of the model (use fewer workers: --cpu-workers or --gpus, or "
+             "a smaller model) or a broken torch install").to_dict()
 
 
 def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
@@ -53,8 +55,7 @@ def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
     failed (the first worker's own error) and what to do."""
     first = next((e for e in worker_errors if e), None)
     why = f": {first['message']}" if first else ""
-    return {"type": "WorkerCrashed",
-            "message": f"no worker is left to run this job: all {len(worker_errors)} "
-                       f"worker(s) failed{why}",
-            "hint": ((first or {}).get("hint") or "run with -v to see the workers' log")
-                    + "; then start the app or the service again (its workers start anew)"}
+    return WorkerCrashed(
+        f"no worker is left to run this job: all {len(worker_errors)} worker(s) failed{why}",
+        hint=((first or {}).get("hint") or "run with -v to see the workers' log")
+        + "; then start the app or the service again (its workers start anew)").to_dict()

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
-from chord_core.errors import ChordError, internal_error
+from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
 from chord_core.runtime import crashes, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
@@ -386,7 +386,7 @@ class JobManager(JobTable):
         self.balancer.finished(w.spec.worker_id, ts.task.cost, 0.0)
         job = self._jobs[ts.task.job_id]
         if not job.status.state.finished:
-            cancelled = error.get("type") == "JobCancelled"
+            cancelled = isinstance(from_record(error), JobCancelled)
             self._finish(job, JobState.CANCELLED if cancelled else JobState.FAILED,
                          error=None if cancelled else error)
 

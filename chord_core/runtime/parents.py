@@ -19,7 +19,7 @@ import logging
 import sqlite3
 from typing import Any, Callable, Mapping
 
-from chord_core.errors import ChordError
+from chord_core.errors import ChordError, store_failure
 from chord_core.runtime import store_parents
 from chord_core.types import Result
 
@@ -41,9 +41,7 @@ class ParentJobs:
         try:
             return fn(self.store, *args, **kwargs)
         except (ChordError, sqlite3.Error) as exc:
-            self.problem = exc.to_dict() if isinstance(exc, ChordError) else {
-                "type": "StoreError", "message": f"the job store failed: {exc}",
-                "hint": "check the disk that holds CHORD_DATA_DIR"}
+            self.problem = (exc if isinstance(exc, ChordError) else store_failure(exc)).to_dict()
             log.error("store: parent row not written: %s", self.problem["message"])
         except (ValueError, KeyError) as exc:
             log.warning("store: parent row not written: %s", exc)

@@ -23,7 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any, Iterator
 
-from chord_core.errors import ChordError, ResumeError
+from chord_core.errors import ChordError, DuplicateJob, ResumeError, store_failure
 from chord_core.runtime.jobs import JobSpec
 from chord_core.runtime.leases import HEARTBEAT_S, Lease
 from chord_core.runtime.protocols import JobStore
@@ -85,9 +85,7 @@ class StoreLink:
         try:
             out = getattr(self.store, method)(*args, **kwargs)
         except (ChordError, sqlite3.Error) as exc:
-            err = exc.to_dict() if isinstance(exc, ChordError) else {
-                "type": "StoreError", "message": f"the job store failed: {exc}",
-                "hint": "check the disk that holds CHORD_DATA_DIR"}
+            err = (exc if isinstance(exc, ChordError) else store_failure(exc)).to_dict()
             if err != self.problem:
                 log.error("store: %s failed: %s", method, err["message"])
             self.problem = err
@@ -177,9 +175,9 @@ class StoreLink:
                     f"could not resume: {exc}", hint="submit the clip again").to_dict())
                 continue
             if spec.key and spec.key in by_key:
-                self.write("update_state", job_id, "cancelled", error={
-                    "type": "Duplicate", "hint": "",
-                    "message": f"same clip and settings as job {by_key[spec.key]}"})
+                self.write("update_state", job_id, "cancelled", error=DuplicateJob(
+                    f"same clip and settings as job {by_key[spec.key]}",
+                    hint=f"its result is job {by_key[spec.key]}'s").to_dict())
                 continue
             yield job_id, spec
             log.info("resumed stored job %s", job_id)

@@ -366,7 +366,7 @@ def _run_task(engine: WorkerEngine, task: Task, worker_id: str, outbox: Any,
         outbox.put(Done(worker_id, task.task_id, payload, time.perf_counter() - t0))
     except JobCancelled as exc:  # with what it had done, when that means something alone
         outbox.put(Failed(worker_id, task.task_id,
-                          {"type": "JobCancelled", "message": "cancelled", "hint": ""},
+                          JobCancelled("cancelled").to_dict(),
                           partial=exc.partial))
     except ChordError as exc:
         outbox.put(Failed(worker_id, task.task_id, exc.to_dict()))

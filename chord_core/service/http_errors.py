@@ -1,11 +1,11 @@
 """Errors as the service sends them: JSON ``{"error": …, "hint": …}`` with a fitting status.
 
 Chord's own errors carry a message and a hint already; this maps their class to an HTTP
-status (bad input 4xx, capacity 503) by ``isinstance`` in ``STATUS_BY_CLASS`` (most specific
-first), and turns everything unexpected into a generic 500 whose traceback goes to the log
-only. A job's stored error dict (``{"type", "message", "hint"}``) is mapped the same way: its
-``type`` looked up among ``chord_core.errors``' classes (``errors.from_record``), then the
-same table; a name that is not one of them is a bug (generic 500).
+status (bad input 4xx, capacity 503, a group whose children failed 424) by ``isinstance`` in
+``STATUS_BY_CLASS`` (most specific first), and turns everything unexpected (``InternalError``,
+any other exception) into a generic 500 whose traceback goes to the log only. A job's stored
+error (``ChordError.to_dict``) is rebuilt as its class (``errors.from_record``) and mapped by
+the same table; a record that is not one of ``chord_core.errors``' classes is a bug (500).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 STATUS_BY_CLASS: tuple[tuple[type[E.ChordError], int], ...] = (
     (E.VideoError, 422), (E.ModelNotFoundError, 404), (E.ConfigError, 400),
     (E.OutputError, 400), (E.InputError, 400), (E.JobCancelled, 409),
-    (E.PlacementError, 503), (E.ModelError, 503), (E.ResourceError, 503),
-    (E.StoreError, 503), (E.WorkerCrashed, 503), (E.ResumeError, 503),
-    (E.DiskFullError, 507),
+    (E.BatchStopped, 409), (E.PlacementError, 503), (E.ModelError, 503),
+    (E.ResourceError, 503), (E.StoreError, 503), (E.WorkerCrashed, 503),
+    (E.ResumeError, 503), (E.DiskFullError, 507), (E.GroupFailed, 424),
+    (E.RemoteError, 502), (E.InternalError, 500),
 )
 FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 # a 500 ends its connection, said so: Starlette re-raises after a 500 and uvicorn then closes

@@ -27,7 +27,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
-from chord_core.errors import ChordError, DiskFullError
+from chord_core.errors import ChordError, DiskFullError, JobCancelled
 from chord_core.service.http_errors import (
     GENERIC_500,
     ApiError,
@@ -184,8 +184,8 @@ def _checked(index: int, task: Any, sampling: Any = None
 def prediction(task_id: Any, status: Any) -> dict[str, Any]:
     """One OFA-VE prediction from a finished entail job."""
     if status.result is None or status.result.entailment is None:
-        return {"id": task_id, **job_error_entry(status.error or {
-            "type": "JobCancelled", "message": "the task was cancelled", "hint": ""})}
+        return {"id": task_id, **job_error_entry(
+            status.error or JobCancelled("the task was cancelled").to_dict())}
     ent = status.result.entailment
     probs = {k: round(float(v), 6) for k, v in ent.probabilities.items()}
     return {"id": task_id, "entailment": OFA_WORD[ent.verdict], "label": ent.verdict,

@@ -28,9 +28,12 @@ def test_every_error_class_has_a_status_and_an_exit_code() -> None:
                if issubclass(c, E.ChordError) and c is not E.ChordError]
     assert len(classes) >= 10
     for cls in classes:
-        err = cls("x", "y")
+        err = E.RemoteError(500, "x", "y") if cls is E.RemoteError else cls("x", "y")
+        if cls is E.InternalError:
+            assert status_for(err) == 500  # a bug: the generic answer
+            continue
         assert status_for(err) != 500, f"{cls.__name__} has no HTTP status"
-        assert E.exit_code_for(err) in (1, 2)
+        assert E.exit_code_for(err) in ((130,) if cls is E.BatchStopped else (1, 2))
 
 
 CASES = [  # (error, HTTP status, exit code)
@@ -73,10 +76,10 @@ def test_a_subclass_maps_as_its_base_and_an_unknown_name_is_a_generic_500() -> N
 
 
 def test_an_exit_code_set_on_an_error_wins_over_its_class() -> None:
-    from chord_core.runtime.batch import BatchStopped, Terminated
+    from chord_core.runtime.batch import Terminated, stopped
 
-    assert BatchStopped.after(Terminated()).exit_code == 143
-    assert BatchStopped.after(KeyboardInterrupt()).exit_code == 130
+    assert stopped(Terminated()).exit_code == 143
+    assert stopped(KeyboardInterrupt()).exit_code == 130
     err = E.InputError("x")
     err.exit_code = 7
     assert err.exit_code == 7 and E.InputError("y").exit_code == 2
