@@ -25,7 +25,7 @@ from chord_ui.previews import (
     plays_in_browser,
     preview_file,
 )
-from chord_ui.uploads import ClipSource, servable
+from chord_ui.uploads import ClipSource, servable, show_video
 from chord_ui.wording import plan_numbers, plan_words
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,8 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
         return None
     if plays_in_browser(clip.path, info):
         return clip.path if Path(clip.path).stat().st_size <= PREVIEW_MAX_BYTES else None
+    from chord_core.media.roots import job_roots
+
     out = preview_file(clip.key)
     if out.exists():
         return str(out)
@@ -88,7 +90,7 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
         return None  # a failed preview was logged once, when it failed
     try:
         with st.spinner(t("Making a browser-playable preview…")):
-            make_preview(clip.path, out, info=info)
+            make_preview(clip.path, out, info=info, roots=job_roots())
     except Exception as exc:  # noqa: BLE001 — a preview is a convenience: never fatal
         log.warning("no browser preview of %s: %s", clip.path, exc)
         return None
@@ -130,15 +132,24 @@ def _show_poster(clip: ClipSource, info: VideoInfo) -> None:
 
 
 def show_clip(clip: ClipSource, info: VideoInfo | None) -> None:
-    """Preview player (the clip, or its H.264 preview) and the probe facts."""
+    """Preview player (the clip, or its H.264 preview) and the probe facts. The clip is
+    confined to the media roots in this process: every read of it (poster, probe, player)
+    opens it under them (``media.confined``)."""
+    from chord_core.media.confined import confine
+    from chord_core.media.roots import job_roots
+
     ok = servable(clip.path)  # nothing outside the media roots/uploads reaches /media
+    if ok:
+        confine(clip.path, job_roots())  # the poster's and the probe's reads too
     size = Path(clip.path).stat().st_size if ok else 0
     kind = t("uploaded") if clip.uploaded else t("local file")
     if info is None:
         st.caption(f"**{md_escape(clip.name)}** · {kind}")
         return
     playable = playable_path(clip, info) if ok else None
-    if playable is not None:
+    if playable == clip.path:
+        show_video(playable)
+    elif playable is not None:
         st.video(playable)
         if playable != clip.path:
             st.caption(t("Browsers cannot play {ext} files: this is an H.264 preview made "

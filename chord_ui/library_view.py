@@ -23,7 +23,7 @@ from chord_core.errors import ChordError
 from chord_ui import resources
 from chord_ui.formatting import md_escape
 from chord_ui.i18n import t
-from chord_ui.uploads import browser_playable, servable
+from chord_ui.uploads import browser_playable, servable, show_video
 
 log = logging.getLogger(__name__)
 
@@ -150,16 +150,18 @@ def card(hit: dict[str, Any], i: int) -> None:
                 st.caption(t("The clip is gone or outside the media roots: no thumbnail or "
                              "playback."))
         if shown and st.session_state.get(K_PLAY) == i:
-            st.video(path, start_time=int(hit["start_s"]), end_time=int(hit["end_s"]) + 1
-                     if hit["end_s"] > hit["start_s"] else None)
+            show_video(path, start_time=int(hit["start_s"]), end_time=int(hit["end_s"]) + 1
+                       if hit["end_s"] > hit["start_s"] else None)
 
 
 def _thumb(path: str, t_s: float) -> None:
     from chord_core.config import default_data_dir
     from chord_core.library.thumbs import thumbnail
+    from chord_core.media.roots import job_roots
 
     try:
-        st.image(thumbnail(path, t_s, default_data_dir() / "thumbs"), width="stretch")
+        st.image(thumbnail(path, t_s, default_data_dir() / "thumbs", roots=job_roots()),
+                 width="stretch")
     except ChordError as exc:
         log.info("no thumbnail for %s: %s", path, exc)
 
@@ -206,7 +208,7 @@ def alerts_section() -> None:
                           on_click=st.session_state.__setitem__,
                           args=(K_ALERT_PLAY, alert["id"]))
                 if st.session_state.get(K_ALERT_PLAY) == alert["id"]:
-                    st.video(path, start_time=int(alert["start_s"]))
+                    show_video(path, start_time=int(alert["start_s"]))
 
 
 @st.fragment(run_every=5.0)

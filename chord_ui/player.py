@@ -147,9 +147,17 @@ def media_url(path: str, coordinates: str) -> str:
     the same endpoint ``st.video`` uses, kept while this session shows it."""
     from streamlit import runtime
 
+    from chord_core.errors import InputError
+    from chord_core.media.confined import opened
+    from chord_core.media.roots import job_roots
+
     if not runtime.exists():  # AppTest / bare mode: no media endpoint
         return ""
-    return runtime.get_instance().media_file_mgr.add(path, "video/mp4", coordinates)
+    try:  # read while added: the file opened under the roots now, not what a link names
+        with opened(path, job_roots()) as (name, _):
+            return runtime.get_instance().media_file_mgr.add(name, "video/mp4", coordinates)
+    except InputError:
+        return ""
 
 
 def show_player(result: Result, video_path: str, key: str, start_s: float = 0.0) -> None:

@@ -1,7 +1,9 @@
 """Browser-playable previews of clips browsers cannot play (AVI, MKV, MPEG-4 part 2, HEVC…):
 a small H.264 MP4 made once per clip with PyAV, keeping every frame's presentation time so
 the result's timestamps line up with the preview's. Kept in ``<data dir>/previews``, named by
-the clip's key, private to this user.
+the clip's key, private to this user. The clip is opened under the media roots at the
+moment it is read (``media.confined.opened``), so a clip swapped for a link to a file
+elsewhere is refused, never transcoded.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import logging
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from chord_core.config import default_data_dir
 from chord_core.types import VideoInfo
@@ -166,15 +168,17 @@ def _write_any(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo | No
 
 
 def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W,
-                 info: VideoInfo | None = None) -> Path:
+                 info: VideoInfo | None = None, *, roots: Sequence[str]) -> Path:
     """Transcode ``src``'s video stream to H.264 (no audio) at most ``max_w`` wide, each
     frame keeping its presentation time. Written to a temp file, then moved in place. A
     file PyAV cannot transcode is read as the analysis reads it (OpenCV, ``info``'s times).
+    ``src`` is opened under ``roots`` (InputError if it is not a regular file there now).
 
     A failure is remembered next to the preview (``failed_marker``) so that a page rerun
     neither tries again nor logs it again; the next version of Chord (or a deleted marker)
     tries again."""
     from chord_core.analysis.render import h264_encoder
+    from chord_core.media.confined import opened
     from chord_ui.uploads import private_dir
 
     codec = h264_encoder()
@@ -183,7 +187,8 @@ def make_preview(src: str, out: Path, max_w: int = PREVIEW_MAX_W,
     private_dir(out.parent)
     tmp = out.with_name(out.stem + ".part.mp4")
     try:
-        written = _write_any(src, tmp, codec, max_w, info)
+        with opened(src, roots) as (name, _):
+            written = _write_any(name, tmp, codec, max_w, info)
         if not written:
             raise ValueError("no video frame could be decoded")
         os.chmod(tmp, 0o600)

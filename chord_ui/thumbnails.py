@@ -3,9 +3,11 @@
 A thumbnail is a JPEG about THUMB_W pixels wide of the clip's first frame that is not black
 (the poster's rule, ``clip_view.poster_indices``), kept under ``<data dir>/thumbs`` by the
 file's path, size and modification time, and handed to ``st.column_config.ImageColumn`` as a
-data URI. Only a file the app may show (``roots.resolve_video``: under the media roots or the
-uploads folder) is opened, by its checked path; a gone, refused or unreadable file gets no thumbnail (None), and
-a file that could not be read is remembered so that each rerun does not decode it again.
+data URI. Only a file the app may show (under the media roots or the uploads folder) is
+read, opened under them at the moment it is read (``media.confined.opened``: a clip swapped
+for a link to a file elsewhere is refused, never pictured); a gone, refused or unreadable
+file gets no thumbnail (None), and a file that could not be read is remembered so that each
+rerun does not decode it again.
 """
 
 from __future__ import annotations
@@ -30,12 +32,9 @@ def thumbs_dir(data_dir: Path | None = None) -> Path:
     return (data_dir or default_data_dir()) / "thumbs"
 
 
-def _cache_file(path: Path, data_dir: Path | None) -> Path | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    key = hashlib.sha1(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
+def _cache_file(path: str, st: os.stat_result, data_dir: Path | None) -> Path:
+    key = hashlib.sha1(f"{path}|{st.st_dev}:{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
+                       .encode()).hexdigest()[:24]
     return thumbs_dir(data_dir) / f"{key}.jpg"
 
 
@@ -65,26 +64,34 @@ def thumbnail_uri(video_path: str, data_dir: Path | None = None) -> str | None:
     """The clip's thumbnail as a ``data:image/jpeg`` URI, or None (no file, not allowed,
     not readable)."""
     from chord_core.errors import InputError
-    from chord_core.media.roots import resolve_video
+    from chord_core.library.thumbs import prune
+    from chord_core.media.confined import opened
+    from chord_core.media.roots import is_video_name, job_roots
 
-    if not video_path or not os.path.isfile(video_path):  # gone: no close-names scan
-        return None
+    if not video_path or not is_video_name(video_path) or not os.path.isfile(video_path):
+        return None  # gone: no close-names scan
     try:
-        path = resolve_video(video_path)  # the checked, resolved path is the one opened
-    except InputError:
+        with opened(video_path, job_roots()) as (name, st):
+            out = _cache_file(os.path.abspath(video_path), st, data_dir)
+            failed = out.with_suffix(".none")
+            if out.exists():
+                return _uri(out)
+            if failed.exists():
+                return None
+            try:
+                _make(name, out)
+            except (ChordError, OSError, ValueError, IndexError) as exc:
+                log.info("no thumbnail of %s: %s", video_path, exc)
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                failed.touch()
+                return None
+    except InputError:  # outside the roots, or swapped for a link since
         return None
-    out = _cache_file(path, data_dir)
-    if out is None:
-        return None
-    failed = out.with_suffix(".none")
-    if not out.exists() and not failed.exists():
-        try:
-            _make(str(path), out)
-        except (ChordError, OSError, ValueError, IndexError) as exc:
-            log.info("no thumbnail of %s: %s", video_path, exc)
-            failed.parent.mkdir(parents=True, exist_ok=True)
-            failed.touch()
-            return None
+    prune(out.parent)
+    return _uri(out)
+
+
+def _uri(out: Path) -> str | None:
     try:
         data = out.read_bytes()
     except OSError:

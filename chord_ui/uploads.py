@@ -139,3 +139,22 @@ def servable(path: str) -> bool:
 def browser_playable(path: str) -> bool:
     """Whether st.video is likely to play this container in a browser."""
     return Path(path).suffix.lower() in BROWSER_PLAYABLE
+
+
+def show_video(path: str, **kwargs: object) -> bool:
+    """``st.video`` of a servable clip as opened under the roots now: Streamlit reads the file
+    while it is called, so it gets the checked file, never what a link swapped in names.
+    False (nothing shown) when the file is not a regular file under the roots any more."""
+    import mimetypes
+
+    import streamlit as st
+
+    from chord_core.media.confined import opened
+
+    try:
+        with opened(path, job_roots()) as (name, _):
+            st.video(name, format=mimetypes.guess_type(path)[0] or "video/mp4",
+                     **kwargs)  # type: ignore[arg-type]
+    except InputError:
+        return False
+    return True

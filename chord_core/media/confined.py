@@ -95,6 +95,25 @@ def source(path: str | os.PathLike[str]) -> Iterator[str]:
         os.close(fd)
 
 
+@contextmanager
+def opened(path: str | os.PathLike[str],
+           roots: Sequence[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """``path`` opened under ``roots`` now, whether or not it was confined: (the name a reader
+    opens, the opened file's ``fstat``), valid inside the ``with`` block. For reads that are
+    not a job's (a thumbnail, a preview, a poster): the file the store or a page names may
+    have been swapped since it was analysed. Raises InputError (:func:`refused`)."""
+    roots = tuple(os.fspath(r) for r in roots)
+    if not _WALKS or not os.path.isdir(_PROC_FD):
+        name = _checked_name(path, roots)
+        yield name, os.stat(name)
+        return
+    fd = open_under(path, roots)
+    try:
+        yield f"{_PROC_FD}/{fd}", os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
 def _checked_name(path: str | os.PathLike[str], roots: Sequence[str]) -> str:
     real = os.path.realpath(path)
     if not _inside(real, roots) or not os.path.isfile(real):

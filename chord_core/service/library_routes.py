@@ -8,7 +8,8 @@
 
 Behind the API key like every route but /health (the router is included with it). ``q`` is
 at most 200 characters and ``limit`` 1–100 (a 400 with a hint otherwise). The thumbnail
-names a job, never a path: only clips the store says were analysed are read.
+names a job, never a path: only clips the store says were analysed are read, and only under
+the media roots, checked where the file is opened (a clip swapped for a link is refused).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64
     """The frame of the job's clip at ``t`` seconds, 320 px wide."""
     from chord_core.config import default_data_dir
     from chord_core.library.thumbs import thumbnail
+    from chord_core.media.roots import job_roots
 
     index = library_index(request)
     rows = index.read("SELECT video_path FROM library_passages WHERE source = ? LIMIT 1",
@@ -70,8 +72,8 @@ async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64
     if not rows:
         raise ApiError(404, f"no library entry {source!r}",
                        "use a hit's 'source' from GET /v1/search")
-    data = await run_in_threadpool(thumbnail, rows[0]["video_path"], t,
-                                   default_data_dir() / "thumbs")
+    data = await run_in_threadpool(lambda: thumbnail(  # opened under the roots, now
+        rows[0]["video_path"], t, default_data_dir() / "thumbs", roots=job_roots()))
     return Response(data, media_type="image/jpeg",
                     headers={"Cache-Control": "private, max-age=3600"})
 

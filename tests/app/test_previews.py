@@ -56,7 +56,8 @@ def _times(path: Path) -> list[float]:
         "vfr-mkv"])
 def test_preview_plays_and_keeps_frame_times(tmp_path: Path, make) -> None:
     src = make(tmp_path)
-    out = make_preview(str(src), tmp_path / "previews" / "key.mp4")
+    out = make_preview(str(src), tmp_path / "previews" / "key.mp4",
+                       roots=[str(tmp_path.resolve())])
     with av.open(str(out)) as c:
         v = c.streams.video[0]
         assert (c.format.name.split(",")[0], v.codec_context.name) == ("mov", "h264")
@@ -77,7 +78,8 @@ def test_packed_bframes_avi_keeps_every_frame_at_its_time(tmp_path: Path) -> Non
     with av.open(str(src.path)) as c:
         decoded = [f.pts for f in c.decode(c.streams.video[0])]
     assert decoded != sorted(decoded)  # the trap is there
-    out = make_preview(str(src.path), tmp_path / "previews" / "packed.mp4")
+    out = make_preview(str(src.path), tmp_path / "previews" / "packed.mp4",
+                       roots=[str(tmp_path.resolve())])
     got = _times(out)
     assert len(got) == 48
     assert np.allclose(got, [k / 24 for k in range(48)], atol=1e-3), got[:6]
@@ -98,7 +100,7 @@ def test_a_failed_preview_is_remembered(tmp_path: Path) -> None:
     bad.write_bytes(b"RIFF\x00\x00\x00\x00AVI LIST" + bytes(200))
     out = tmp_path / "previews" / "bad.mp4"
     with pytest.raises(Exception):  # noqa: B017 — PyAV's own error, whatever its class
-        make_preview(str(bad), out)
+        make_preview(str(bad), out, roots=[str(tmp_path.resolve())])
     assert not out.exists() and not out.with_name("bad.part.mp4").exists()
     assert failed_marker(out).read_text().strip()
 
@@ -172,3 +174,21 @@ def test_the_opencv_fallback_keeps_the_probes_times(tmp_path: Path) -> None:
     assert _transcode_opencv(str(src), out, h264_encoder(), 960, info) == info.frame_count
     got = _times(out)
     assert np.allclose(got, [info.time_of(i) for i in range(len(got))], atol=1e-3)
+
+
+def test_a_clip_swapped_for_a_link_outside_the_roots_gets_no_preview(tmp_path: Path) -> None:
+    """The clip was a file under the roots when it was shown; then replaced by a symlink
+    to a file elsewhere: the preview is refused (the outside file is never transcoded)."""
+    from chord_core.errors import InputError
+
+    root, outside = tmp_path / "media", tmp_path / "elsewhere"
+    root.mkdir()
+    outside.mkdir()
+    secret = make_video(outside / "secret.avi", duration_s=1.0, fps=10.0,
+                        size_wh=(160, 120)).path
+    clip = root / "clip.avi"
+    clip.symlink_to(secret)
+    out = tmp_path / "previews" / "swap.mp4"
+    with pytest.raises(InputError, match="not a file under the media roots"):
+        make_preview(str(clip), out, roots=[str(root.resolve())])
+    assert not out.exists()

@@ -55,3 +55,19 @@ def test_no_thumbnail_without_a_readable_clip(roots: Path, tmp_path: Path, case:
         assert len(list(thumbs_dir(data).glob("*.none"))) == 1
     else:
         assert not thumbs_dir(data).exists()  # nothing outside the roots was opened
+
+
+def test_a_clip_swapped_for_a_link_to_an_outside_file_gets_no_thumbnail(
+        roots: Path, tmp_path: Path) -> None:
+    """Under the roots by name, a symlink to a file elsewhere by content: refused where it
+    is opened (resolve_video then open by the resolved name was a race; now one open)."""
+    from chord_core.testing.videos import make_video
+    from chord_ui.thumbnails import thumbnail_uri, thumbs_dir
+
+    (tmp_path / "private").mkdir()
+    secret = make_video(tmp_path / "private" / "secret.mp4", duration_s=1.0, fps=10.0,
+                        size_wh=(160, 120)).path
+    link = roots / "clip.mp4"
+    link.symlink_to(secret)
+    assert thumbnail_uri(str(link), tmp_path / "data") is None
+    assert not thumbs_dir(tmp_path / "data").exists()  # nothing was decoded
