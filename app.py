@@ -20,20 +20,30 @@ logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name
 # A shipped file, not ":material/…:": Streamlit would fetch that tab icon from a font CDN, and
 # nothing may leave the machine.
 ICON = Path(__file__).resolve().parent / "chord_ui" / "static" / "icon.png"
-st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
 
-# Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
-# from the file names (/batch, /history, /library, /gpus), the same in both.
-PAGES = [
-    st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
-    st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
-    st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
-    st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
-    st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
-]
 
-navigation = st.navigation(PAGES)
-language_switch()
-library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
-library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
-navigation.run()
+def main() -> None:
+    """The page: its config, the navigation, the watched folders and the alert toasts."""
+    st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
+    # Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
+    # from the file names (/batch, /history, /library, /gpus), the same in both.
+    pages = [
+        st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
+        st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
+        st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
+        st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
+        st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
+    ]
+
+    navigation = st.navigation(pages)
+    language_switch()
+    library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+    library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
+    navigation.run()
+
+
+# A model worker started by multiprocessing's "spawn" runs this file again, as "__mp_main__"
+# (Streamlit makes the script the __main__ module): there it must do nothing at all — no
+# page, no job manager, no watched folders (issue 38: a second watcher ran in the worker).
+if __name__ != "__mp_main__":
+    main()

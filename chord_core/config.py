@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from chord_core.errors import ConfigError
 
@@ -147,6 +147,12 @@ def env_value(name: str, env: Mapping[str, str] | None = None) -> str:
         raise KeyError(f"{name} is not in config.ENV_VARS: add it there (and to the README)")
     value = (os.environ if env is None else env).get(name)
     return (value or "").strip()
+
+def passed_environment(names: Sequence[str]) -> dict[str, str]:
+    """The variables ``names`` (not Chord's own settings: e.g. PATH, HOME, LANG) of this
+    process's environment, for a child process started with a minimal one (alert hooks)."""
+    return {n: os.environ[n] for n in names if n in os.environ and not n.startswith("CHORD_")}
+
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-3B-Instruct"
 TEST_MODEL = "test"

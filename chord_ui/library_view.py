@@ -202,6 +202,12 @@ def alerts_section() -> None:
                           statement=md_escape(alert["statement"])))
             st.caption(t("Evidence frames at {times} s", times=", ".join(
                 f"{e['t_s']:.1f}" for e in alert["evidence"])))
+            run = alert.get("hook_run")
+            if run:
+                first = next((ln for ln in run["output"].splitlines() if ln.strip()), "")
+                st.caption(t("Hook: {outcome} in {s} s", outcome=md_escape(run["outcome"]),
+                             s=f"{run['duration_s']:.1f}")
+                           + (f" · `{first[:200].replace('`', chr(39))}`" if first else ""))
             if servable(path) and browser_playable(path):
                 st.button(t("Play here"), key=f"alert-play-{alert['id']}",
                           icon=":material/play_arrow:",

@@ -34,5 +34,6 @@ ZH_LIBRARY: dict[str, str] = {
     "**{name}** · {start}–{end} s · P = {p} · {statement}":
         "**{name}** · {start}–{end} 秒 · 概率 {p} · {statement}",
     "Evidence frames at {times} s": "证据帧：{times} 秒",
+    "Hook: {outcome} in {s} s": "钩子：{outcome}，用时 {s} 秒",
     "Alert: {statement} in {name} at {start} s": "警报：{name} 在 {start} 秒处：{statement}",
 }

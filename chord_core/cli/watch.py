@@ -1,14 +1,16 @@
 """``python -m chord_core watch DIR --task describe|ground|entail|chapters``: analyse every
 new or changed clip under DIR once, as soon as it is complete; runs until Ctrl-C (or, with
-``--idle-exit S``, until nothing new came for S seconds). Survives restarts: files done
-before are not done again (the watch table in the job store)."""
+``--idle-exit S``, until nothing new came for S seconds; with ``--once``, until the clips
+there now are done). Survives restarts: files done before are not done again (the watch
+table in the job store). Each file that ends is printed (``done:`` / ``error:``), and each
+run of the alert hook (its exit status, time and first line of output). The main thread
+only waits: the watcher's own thread does the work, woken by file events, job handles
+and timers."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-import threading
-import time
 from typing import Any, Callable
 
 
@@ -37,8 +39,12 @@ def add_parser(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) 
     g.add_argument("--cpu-workers", type=int, default=None, help="N CPU worker processes")
     g.add_argument("--gpus", default=None, help="GPU numbers for the workers, e.g. 0,1")
     g.add_argument("--config", default=None, help="multigpu_config.yaml")
-    p.add_argument("--idle-exit", type=float, default=None, metavar="S",
-                   help="stop when every file is done and nothing new came for S seconds")
+    stop = p.add_mutually_exclusive_group()
+    stop.add_argument("--idle-exit", type=float, default=None, metavar="S",
+                      help="stop when every file is done and nothing new came for S seconds")
+    stop.add_argument("--once", action="store_true",
+                      help="take the clips in the folder now, wait for them (and their "
+                           "checks and hooks), then stop")
     model_args(p)
 
 
@@ -65,41 +71,28 @@ def cmd_watch(args: argparse.Namespace) -> int:
     for line in plan.lines:
         print(f"plan: {line}", file=sys.stderr)
     try:
-        watcher = FolderWatcher(manager, store, settings)
-        checks = StandingChecks(manager, store, watcher) if settings.statements else None
+        watcher = FolderWatcher(manager, store, settings, on_row=_report)
+        watcher.once, watcher.idle_exit = bool(args.once), args.idle_exit
+        if settings.statements:
+            StandingChecks(manager, store, watcher, on_hook=_report_hook)
         print(f"watching {watcher.folder} ({settings.task}; watch "
-              f"{watcher.settings.watch_id})",
-              file=sys.stderr, flush=True)
-        _loop(watcher, checks, args.idle_exit)
+              f"{watcher.settings.watch_id})", file=sys.stderr, flush=True)
+        watcher.start()
+        try:
+            watcher.finished.wait()  # set by --once / --idle-exit; else until Ctrl-C
+        finally:
+            watcher.stop()
     finally:
         manager.shutdown()
         store.close()
     return 0
 
 
-def _loop(watcher: Any, checks: Any, idle_exit: float | None) -> None:
-    from chord_core.library.watch import STEP_S
-
-    watcher.start()
-    last_change, last_rows = time.monotonic(), None
-    try:
-        while True:
-            watcher.step()
-            if checks is not None:
-                checks.step()
-            rows = [(r["path"], r["state"]) for r in watcher.table.rows()]
-            if rows != last_rows:
-                _report(rows, last_rows or [])
-                last_rows, last_change = rows, time.monotonic()
-            busy = watcher.busy() or (checks is not None and checks.busy())
-            if idle_exit is not None and not busy and time.monotonic() - last_change > idle_exit:
-                return
-            threading.Event().wait(STEP_S)
-    finally:
-        watcher.stop()
+def _report(row: dict[str, Any]) -> None:
+    """A file that ended: ``done: PATH`` or ``error: PATH (why)``."""
+    why = f" ({row['error']})" if row.get("state") == "error" and row.get("error") else ""
+    print(f"{row.get('state')}: {row.get('path')}{why}", file=sys.stderr, flush=True)
 
 
-def _report(rows: list[tuple[str, str]], before: list[tuple[str, str]]) -> None:
-    for path, state in rows:
-        if (path, state) not in before and state in ("done", "error"):
-            print(f"{state}: {path}", file=sys.stderr, flush=True)
+def _report_hook(run: Any) -> None:
+    print(run.line(), file=sys.stderr, flush=True)

@@ -7,39 +7,49 @@ folder's threshold; it becomes an **alert**: clip, statement, time range (first 
 frame of the run), the highest probability, and the evidence frames (up to
 MAX_EVIDENCE best, time and probability). When a folder's statements change (one added
 or edited, at a restart), the clips it finished before are checked against the new ones
-too, once each (``StandingChecks.backfill``). Tables, made here:
+too, once each (``StandingChecks.backfill``). The tables are ``watch_table.py``'s: a check
+is claimed under the job manager's lease (a dead owner's claim is taken over), and its job
+is followed by its handle (the done callback posts to the watcher's inbox; nothing polls).
 
-    library_alert_checks (watch, clip_key, statement, path, job_id, state)   one per clip
-    library_alerts (id, watch, clip_key, statement, path, start_s, end_s, probability,
-                    evidence_json, job_id, created_at, hook)
-                    UNIQUE (watch, clip_key, statement, start_s): each fires once per clip
-                    and moment, also when a check is repeated after a restart
+A check's job carries the media roots: the clip is opened under them where it is read, so a
+clip swapped for a symlink to a file elsewhere before its check (a backfill) is refused
+and the check ends ``error`` with the reason — the outside file is never analysed.
 
-A new alert runs the folder's **hook** when it has one: a local command (split like a shell
-would, run without one), the alert as JSON on its stdin, 30 s at most; its exit status is
-kept on the alert. Chord itself makes no network call; a hook may (that is the user's choice).
+A new alert is announced (``alert_signal.py``), handed to the ``on_alert`` callbacks
+(``add_alert_listener``: e.g. review items), and its hook is queued (``hooks.py``: off the
+watcher's thread, a minimal environment, each run recorded). Chord itself makes no network
+call; a hook may (that is the user's choice).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import shlex
-import subprocess
 import threading
-import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+from chord_core.errors import ChordError
+from chord_core.library import watch_table
+from chord_core.library.hooks import HOOK_TIMEOUT_S, HookRun, HookRunner
 
 log = logging.getLogger(__name__)
 
 MAX_EVIDENCE = 5
-HOOK_TIMEOUT_S = 30.0
-# How often ``StandingChecks.step`` looks for analysed clips with no check claimed: a clip
-# whose claim failed (the store busy past its timeout under disk load, between the watcher
-# marking the file done and the claim) is checked within this long, not at the next restart.
-BACKFILL_EVERY_S = 5.0
 _stored = threading.Condition()  # notified when an alert is stored (here or elsewhere)
 _stored_count = 0
+_listeners: list[Callable[[dict[str, Any]], None]] = []
+
+
+def add_alert_listener(fn: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
+    """Call ``fn(alert)`` for each new alert this process stores (on the watcher's thread:
+    keep it quick); returns the function that takes it back. The alert dict is what
+    ``GET /v1/alerts`` returns (id, watch, clip_key, statement, path, start_s, end_s,
+    probability, evidence, job_id)."""
+    _listeners.append(fn)
+
+    def remove() -> None:
+        if fn in _listeners:
+            _listeners.remove(fn)
+    return remove
 
 
 def alerts_stored() -> int:
@@ -71,45 +81,21 @@ def listen_for_alerts(index: Any) -> bool:
     return listen(index.path, _note_stored)
 
 
+def create_tables(index: Any) -> None:
+    watch_table.create_tables(index)
+
+
 def store_alert(index: Any, watch: str, check: dict[str, Any],
                 moment: dict[str, Any]) -> int | None:
     """Store one alert (a moment of a check) and wake its streams in every process; its
     id, or None when this clip's moment fired before."""
     from chord_core.library.alert_signal import announce
 
-    with index.write() as conn:
-        cur = conn.execute(
-            "INSERT OR IGNORE INTO library_alerts (watch, clip_key, statement, path, "
-            "start_s, end_s, probability, evidence_json, job_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (watch, check["clip_key"], check["statement"], check["path"], moment["start_s"],
-             moment["end_s"], moment["probability"], json.dumps(moment["evidence"]),
-             check["job_id"], time.time()))
-        alert_id = cur.lastrowid if cur.rowcount == 1 else None
+    alert_id = watch_table.insert_alert(index, watch, check, moment)
     if alert_id is not None:
         _note_stored()
         announce(index.path, alert_id)
     return alert_id
-
-
-_DDL = """
-CREATE TABLE IF NOT EXISTS library_alert_checks (
-    watch TEXT NOT NULL, clip_key TEXT NOT NULL, statement TEXT NOT NULL, path TEXT NOT NULL,
-    job_id TEXT, state TEXT NOT NULL, PRIMARY KEY (watch, clip_key, statement));
-CREATE TABLE IF NOT EXISTS library_alerts (
-    id INTEGER PRIMARY KEY, watch TEXT NOT NULL, clip_key TEXT NOT NULL,
-    statement TEXT NOT NULL, path TEXT NOT NULL, start_s REAL NOT NULL, end_s REAL NOT NULL,
-    probability REAL NOT NULL, evidence_json TEXT NOT NULL, job_id TEXT NOT NULL,
-    created_at REAL NOT NULL, hook TEXT NOT NULL DEFAULT '',
-    UNIQUE (watch, clip_key, statement, start_s));
-"""
-
-
-def create_tables(index: Any) -> None:
-    with index.write() as conn:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
 
 
 def moments(frames: Sequence[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
@@ -135,128 +121,115 @@ def moments(frames: Sequence[dict[str, Any]], threshold: float) -> list[dict[str
 
 def list_alerts(index: Any, *, after_id: int = 0, limit: int = 100,
                 watch: str | None = None) -> list[dict[str, Any]]:
-    """Alerts with ids over ``after_id``, oldest first (what the SSE stream sends next)."""
-    create_tables(index)
-    where, params = "id > ?", [int(after_id)]
-    if watch:
-        where += " AND watch = ?"
-        params.append(watch)
-    rows = index.read(f"SELECT * FROM library_alerts WHERE {where} ORDER BY id LIMIT ?",
-                      [*params, int(limit)])
-    return [alert_dict(r) for r in rows]
+    """Alerts with ids over ``after_id``, oldest first (what the SSE stream sends next),
+    each with its latest ``hook_run``."""
+    return watch_table.alert_rows(index, after_id=after_id, limit=limit, watch=watch)
 
 
 def latest_alerts(index: Any, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest alerts first (the app's alerts section)."""
-    create_tables(index)
-    return [alert_dict(r) for r in index.read(
-        "SELECT * FROM library_alerts ORDER BY id DESC LIMIT ?", (int(limit),))]
+    """The newest alerts first (the app's alerts section, ``GET /v1/alerts``)."""
+    return watch_table.alert_rows(index, limit=limit, newest=True)
 
 
-def alert_dict(row: Any) -> dict[str, Any]:
-    out = dict(row)
-    out["evidence"] = json.loads(out.pop("evidence_json") or "[]")
-    return out
+def newest_alert_id(index: Any) -> int:
+    return watch_table.newest_alert_id(index)
 
 
 class StandingChecks:
     """The statements of one ``FolderWatcher``: a check per analysed clip, alerts from its
-    curve. Installs itself as the watcher's ``on_done``; ``step()`` follows the checks."""
+    curve. Installs itself as the watcher's ``on_done``; runs on the watcher's thread."""
 
-    def __init__(self, manager: Any, store: Any, watcher: Any) -> None:
+    def __init__(self, manager: Any, store: Any, watcher: Any,
+                 on_hook: Callable[[HookRun], None] | None = None,
+                 hook_timeout_s: float = HOOK_TIMEOUT_S) -> None:
         self.manager, self.store, self.watcher = manager, store, watcher
-        self.settings, self.index = watcher.settings, watcher.index
-        create_tables(self.index)
+        self.settings, self.index, self.table = watcher.settings, watcher.index, watcher.table
+        self._jobs: dict[tuple[str, str], str] = {}  # (clip key, statement) → job, running
+        self.hooks = HookRunner(self.settings.hook, self._record, on_hook,
+                                timeout_s=hook_timeout_s,
+                                after=lambda: watcher.inbox.post(lambda: None)
+                                ) if self.settings.hook else None
         watcher.on_done = self.clip_done
+        watcher.checks = self
+        watcher.inbox.post(self.resume)
+
+    def _record(self, run: HookRun) -> None:
+        watch_table.record_hook_run(self.index, run.to_dict())
+
+    def resume(self) -> None:
+        """At start: checks a gone owner left are taken over and submitted again; clips done
+        with no check of today's statements are checked (``backfill``)."""
+        for row in self.table.take_over_checks():
+            self._submit(row["clip_key"], row["path"], row["statement"], row.get("job_id"))
         self.backfill()
-        self._backfilled = time.monotonic()
 
     def backfill(self) -> int:
         """Clips this watch finished that have no check for one of today's statements (a
-        statement added or edited since, or a claim lost to a busy store): each gets one,
-        claimed here and submitted by the next ``step()``. Returns how many were claimed.
-        Once each: a claim is a row keyed by (watch, clip, statement), so a restart claims
-        nothing again; a clip whose file is gone is left (checked if it comes back). Reads
-        first and writes only when there is something to claim (``step`` runs it often)."""
-        todo = self._unchecked()
-        claimed = 0
-        if todo:
-            with self.index.write() as conn:
-                for statement, key, path in todo:
-                    claimed += conn.execute(
-                        "INSERT OR IGNORE INTO library_alert_checks VALUES "
-                        "(?, ?, ?, ?, NULL, 'claimed')",
-                        (self.settings.watch_id, key, statement, path)).rowcount
-        if claimed:
-            log.info("watch %s: %d check(s) of clips done before, for new statements",
-                     self.settings.watch_id, claimed)
-        return claimed
-
-    def _unchecked(self) -> list[tuple[str, str, str]]:
-        """(statement, clip key, path) of this watch's analysed clips, still on disk, that
-        have no check of a statement."""
+        statement added or edited since): each gets one, once (a claim is a row keyed by
+        watch, clip and statement, so a restart claims nothing again). A clip whose file is
+        gone is left (checked if it comes back). Returns how many were claimed."""
         import os
 
-        return [(statement, key, path) for statement in self.settings.statements
-                for key, path in self.index.read(
-                    "SELECT f.key, f.path FROM library_watch_files f WHERE f.watch = ? AND "
-                    "f.state = 'done' AND NOT EXISTS (SELECT 1 FROM library_alert_checks c "
-                    "WHERE c.watch = f.watch AND c.clip_key = f.key AND c.statement = ?)",
-                    (self.settings.watch_id, statement)) if os.path.isfile(path)]
+        todo = [t for t in self.table.unchecked(self.settings.statements)
+                if os.path.lexists(t[2])]
+        got = self.table.claim_checks(todo) if todo else []
+        if got:
+            log.info("watch %s: %d check(s) of clips done before, for new statements",
+                     self.settings.watch_id, len(got))
+        for statement, key, path in got:
+            self._submit(key, path, statement)
+        return len(got)
 
     def clip_done(self, row: dict[str, Any], doc: dict[str, Any]) -> None:
         """A clip the watch analysed: one entail job per statement (once per clip)."""
-        for statement in self.settings.statements:
-            with self.index.write() as conn:
-                cur = conn.execute("INSERT OR IGNORE INTO library_alert_checks VALUES "
-                                   "(?, ?, ?, ?, NULL, 'claimed')",
-                                   (self.settings.watch_id, row["key"], statement, row["path"]))
-            if cur.rowcount == 1:
-                self._submit(row["key"], row["path"], statement)
+        todo = [(s, row["key"], row["path"]) for s in self.settings.statements]
+        for statement, key, path in self.table.claim_checks(todo):
+            self._submit(key, path, statement)
 
-    def _submit(self, clip_key: str, path: str, statement: str) -> None:
+    def _submit(self, clip_key: str, path: str, statement: str,
+                job_id: str | None = None) -> None:
         from chord_core.analysis.request import AnalysisRequest
+        from chord_core.media.roots import job_roots
         from chord_core.runtime.jobs import JobSpec
 
-        job_id = self.manager.submit(JobSpec(AnalysisRequest(path, "entail", statement),
-                                             model=self.settings.model))
-        self._set(clip_key, statement, "submitted", job_id)
+        handle = self.watcher._known_handle(job_id)  # noqa: SLF001 — the same lookup
+        if handle is None:
+            try:
+                req = AnalysisRequest(path, "entail", statement, media_roots=job_roots())
+            except ChordError as exc:
+                self.table.set_check(clip_key, statement, "error", error=exc.message)
+                return
+            handle = self.manager.submit(JobSpec(req, model=self.settings.model))
+        self._jobs[(clip_key, statement)] = str(handle)
+        self.table.set_check(clip_key, statement, "submitted", job_id=str(handle))
+        handle.add_done_callback(lambda h: self.watcher.inbox.post(
+            lambda: self._ended(clip_key, path, statement, h)))
 
-    def _set(self, clip_key: str, statement: str, state: str, job_id: str | None = None) -> None:
-        with self.index.write() as conn:
-            conn.execute("UPDATE library_alert_checks SET state = ?, job_id = COALESCE(?, "
-                         "job_id) WHERE watch = ? AND clip_key = ? AND statement = ?",
-                         (state, job_id, self.settings.watch_id, clip_key, statement))
+    def _ended(self, clip_key: str, path: str, statement: str, handle: Any) -> None:
+        """A check's job finished: its moments become alerts (hooks queued)."""
+        from chord_core.library.watch import _error_text
+
+        status = handle.status()
+        if status.state.value != "done":
+            self.table.set_check(clip_key, statement, "error",
+                                 error=_error_text(status.error or {}) or status.state.value)
+            self._jobs.pop((clip_key, statement), None)
+            return
+        doc = status.result.to_dict() if status.result is not None else {}
+        frames = (doc.get("entailment") or {}).get("frames") or []
+        check = {"clip_key": clip_key, "statement": statement, "path": path,
+                 "job_id": handle.job_id}
+        self._fire(check, moments(frames, self.settings.threshold))
+        self.table.set_check(clip_key, statement, "done")
+        self._jobs.pop((clip_key, statement), None)
 
     def busy(self) -> bool:
-        """Checks claimed or running, or analysed clips still to be claimed (a claim lost to
-        a busy store: the next backfill takes them)."""
-        return bool(self._checks("submitted") or self._checks("claimed") or self._unchecked())
+        """Checks running, or hook runs queued or running."""
+        return bool(self._jobs) or (self.hooks is not None and self.hooks.pending() > 0)
 
-    def _checks(self, state: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.index.read(
-            "SELECT * FROM library_alert_checks WHERE watch = ? AND state = ?",
-            (self.settings.watch_id, state))]
-
-    def step(self) -> list[dict[str, Any]]:
-        """Checks whose job ended become alerts (new ones returned, hooks run); every
-        BACKFILL_EVERY_S, clips done with no check claimed are claimed (``backfill``)."""
-        if time.monotonic() - self._backfilled >= BACKFILL_EVERY_S:
-            self.backfill()
-            self._backfilled = time.monotonic()
-        for row in self._checks("claimed"):  # claimed before a restart, never submitted
-            self._submit(row["clip_key"], row["path"], row["statement"])
-        fired = []
-        for row in self._checks("submitted"):
-            state, _ = self.watcher._job_state(row["job_id"])  # noqa: SLF001 — same lookup
-            if state == "done":
-                doc = self.store.get_result(row["job_id"]) or {}
-                frames = (doc.get("entailment") or {}).get("frames") or []
-                fired += self._fire(row, moments(frames, self.settings.threshold))
-                self._set(row["clip_key"], row["statement"], "done")
-            elif state in ("failed", "cancelled"):
-                self._set(row["clip_key"], row["statement"], "error")
-        return fired
+    def stop(self) -> None:
+        if self.hooks is not None:
+            self.hooks.stop()
 
     def _fire(self, check: dict[str, Any], found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         fired = []
@@ -267,25 +240,16 @@ class StandingChecks:
             alert = {"id": alert_id, "watch": self.settings.watch_id, **check, **m}
             log.warning("alert: %s at %.1f–%.1f s in %s (P=%.2f)", check["statement"],
                         m["start_s"], m["end_s"], check["path"], m["probability"])
-            if self.settings.hook:
-                self._hook(alert)
+            for fn in list(_listeners):
+                try:
+                    fn(dict(alert))
+                except Exception:  # noqa: BLE001 — a listener's bug must not stop alerts
+                    log.exception("alert listener %r failed", fn)
+            if self.hooks is not None:
+                self.hooks.put(alert)
             fired.append(alert)
         return fired
 
-    def _hook(self, alert: dict[str, Any]) -> None:
-        try:
-            done = subprocess.run(shlex.split(self.settings.hook), input=json.dumps(alert),
-                                  text=True, capture_output=True, timeout=HOOK_TIMEOUT_S,
-                                  check=False)
-            status = f"exit {done.returncode}"
-        except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-            status = f"not run: {exc}"
-        if status != "exit 0":
-            log.warning("alert hook %r: %s", self.settings.hook, status)
-        with self.index.write() as conn:
-            conn.execute("UPDATE library_alerts SET hook = ? WHERE id = ?",
-                         (status, alert["id"]))
-
 
 __all__ = ["StandingChecks", "moments", "list_alerts", "latest_alerts", "store_alert",
-           "listen_for_alerts"]
+           "listen_for_alerts", "add_alert_listener", "create_tables", "newest_alert_id"]

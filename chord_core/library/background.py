@@ -1,5 +1,6 @@
-"""Watch folders inside the app and ``serve`` (``CHORD_WATCH``): one thread steps every
-watcher (and its standing checks) over the process's own job manager and store.
+"""Watch folders inside the app and ``serve`` (``CHORD_WATCH``): each watcher (and its
+standing checks) runs on its own thread, blocked on its inbox, over the process's own job
+manager and store.
 
     CHORD_WATCH="/media/cams|describe;/media/dock|ground|a forklift"
         watches separated by ``;``, each ``DIR[|TASK[|QUERY]]`` (task describe by default)
@@ -10,17 +11,21 @@ watcher (and its standing checks) over the process's own job manager and store.
 
 A folder that is not under the media roots, or a bad task, is refused when the process
 starts (a ConfigError with a hint), not later.
+
+Only the process that serves starts watchers: never a process that ``multiprocessing``
+spawned (a model worker re-runs the app's script when it starts — a watcher there claimed
+files under a lease no dispatcher renewed, and queued checks where nothing ran them).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import os
 from typing import Any, Mapping
 
 from chord_core.config import env_value
-from chord_core.errors import ChordError, ConfigError
-from chord_core.library.watch import STEP_S, WatchSettings
+from chord_core.errors import ConfigError
+from chord_core.library.watch import WatchSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +52,25 @@ def watches_from_env(model: str, env: Mapping[str, str] | None = None) -> list[W
     return out
 
 
+def spawned_child() -> bool:
+    """Whether this process was started by ``multiprocessing`` (a worker, not the server)."""
+    import multiprocessing
+
+    return multiprocessing.parent_process() is not None
+
+
 class BackgroundWatches:
-    """The watchers of one process, stepped by one daemon thread until ``stop()``."""
+    """The watchers of one process, each on its own thread until ``stop()``."""
 
     def __init__(self, manager: Any, store: Any, settings: list[WatchSettings]) -> None:
         from chord_core.library.alerts import StandingChecks
         from chord_core.library.index import LibraryIndex, store_path
         from chord_core.library.watch import FolderWatcher
 
+        if settings and spawned_child():
+            log.info("CHORD_WATCH: not started in a spawned process (pid %d); the server's "
+                     "own process watches the folders", os.getpid())
+            settings = []
         if any(s.task == "chapters" for s in settings):
             raise ConfigError("CHORD_WATCH cannot run chapters in the app or the service",
                               hint="run `python -m chord_core watch DIR --task chapters` "
@@ -65,31 +81,14 @@ class BackgroundWatches:
             watcher = FolderWatcher(manager, store, s, index=self.index)
             checks = StandingChecks(manager, store, watcher) if s.statements else None
             self.pairs.append((watcher, checks))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="chord-watch", daemon=True)
 
     def start(self) -> BackgroundWatches:
-        if self.pairs:
-            for watcher, _ in self.pairs:
-                watcher.start()
-                log.info("watching %s (%s)", watcher.folder, watcher.settings.task)
-            self._thread.start()
+        for watcher, _ in self.pairs:
+            watcher.start()
+            log.info("watching %s (%s)", watcher.folder, watcher.settings.task)
         return self
 
-    def _loop(self) -> None:
-        while not self._stop.wait(STEP_S):
-            for watcher, checks in self.pairs:
-                try:
-                    watcher.step()
-                    if checks is not None:
-                        checks.step()
-                except ChordError as exc:  # a full disk, a store error: said, then retried
-                    log.warning("watch %s: %s", watcher.folder, exc)
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
         for watcher, _ in self.pairs:
             watcher.stop()
 

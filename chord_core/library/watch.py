@@ -1,130 +1,116 @@
 """Watch folders: every new or changed video under a folder is analysed once, with the
 folder's settings, as soon as it is complete.
 
-How a file goes through (``FolderWatcher.step``, called a few times a second):
+A watcher is **one thread blocked on its inbox** (``queue.Queue.get`` with the time to its
+next timer): file events, finished jobs and timers wake it; nothing polls. How a file goes
+through:
 
-1. **Seen** — by a ``watchdog`` file event (created, modified, moved) or by the periodic
-   rescan (``rescan_s``; the fallback for file systems without events, e.g. network mounts,
-   and for events missed while Chord was stopped).
-2. **Settled** — its size and mtime have not changed for ``settle_s`` seconds: a copy still
-   being written keeps changing and is not taken (a copy that stalls longer than that is
-   taken, and fails as a truncated file with an error row).
-3. **Claimed** — its request key (content sha256 + settings) is inserted in the watch table
-   (``watch_table.py``; atomic: one watcher wins). A known key is not analysed again: a
-   renamed file keeps its row, a restart finds every row it left.
-4. **Submitted** to the ``JobManager`` (an ordinary job, in the store like any other; a
-   ``done`` job with the same key is reused), then marked ``done`` or ``error`` (the job's
-   message: "not a video", "truncated"…) when the job ends.
+1. **Seen** — by a ``watchdog`` file event (created, modified, moved) or by the rescan
+   (every ``rescan_s``, a timer: the fallback for file systems without events, e.g. network
+   mounts, and for files that arrived while Chord was stopped).
+2. **Settled** — its size and mtime held for ``settle_s`` (a timer per file): a copy still
+   being written keeps changing and is not taken. An empty (0-byte) file is not taken and
+   not waited for: a later write brings it back.
+3. **Claimed** — its request key (content sha256 + settings) inserted in the watch table
+   under the job manager's lease (``watch_table.py``), all files settled together in one
+   transaction. A known key is not analysed again (a renamed file keeps its row); a claim
+   whose owner is gone (a process that died, or never renewed its lease) is taken over.
+4. **Submitted** to the ``JobManager`` (an ordinary job; a ``done`` job with the same key is
+   reused) and **followed by its handle**: the handle's done callback posts the end to the
+   inbox, where the row is marked ``done`` or ``error`` (with the job's message).
 
-Only folders and files under the media roots (``CHORD_MEDIA_ROOTS``) are watched and read;
-each file is checked where it is opened (``check_regular_video``), symlinks resolved.
-``on_done(row, result_doc)`` is called for each analysed file (the standing checks use it).
+Only folders and files under the media roots (``CHORD_MEDIA_ROOTS``) are watched and read:
+each file is checked where it is hashed and confined there (``media.confined``), and its job
+carries the roots, so the worker opens it under them too (a file swapped for a symlink to
+a file elsewhere is refused, not read). A name that is not valid UTF-8 is skipped with a
+message (it cannot be stored or shown); an error in one step is logged and the watcher
+goes on, so one bad file never stops the folder.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import queue
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 from chord_core.errors import ChordError, ConfigError
 from chord_core.library.index import LibraryIndex
+from chord_core.library.watch_settings import STOP, WATCH_TASKS, Inbox, WatchSettings
 from chord_core.library.watch_table import WatchTable
+
+__all__ = ["FolderWatcher", "WatchSettings", "WATCH_TASKS", "lease_owner", "utf8_name"]
 
 log = logging.getLogger(__name__)
 
-WATCH_TASKS = ("describe", "ground", "entail", "chapters")
-STEP_S = 0.25
+RETRY_S = 2.0  # a step that failed (a store busy past its timeout) is tried again after this
+RECHECK_S = 30.0  # a file another live process claimed is looked at again this often
 
 
-@dataclass(frozen=True)
-class WatchSettings:
-    """One watched folder and what is done with its clips."""
-
-    folder: str
-    task: str = "describe"
-    query: str = ""
-    model: str = "test"
-    max_new_tokens: int = 512
-    settle_s: float = 5.0
-    rescan_s: float = 30.0
-    statements: tuple[str, ...] = ()  # standing checks (alerts.py)
-    threshold: float = 0.8
-    hook: str = ""  # a local command run per alert (alerts.py)
-
-    def __post_init__(self) -> None:
-        if self.task not in WATCH_TASKS:
-            raise ConfigError(f"a watch folder's task is one of {', '.join(WATCH_TASKS)}, "
-                              f"not {self.task!r}", hint="e.g. --task describe")
-        if self.task in ("ground", "entail") and not self.query.strip():
-            raise ConfigError(f"--task {self.task} needs --query (what to find or check)",
-                              hint='e.g. --query "a person climbs the fence"')
-        if not (0.0 <= self.settle_s <= 3600 and 0.5 <= self.rescan_s <= 86400):
-            raise ConfigError("settle time must be 0–3600 s and the rescan 0.5–86400 s",
-                              hint="e.g. --settle-s 5 --rescan-s 30")
-        if not 0.0 < self.threshold <= 1.0:
-            raise ConfigError(f"the alert threshold is a probability in (0, 1], got "
-                              f"{self.threshold}", hint="e.g. --threshold 0.8")
-
-    @property
-    def watch_id(self) -> str:
-        """The same folder with the same task, query and model is the same watch."""
-        ident = json.dumps([str(Path(self.folder)), self.task, self.query.strip(), self.model,
-                            self.max_new_tokens])
-        return "w-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "statements": list(self.statements), "watch": self.watch_id}
+def lease_owner(manager: Any) -> str:
+    """The id of the manager's lease in its store: the owner of this process's claims."""
+    owner = getattr(manager, "owner_id", None) or getattr(getattr(manager, "parents", None),
+                                                          "owner", None)
+    if not owner:
+        raise ConfigError("a watch folder needs a job manager with a store (its lease owns "
+                          "the claims)", hint="start the manager with store=Store()")
+    return str(owner)
 
 
-@dataclass
-class _Seen:
-    size: int
-    mtime_ns: int
-    since: float
+def utf8_name(path: str) -> bool:
+    """Whether ``path`` can be stored and shown (file systems allow any bytes)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-@dataclass
 class FolderWatcher:
-    """Watches ``settings.folder`` and submits its settled clips to ``manager``."""
+    """Watches ``settings.folder`` and submits its settled clips to ``manager`` (see the
+    module docstring). ``on_done(row, result_doc)`` runs for each analysed clip (standing
+    checks), ``on_row(row)`` for each row that ended (done or error: the CLI prints it)."""
 
-    manager: Any
-    store: Any
-    settings: WatchSettings
-    index: LibraryIndex | None = None
-    on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
-    _events: queue.SimpleQueue = field(default_factory=queue.SimpleQueue, repr=False)
-    _seen: dict[str, _Seen] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, manager: Any, store: Any, settings: WatchSettings,
+                 index: LibraryIndex | None = None,
+                 on_done: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+                 on_row: Callable[[dict[str, Any]], None] | None = None) -> None:
         from chord_core.library.index import store_path
         from chord_core.media.roots import resolve_folder
 
-        self.folder = resolve_folder(self.settings.folder)  # under the media roots
-        self.settings = WatchSettings(**{**asdict(self.settings), "folder": str(self.folder),
-                                         "statements": tuple(self.settings.statements)})
-        self.index = self.index or LibraryIndex(store_path(self.store))
-        self.table = WatchTable(self.index, self.settings.watch_id)
+        self.manager, self.store, self.on_done, self.on_row = manager, store, on_done, on_row
+        self.folder = resolve_folder(settings.folder)  # under the media roots
+        self.settings = WatchSettings(**{**asdict(settings), "folder": str(self.folder),
+                                         "statements": tuple(settings.statements)})
+        self.index = index or LibraryIndex(store_path(store))
+        self.table = WatchTable(self.index, self.settings.watch_id, lease_owner(manager))
+        self.inbox = Inbox()
+        self.checks: Any = None  # the StandingChecks on this watcher, if any
+        self.once = False  # ``watch --once``: the files there now, then ``finished``
+        self.idle_exit: float | None = None
+        self.finished = threading.Event()
+        self._seen: dict[str, list[Any]] = {}  # path → [size, mtime_ns, due, timer set]
+        self._handled: dict[str, tuple[int, int]] = {}  # path → (size, mtime) taken or left
+        self._ready: list[tuple[str, int, int]] = []  # settled, to claim together
+        self._jobs: dict[str, str] = {}  # key → job id, submitted and not finished
+        self._idle_gen = 0
+        self._scanned = False  # the first rescan ran (before it, nothing is known to be idle)
         self._observer: Any = None
-        self._next_rescan = 0.0
         self._chapters: Any = None
+        self._thread: threading.Thread | None = None
 
     # -- life -----------------------------------------------------------------------------
     def start(self) -> FolderWatcher:
-        """Resume what a previous run left, then listen for file events."""
-        for row in self.table.take_over_orphans():
-            self._submit(row["key"], row["path"])
-        for row in self.table.rows("submitted"):
-            if str(row["job_id"]).startswith("lvc-"):  # a chapters run cut short: resumed
-                self._chapters_runner().put(row["key"], row["path"])
-        self._observer = _observe(self.folder, self._events.put)
+        """Resume what a dead owner left, listen for file events, start the thread."""
+        self._resume()
+        if not self.once:
+            self._observer = _observe(self.folder, self._on_event)
+        self.inbox.post(self._rescan)
+        self._thread = threading.Thread(target=self._run, name="chord-watch", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
@@ -132,49 +118,75 @@ class FolderWatcher:
             self._observer.stop()
             self._observer.join(5)
             self._observer = None
+        self.inbox.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(10)
         if self._chapters is not None:
             self._chapters.stop()
-
-    def run(self, stop: threading.Event) -> None:
-        """Step until ``stop`` is set (the CLI's and the app's loop)."""
-        self.start()
-        try:
-            while not stop.wait(STEP_S):
-                self.step()
-        finally:
-            self.stop()
+        if self.checks is not None:
+            self.checks.stop()
 
     def busy(self) -> bool:
-        """Files still settling, or claimed or submitted and not finished."""
-        return bool(self._seen) or bool(self.table.rows("claimed")) or \
-            bool(self.table.rows("submitted"))
+        """Files settling or to claim, jobs not finished, checks or hooks still running."""
+        return bool(self._seen or self._ready or self._jobs or
+                    (self._chapters is not None and self._chapters.busy()) or
+                    (self.checks is not None and self.checks.busy()))
 
-    # -- one step ---------------------------------------------------------------------------
-    def step(self, now: float | None = None) -> None:
-        """Take in events (and the rescan when due), claim settled files, follow jobs."""
-        now = time.monotonic() if now is None else now
+    def _run(self) -> None:
         while True:
-            try:
-                self._note(self._events.get_nowait(), now)
-            except queue.Empty:
-                break
-        if now >= self._next_rescan:
-            self._next_rescan = now + self.settings.rescan_s
-            for path in self._listing():
-                self._note(str(path), now)
-        for path in [p for p, s in self._seen.items() if now - s.since >= self.settings.settle_s]:
-            self._settled(path, now)
-        self._follow()
+            msg = self.inbox.next_message()
+            if msg is STOP:
+                return
+            for fn in ([msg] if msg is not None else []) + self.inbox.due():
+                self._safely(fn)  # type: ignore[arg-type]
+            if self._ready:
+                self._safely(self._claim_ready)
+            self._check_idle()
 
-    def _listing(self) -> list[Path]:
+    def _safely(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except ChordError as exc:  # a full disk, a store busy past its timeout: said, retried
+            log.warning("watch %s: %s (%s); trying again in %.0f s", self.folder, exc.message,
+                        exc.hint, RETRY_S)
+            self.inbox.after(RETRY_S, fn)
+        except Exception:  # noqa: BLE001 — a bug in one step must not stop the folder
+            log.exception("watch %s: a step failed; the watcher goes on", self.folder)
+
+    def _check_idle(self) -> None:
+        """``--once``: finished when nothing is left; ``--idle-exit S``: when nothing was
+        left and nothing new came for S seconds (a timer, cancelled by any change)."""
+        if self.busy() or not self._scanned:
+            self._idle_gen += 1
+            return
+        if self.once:
+            self.finished.set()
+        elif self.idle_exit is not None and not self.finished.is_set():
+            gen = self._idle_gen = self._idle_gen + 1
+
+            def fire() -> None:
+                if gen == self._idle_gen and not self.busy():
+                    self.finished.set()
+            self.inbox.after(self.idle_exit, fire)
+
+    # -- files ----------------------------------------------------------------------------
+    def _on_event(self, path: str) -> None:  # watchdog's thread: only a post
+        self.inbox.post(lambda: self._note(path))
+
+    def _rescan(self) -> None:
         from chord_core.media.roots import list_videos
 
+        self._scanned = True
+        if not self.once:
+            self.inbox.after(self.settings.rescan_s, self._rescan)
         try:
-            return list(list_videos(str(self.folder)).paths)
+            paths = list(list_videos(str(self.folder)).paths)
         except ChordError:
-            return []  # an empty folder (or one gone): nothing to take
+            return  # an empty folder (or one gone): nothing to take
+        for path in paths:
+            self._note(str(path))
 
-    def _note(self, path: str, now: float) -> None:
+    def _note(self, path: str) -> None:
         """A file seen: (re)start its settle clock when its size or mtime changed."""
         from chord_core.media.roots import is_video_name
 
@@ -185,40 +197,78 @@ class FolderWatcher:
         except OSError:
             self._seen.pop(path, None)  # gone (renamed away, deleted)
             return
-        old = self._seen.get(path)
-        if old is None or (old.size, old.mtime_ns) != (st.st_size, st.st_mtime_ns):
-            self._seen[path] = _Seen(st.st_size, st.st_mtime_ns, now)
+        sig = (st.st_size, st.st_mtime_ns)
+        if self._handled.get(path) == sig:
+            return  # taken (or left) before, unchanged since
+        if not utf8_name(path):
+            self._handled[path] = sig
+            log.warning("watch %s: %r is not taken: its name is not valid UTF-8 (rename the "
+                        "file)", self.folder, path)
+            return
+        entry = self._seen.get(path)
+        due = time.monotonic() + self.settings.settle_s
+        if entry is None:
+            self._seen[path] = [*sig, due, True]
+            self.inbox.after(self.settings.settle_s, lambda: self._settle(path))
+        elif (entry[0], entry[1]) != sig:
+            entry[0], entry[1], entry[2] = sig[0], sig[1], due  # its timer looks again
 
-    def _settled(self, path: str, now: float) -> None:
-        """Stable for settle_s? then claim it (once per content) and submit it."""
-        seen = self._seen[path]
-        self._note(path, now)
-        if path not in self._seen or self._seen[path] is not seen:
-            return  # changed again (or gone): the clock restarted
+    def _settle(self, path: str) -> None:
+        entry = self._seen.get(path)
+        if entry is None:
+            return
+        wait = entry[2] - time.monotonic()
+        if wait > 0:  # changed since the timer was set: wait the rest
+            self.inbox.after(wait, lambda: self._settle(path))
+            return
         del self._seen[path]
-        if seen.size == 0:
-            self._seen[path] = _Seen(0, seen.mtime_ns, now)  # still empty: look again later
-            return
         try:
-            key = self._key(path, seen)
-        except ChordError as exc:
-            log.info("%s not taken: %s", path, exc.message)
+            st = os.stat(path)
+        except OSError:
             return
-        if self.table.claim(key, path, seen.size, seen.mtime_ns):
-            self._submit(key, path)
+        if (st.st_size, st.st_mtime_ns) != (entry[0], entry[1]):
+            self._note(path)
+            return
+        self._handled[path] = (st.st_size, st.st_mtime_ns)
+        if st.st_size == 0:
+            log.info("watch %s: %s is empty (0 bytes): not taken until it has content",
+                     self.folder, path)
+            return
+        self._ready.append((path, st.st_size, st.st_mtime_ns))
 
-    def _key(self, path: str, seen: _Seen) -> str:
-        from chord_core.media.roots import check_regular_video
+    def _claim_ready(self) -> None:
+        """Every settled file: keyed, claimed in one transaction, the claims submitted."""
+        ready, self._ready = self._ready, []
+        files = []
+        for path, size, mtime_ns in ready:
+            try:
+                files.append((self._key(path, size, mtime_ns), path, size, mtime_ns))
+            except ChordError as exc:
+                log.info("%s not taken: %s", path, exc.message)
+        try:
+            taken = self.table.claim_many(files) if files else []
+        except ChordError:
+            self._ready[:0] = ready  # tried again (``_safely``'s retry)
+            raise
+        for key, path in self.table.held_by_others([k for k, _, _, _ in files]):
+            self._handled.pop(path, None)  # another live owner's claim: looked at again
+            self.inbox.after(RECHECK_S, lambda p=path: self._note(p))  # once it may be gone
+        with self.manager.holding():  # one burst: the dispatcher batches them together
+            submitted = [(key, self._submit(key, path)) for key, path in taken]
+        self._mark_submitted([(k, j) for k, j in submitted if j])
+
+    def _key(self, path: str, size: int, mtime_ns: int) -> str:
+        from chord_core.media.confined import confine
+        from chord_core.media.roots import check_regular_video, job_roots
         from chord_core.runtime.batch import request_key
 
         real = check_regular_video(path)  # under the roots, a regular video file, now
-        known = self.table.known_key(str(real), seen.size, seen.mtime_ns)
+        known = self.table.known_key(str(path), size, mtime_ns)
         if known:
             return known
-        key = request_key(real, self._task, self.settings.query, self.settings.model,
-                          self._sampling(), self.settings.max_new_tokens)
-        self.table.remember(str(real), seen.size, seen.mtime_ns, key)
-        return key
+        confine(real, job_roots())  # hashed through a descriptor opened under the roots
+        return request_key(real, self._task, self.settings.query, self.settings.model,
+                           self._sampling(), self.settings.max_new_tokens)
 
     @property
     def _task(self) -> str:
@@ -231,52 +281,75 @@ class FolderWatcher:
         return SamplingConfig()
 
     # -- jobs -----------------------------------------------------------------------------
-    def _submit(self, key: str, path: str) -> None:
+    def _resume(self) -> None:
+        """Rows a gone owner left (claimed, or submitted and unfinished): taken over and
+        submitted again (the manager's key finds a job already running or done)."""
+        rows = self.table.take_over_orphans()
+        with self.manager.holding():
+            submitted = [(r["key"], self._submit(r["key"], r["path"], r.get("job_id")))
+                         for r in rows]
+        self._mark_submitted([(k, j) for k, j in submitted if j])
+
+    def _submit(self, key: str, path: str, job_id: str | None = None) -> str | None:
+        """Submit (or find) the file's job and follow its handle; its id (None: chapters,
+        whose thread marks the row)."""
         if self.settings.task == "chapters":
             self._chapters_runner().put(key, path)
-            return
-        from chord_core.analysis.request import AnalysisRequest
-        from chord_core.runtime.jobs import JobSpec
+            return None
+        handle = self._known_handle(job_id) or self._known_handle(self.store.find_done(key))
+        if handle is None:
+            from chord_core.analysis.request import AnalysisRequest
+            from chord_core.media.roots import job_roots
+            from chord_core.runtime.jobs import JobSpec
 
-        job_id = self.store.find_done(key)
-        if job_id is None:
             req = AnalysisRequest(path, self.settings.task, self.settings.query,
-                                  self._sampling(), self.settings.max_new_tokens)
-            job_id = self.manager.submit(JobSpec(req, model=self.settings.model, key=key,
+                                  self._sampling(), self.settings.max_new_tokens,
+                                  media_roots=job_roots())
+            handle = self.manager.submit(JobSpec(req, model=self.settings.model, key=key,
                                                  label=Path(path).name))
-        self.table.mark(key, "submitted", job_id=job_id)
-        log.info("watch %s: %s → job %s", self.settings.watch_id, Path(path).name, job_id)
+        self._jobs[key] = str(handle)
+        handle.add_done_callback(lambda h: self.inbox.post(lambda: self._ended(key, h)))
+        log.info("watch %s: %s → job %s", self.settings.watch_id, Path(path).name, handle)
+        return str(handle)
 
-    def _follow(self) -> None:
-        """Rows whose job ended: done (with the result) or error (with the job's message)."""
-        for row in self.table.rows("submitted"):
-            if row["job_id"].startswith("lvc-"):
-                continue  # a chapters run: its thread marks it
-            state, error = self._job_state(row["job_id"])
-            if state == "done":
-                self.table.mark(row["key"], "done")
-                self._done(row, self.store.get_result(row["job_id"]) or {})
-            elif state in ("failed", "cancelled"):
-                self.table.mark(row["key"], "error", error=error or state)
-
-    def _job_state(self, job_id: str) -> tuple[str, str]:
+    def _known_handle(self, job_id: str | None) -> Any:
+        if not job_id:
+            return None
         try:
-            status = self.manager.status(job_id)
-            if status.state.finished or self.store.get_job(job_id) is None:
-                err = status.error or {}
-                return status.state.value, _error_text(err)
-        except KeyError:
-            pass
-        row = self.store.get_job(job_id) or {"state": "failed",
-                                             "error": {"message": "the job is gone"}}
-        return str(row["state"]), _error_text(row.get("error") or {})
+            return self.manager.handle(job_id)
+        except KeyError:  # not this manager's, and not finished in the store
+            return None
+
+    def _mark_submitted(self, marks: list[tuple[str, str]]) -> None:
+        if marks:
+            self.table.mark_many(marks, "submitted")
+
+    def _ended(self, key: str, handle: Any) -> None:
+        """A followed job finished: its row done (and ``on_done``) or error."""
+        status = handle.status()
+        if status.state.value == "done":
+            self.table.mark(key, "done")
+            doc = status.result.to_dict() if status.result is not None else (
+                self.store.get_result(handle.job_id) or {})
+            self._jobs.pop(key, None)
+            self._done(self.table.row(key), doc)
+        else:
+            self.table.mark(key, "error", error=_error_text(status.error or {})
+                            or status.state.value)
+            self._jobs.pop(key, None)
+            self._row_ended(self.table.row(key))
 
     def _done(self, row: dict[str, Any], doc: dict[str, Any]) -> None:
+        self._row_ended(row)
         if self.on_done is not None:
             try:
                 self.on_done(row, doc)
             except ChordError as exc:
                 log.warning("watch %s: after %s: %s", self.settings.watch_id, row["path"], exc)
+
+    def _row_ended(self, row: dict[str, Any]) -> None:
+        if self.on_row is not None:
+            self.on_row(row)
 
     def _chapters_runner(self) -> Any:
         if self._chapters is None:
@@ -304,7 +377,7 @@ def _observe(folder: Path, put: Callable[[str], None]) -> Any:
     class Handler(FileSystemEventHandler):
         def on_any_event(self, event: Any) -> None:
             if not event.is_directory:
-                put(str(getattr(event, "dest_path", "") or event.src_path))
+                put(os.fsdecode(getattr(event, "dest_path", "") or event.src_path))
 
     observer = Observer()
     try:

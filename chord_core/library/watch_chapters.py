@@ -28,12 +28,19 @@ class ChaptersQueue:
         self.watcher = watcher
         self._todo: queue.SimpleQueue = queue.SimpleQueue()
         self._cancel = CancelFlag()  # a run waiting on its chunks wakes on it
+        self._pending = 0  # clips put and not finished (read by the watcher's thread)
+        self._count = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="chord-watch-chapters",
                                         daemon=True)
         self._thread.start()
 
     def put(self, key: str, path: str) -> None:
+        with self._count:
+            self._pending += 1
         self._todo.put((key, path))
+
+    def busy(self) -> bool:
+        return self._pending > 0
 
     def stop(self) -> None:
         self._cancel.set()
@@ -45,7 +52,12 @@ class ChaptersQueue:
             item = self._todo.get()
             if item is None:
                 return
-            self._run(*item)
+            try:
+                self._run(*item)
+            finally:
+                with self._count:
+                    self._pending -= 1
+                self.watcher.inbox.post(lambda: None)  # the watcher sees it idle
 
     def _run(self, key: str, path: str) -> None:
         from chord_core.analysis.request import probe_input
@@ -53,12 +65,16 @@ class ChaptersQueue:
         from chord_core.longvideo.settings import LongVideoSettings
         from chord_core.media.content_keys import file_hash
 
+        from chord_core.media.confined import confine
+        from chord_core.media.roots import job_roots
+
         w, table = self.watcher, self.watcher.table
         try:
+            confine(path, job_roots())  # probed, hashed and read under the media roots only
             info = probe_input(path)
             run = ChaptersRun(w.manager, info, file_hash(path), LongVideoSettings(),
                               w.settings.model, cancel=self._cancel)
-            table.mark(key, "submitted", job_id=run.run)
+            table.mark(key, "submitted", job_id=run.run)  # resumed by a later owner
             doc = run()
         except ChordError as exc:
             if not self._cancel.is_set():  # stopped: the next start resumes the run
@@ -66,8 +82,5 @@ class ChaptersQueue:
                            else exc.message)
             return
         table.mark(key, "done")
-        w._done(table_row(table, key), doc.to_dict())  # noqa: SLF001 — the watcher's hook
-
-
-def table_row(table: Any, key: str) -> dict[str, Any]:
-    return next((r for r in table.rows() if r["key"] == key), {"key": key})
+        row, result = table.row(key), doc.to_dict()
+        w.inbox.post(lambda: w._done(row, result))  # noqa: SLF001 — on the watcher's thread

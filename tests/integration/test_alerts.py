@@ -20,7 +20,6 @@ import httpx
 import numpy as np
 import pytest
 
-from chord_core.errors import StoreError
 from chord_core.testing.videos import make_video
 
 pytestmark = pytest.mark.slow
@@ -58,6 +57,8 @@ def watched(tmp_path, monkeypatch, tiny_model_dir):
 
 def _watcher(manager, store, folder: Path, hook_out: Path,  # noqa: ANN001, ANN202
              statements: tuple[str, ...] = (STATEMENT,)):
+    """A watcher with its standing checks over the folder's clips as they are now
+    (``--once``), started; ``_run_until_idle`` waits for it."""
     from chord_core.library.alerts import StandingChecks
     from chord_core.library.watch import FolderWatcher, WatchSettings
 
@@ -66,24 +67,17 @@ def _watcher(manager, store, folder: Path, hook_out: Path,  # noqa: ANN001, ANN2
     settings = WatchSettings(str(folder), "describe", model="test", max_new_tokens=8,
                              settle_s=0.2, rescan_s=0.5, statements=statements,
                              threshold=0.8, hook=hook)
-    watcher = FolderWatcher(manager, store, settings).start()
-    return watcher, StandingChecks(manager, store, watcher)
+    watcher = FolderWatcher(manager, store, settings)
+    watcher.once = True
+    checks = StandingChecks(manager, store, watcher)
+    return watcher.start(), checks
 
 
 def _run_until_idle(watcher, checks, timeout: float = 180) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    time.sleep(0.3)
-    while time.monotonic() < deadline:
-        try:
-            watcher.step()
-            checks.step()
-        except StoreError:  # a store busy past its timeout (a loaded disk): the app's and
-            time.sleep(0.5)  # the service's loop log it and step again; so does this one
-            continue
-        if not watcher.busy() and not checks.busy() and watcher.table.rows():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not idle: {watcher.table.rows()}")
+    """Every clip described, checked, its alerts stored and hooks run (the watcher's own
+    thread does it, woken by handles; this only waits for its ``finished``)."""
+    assert watcher.finished.wait(timeout), f"not idle: {watcher.table.rows()}"
+    watcher.stop()
 
 
 def test_an_alert_fires_once_for_the_clip_whose_statement_is_true(watched):
@@ -112,16 +106,13 @@ def test_an_alert_fires_once_for_the_clip_whose_statement_is_true(watched):
         assert alert["evidence"] and all(alert["start_s"] <= e["t_s"] <= alert["end_s"]
                                          for e in alert["evidence"])
         assert alert["hook"] == "exit 0"
+        run = alert["hook_run"]
+        assert run["exit_code"] == 0 and run["outcome"] == "exit 0" and run["duration_s"] > 0
         [line] = hook_out.read_text().splitlines()
         assert json.loads(line)["statement"] == STATEMENT
-        watcher.stop()
         # started again over the same store: nothing analysed, checked or fired twice
         again, checks2 = _watcher(manager, store, folder, hook_out)
-        for _ in range(10):
-            again.step()
-            checks2.step()
-            time.sleep(0.1)
-        again.stop()
+        _run_until_idle(again, checks2)
         assert len(latest_alerts(again.index)) == 1
         assert len(hook_out.read_text().splitlines()) == 1
         jobs = store.list_jobs(100)
@@ -190,24 +181,18 @@ def test_a_new_statement_checks_the_clips_done_before_once_each(watched):
     try:
         watcher, checks = _watcher(manager, store, folder, hook_out)
         _run_until_idle(watcher, checks)
-        watcher.stop()
         assert [a["statement"] for a in latest_alerts(watcher.index)] == [STATEMENT], (
-            watcher.table.rows(), checks._checks("done"))  # noqa: SLF001
+            watcher.table.rows(), watcher.table.checks("done"))
         both = (STATEMENT, NEW_STATEMENT)
         again, checks2 = _watcher(manager, store, folder, hook_out, both)
-        assert checks2.backfill() == 0  # claimed once, when it was made: not again
         _run_until_idle(again, checks2)
-        again.stop()
+        assert checks2.backfill() == 0  # claimed once, at the restart: not again
         alerts = latest_alerts(again.index)
         assert sorted((Path(a["path"]).name, a["statement"]) for a in alerts) == [
             ("gate.mp4", NEW_STATEMENT), ("gate.mp4", STATEMENT)], (
-            alerts, checks2._checks("done"), checks2._checks("error"))  # noqa: SLF001
+            alerts, again.table.checks("done"), again.table.checks("error"))
         third, checks3 = _watcher(manager, store, folder, hook_out, both)
-        for _ in range(5):
-            third.step()
-            checks3.step()
-            time.sleep(0.1)
-        third.stop()
+        _run_until_idle(third, checks3)
         assert len(latest_alerts(third.index)) == 2
         assert len(hook_out.read_text().splitlines()) == 2
         jobs = sorted((Path(j["video_path"]).name, j["task"], j["query"])

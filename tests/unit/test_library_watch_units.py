@@ -58,16 +58,71 @@ def test_moments_are_runs_of_frames_over_the_threshold(probs, spans):
         assert all(m["start_s"] <= e["t_s"] <= m["end_s"] for e in m["evidence"])
 
 
+def _lease(index, pid: int | None = None, expires_in: float = 30.0) -> str:  # noqa: ANN001
+    """An ``owners`` row as the runtime's Lease writes it (this host, ``pid``)."""
+    import os
+    import socket
+    import time
+    import uuid
+
+    from chord_core.runtime.leases import process_start
+
+    pid = os.getpid() if pid is None else pid
+    owner = f"own-{uuid.uuid4().hex[:8]}"
+    now = time.time()
+    with index.write() as conn:
+        conn.execute("INSERT INTO owners (owner_id, pid, host, proc_start, label, started_at, "
+                     "heartbeat_at, expires_at) VALUES (?, ?, ?, ?, 'test', ?, ?, ?)",
+                     (owner, pid, socket.gethostname(), process_start(pid), now, now,
+                      now + expires_in))
+    return owner
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def test_a_claim_is_taken_once_and_follows_a_rename(tmp_path):
     from chord_core.library.index import LibraryIndex
     from chord_core.library.watch_table import WatchTable
 
     with LibraryIndex(tmp_path / "chord.sqlite3") as index:
-        one, two = WatchTable(index, "w-1"), WatchTable(index, "w-1")
-        assert one.claim("k", "/m/a.mp4", 10, 1) is True
-        assert two.claim("k", "/m/b.mp4", 10, 1) is False  # the same content, renamed
-        assert [r["path"] for r in one.rows()] == ["/m/b.mp4"]
-        assert WatchTable(index, "w-2").claim("k", "/m/a.mp4", 10, 1) is True  # other watch
+        me, other = _lease(index), _lease(index)
+        one, two = WatchTable(index, "w-1", me), WatchTable(index, "w-1", other)
+        assert one.claim_many([("k", "/m/a.mp4", 10, 1)]) == [("k", "/m/a.mp4")]
+        assert two.claim_many([("k", "/m/b.mp4", 10, 1)]) == []  # same content, renamed,
+        assert [r["path"] for r in one.rows()] == ["/m/b.mp4"]  # and its owner is alive
+        assert WatchTable(index, "w-2", other).claim_many([("k", "/m/a.mp4", 10, 1)]) == [
+            ("k", "/m/a.mp4")]  # another watch
+        assert one.known_key("/m/b.mp4", 10, 1) == "k"
+
+
+@pytest.mark.parametrize("how", ["pid-dead", "lease-released", "never-renewed"])
+def test_a_claim_under_a_dead_lease_is_taken_over(tmp_path, how):
+    """The claim of a process that died, released its lease, or never renewed it (the
+    watcher that ran in a model worker) is taken — by a rescan, and at a start."""
+    from chord_core.library.index import LibraryIndex
+    from chord_core.library.watch_table import STALE_S, WatchTable
+
+    with LibraryIndex(tmp_path / "chord.sqlite3") as index:
+        dead = {"pid-dead": lambda: _lease(index, _dead_pid()),
+                "lease-released": lambda: "own-released",
+                "never-renewed": lambda: _lease(index, expires_in=-STALE_S - 1)}[how]()
+        WatchTable(index, "w", dead).claim_many([("k1", "/m/a.mp4", 1, 1),
+                                                 ("k2", "/m/b.mp4", 1, 1)])
+        mine = WatchTable(index, "w", _lease(index))
+        assert mine.claim_many([("k1", "/m/a.mp4", 1, 1)]) == [("k1", "/m/a.mp4")]
+        # at a start: the rest (and its own, a watcher of this process stopped earlier)
+        assert sorted(r["key"] for r in mine.take_over_orphans()) == ["k1", "k2"]
+        assert {r["owner"] for r in mine.rows()} == {mine.owner}
+        live = WatchTable(index, "w", _lease(index))  # a live owner's claims stay its own
+        assert live.claim_many([("k1", "/m/a.mp4", 1, 1)]) == []
+        assert live.take_over_orphans() == []
 
 
 def test_a_folder_outside_the_media_roots_is_refused(tmp_path, monkeypatch):
@@ -81,46 +136,3 @@ def test_a_folder_outside_the_media_roots_is_refused(tmp_path, monkeypatch):
         FolderWatcher(None, store, WatchSettings(str(tmp_path)))
 
 
-class _Submits:
-    """The job manager at its boundary: records what is submitted; knows no job after."""
-
-    def __init__(self) -> None:
-        self.specs: list = []
-
-    def submit(self, spec) -> str:  # noqa: ANN001
-        self.specs.append(spec)
-        return f"job-{len(self.specs)}"
-
-    def status(self, job_id: str):  # noqa: ANN201
-        raise KeyError(job_id)
-
-
-def test_a_clip_done_whose_check_was_never_claimed_is_checked_once(tmp_path, monkeypatch):
-    """The watcher marked a clip done but its check was not claimed (the store busy past
-    its timeout between the two, under disk load): the standing checks say they are busy
-    and claim it at the next backfill step, once, not at the next restart."""
-    from chord_core.library import alerts
-    from chord_core.library.watch import FolderWatcher
-    from chord_core.runtime.store import Store
-
-    media = tmp_path / "media"
-    media.mkdir()
-    clip = media / "gate.mp4"
-    clip.write_bytes(b"not read here")
-    monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(media))
-    manager = _Submits()
-    with Store(tmp_path / "chord.sqlite3") as store:
-        watcher = FolderWatcher(manager, store, WatchSettings(str(media), statements=("a",)))
-        checks = alerts.StandingChecks(manager, store, watcher)
-        assert not checks.busy()
-        assert watcher.table.claim("k1", str(clip), 13, 1)
-        watcher.table.mark("k1", "done")  # ...and clip_done never ran
-        assert checks.busy()  # a clip still to check: a CLI's --idle-exit waits for it
-        checks.step()
-        assert manager.specs == []  # not before BACKFILL_EVERY_S
-        monkeypatch.setattr(alerts, "BACKFILL_EVERY_S", 0.0)
-        for _ in range(3):
-            checks.step()
-        assert [(s.request.task, s.request.query) for s in manager.specs] == [("entail", "a")]
-        assert not checks.busy()  # the job is gone: the check ended as an error
-        assert [c["state"] for c in checks._checks("error")] == ["error"]  # noqa: SLF001
