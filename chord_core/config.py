@@ -96,6 +96,8 @@ ENV_VARS = (
     EnvVar("CHORD_SERVER", "a running Chord service the one-clip commands (describe, ground, "
            "entail) submit to (URL; `local`: always load the model in the CLI's process; "
            "unset: the service `serve` advertises in the data dir, if any)", "cli/remote.py"),
+    EnvVar("CHORD_REMOTE_WAIT_S", "longest the one-clip commands follow a service's job "
+           "events, in all (3660 s)", "cli/remote_http.py"),
     EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
            "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY_FILE", "file whose first line is the service's key (not shown by "

@@ -11,24 +11,32 @@ options only this process can honour (``--method two_pass``, ``--scores``, place
 ``--annotated-video``), and a ``--model`` other than the one the service serves. Which path
 ran is said on stderr. Only the standard library is used: no model, torch or HTTP client is
 imported on this path.
+
+The advertised service is believed only once checked (``discovery.find_service``: the file's
+owner and mode, the pid's command; ``discovery.verify``: the service proves it holds the
+file's token): the API key is never sent to a service that did not prove it. Whatever a
+service (or a ``--server`` that is not Chord) answers is read bounded and checked
+(``remote_http``): an HTML page, JSON without a ``job_id``, a job id with ``../``, a stream
+that never ends or a redirect is a clear ChordError, never a traceback or a hang.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from chord_core.errors import ChordError, ConfigError, InputError, RemoteError
+from chord_core.cli.remote_http import call, events, health, job_id_of, not_chord, read_json
+from chord_core.errors import ConfigError, InputError, RemoteError
 
+__all__ = ["RemoteError", "add_args", "choose_server", "events", "health", "run_remote"]
+log = logging.getLogger(__name__)
 LOCAL_WORDS = frozenset({"local", "off", "0", "none", "no"})
 CHUNK = 1 << 20
-_STALL_S = 3600.0  # the longest a silent event stream is waited for (the service's own cap)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -62,7 +70,7 @@ def _named(args: argparse.Namespace) -> str | None:
 def choose_server(args: argparse.Namespace) -> tuple[str | None, str]:
     """(the service's URL or None for in-process, why) — the why is said on stderr."""
     from chord_core.config import env_value
-    from chord_core.service.discovery import advertised
+    from chord_core.service.discovery import find_service, verify
 
     named = _named(args)
     if args.local or (named and named.strip().lower() in LOCAL_WORDS):
@@ -73,68 +81,43 @@ def choose_server(args: argparse.Namespace) -> tuple[str | None, str]:
             raise ConfigError(f"{blocker} needs the model in this process, and --server / "
                               "CHORD_SERVER names a service",
                               hint="leave the option out to use the service, or add --local")
-        return named.rstrip("/"), f"the service named at {named}"
+        return _checked_url(named), f"the service named at {named}"
     if blocker:
         return None, f"{blocker} needs the model in this process"
-    found = advertised()
+    found, why = find_service()
     if found is None:
-        return None, "no Chord service is running on this machine"
+        if "not trusted" in why:  # someone else's file, or not a Chord process: say so
+            log.warning("%s; no key or clip is sent to it, the clip runs here", why)
+        return None, why
     wanted = args.model or env_value("CHORD_MODEL")
     if wanted and wanted != found.get("model"):
         return None, f"the model asked for ({wanted}) is not the one the service serves " \
                      f"({found.get('model')})"
+    unproven = verify(found["url"], found["token"])
+    if unproven:
+        log.warning("%s; no key or clip is sent to it, the clip runs here", unproven)
+        return None, unproven
     if health(found["url"]) is None:
         return None, f"the service at {found['url']} does not answer"
     return found["url"], "the service running on this machine"
 
 
-def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
-    from chord_core.config import env_value
+def _checked_url(named: str) -> str:
+    """``--server``/CHORD_SERVER as an http(s) URL of a host (urllib would open file:…)."""
+    from urllib.parse import urlsplit
 
-    key = env_value("CHORD_API_KEY")
-    head = {"Accept": "application/json", **(extra or {})}
-    if key:
-        head["Authorization"] = f"Bearer {key}"
-    return head
-
-
-def _call(url: str, *, data: Any = None, headers: dict[str, str] | None = None,
-          method: str | None = None, timeout: float = 30.0) -> Any:
-    req = urllib.request.Request(url, data=data, headers=_headers(headers), method=method)
+    url = named.strip().rstrip("/")
     try:
-        return urllib.request.urlopen(req, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        raise _remote_error(exc) from None
-    except OSError as exc:
-        raise ChordError(f"the Chord service at {url.split('/v1')[0]} cannot be reached: {exc}",
-                         hint="start it (python -m chord_core serve), name another with "
-                              "--server, or run here with --local") from None
-
-
-def _remote_error(exc: urllib.error.HTTPError) -> RemoteError:
-    try:
-        body = json.loads(exc.read() or b"{}")
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 — raises ValueError for a port that is not a number
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and \
+            not parts.query and not parts.fragment
     except ValueError:
-        body = {}
-    err = body.get("error") if isinstance(body, dict) else None
-    if isinstance(err, dict):  # OpenAI-style paths
-        err = err.get("message")
-    return RemoteError(exc.code, str(err or f"the service answered {exc.code}"),
-                       str(body.get("hint", "")) if isinstance(body, dict) else "")
-
-
-def health(url: str) -> dict[str, Any] | None:
-    """The service's /health document (ready or loading), or None if it does not answer."""
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=2) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:  # 503: loading or failed — it is there
-        try:
-            return json.loads(exc.read())
-        except ValueError:
-            return None
-    except (OSError, ValueError):
-        return None
+        ok = False
+    if not ok:
+        raise ConfigError(f"--server / CHORD_SERVER {named[:200]!r} is not an http(s) URL",
+                          hint="give the service's address, e.g. http://127.0.0.1:8080")
+    return url
 
 
 def job_fields(args: argparse.Namespace, query: str) -> dict[str, Any]:
@@ -149,9 +132,9 @@ def job_fields(args: argparse.Namespace, query: str) -> dict[str, Any]:
 
 def _submit_path(url: str, fields: dict[str, Any], video: Path) -> str:
     body = json.dumps({**fields, "video_path": str(video)}).encode()
-    with _call(url + "/v1/jobs", data=body,
-               headers={"Content-Type": "application/json"}) as resp:
-        return json.loads(resp.read())["job_id"]
+    with call(url + "/v1/jobs", data=body,
+              headers={"Content-Type": "application/json"}) as resp:
+        return job_id_of(resp, url)
 
 
 def _submit_upload(url: str, fields: dict[str, Any], video: Path) -> str:
@@ -173,10 +156,10 @@ def _submit_upload(url: str, fields: dict[str, Any], video: Path) -> str:
                 yield chunk
         yield tail
 
-    with _call(url + "/v1/jobs", data=body(), timeout=300.0, headers={
+    with call(url + "/v1/jobs", data=body(), timeout=300.0, headers={
             "Content-Type": f"multipart/form-data; boundary={boundary}",
             "Content-Length": str(len(head) + size + len(tail))}) as resp:
-        return json.loads(resp.read())["job_id"]
+        return job_id_of(resp, url)
 
 
 def submit(url: str, fields: dict[str, Any], video_arg: str) -> tuple[str, str]:
@@ -193,20 +176,6 @@ def submit(url: str, fields: dict[str, Any], video_arg: str) -> tuple[str, str]:
     return _submit_upload(url, fields, video), "uploaded (outside the service's media roots)"
 
 
-def events(url: str, job_id: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The job's server-sent events as (event, data) until the stream ends."""
-    with _call(f"{url}/v1/jobs/{job_id}/events", timeout=_STALL_S,
-               headers={"Accept": "text/event-stream"}) as resp:
-        event = "message"
-        for raw in resp:
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                yield event, json.loads(line[5:])
-                event = "message"
-
-
 def run_remote(url: str, why: str, args: argparse.Namespace, query: str,
                progress: Any) -> dict[str, Any]:
     """Submit, follow, and return the finished job's result document (raises on failure)."""
@@ -216,18 +185,22 @@ def run_remote(url: str, why: str, args: argparse.Namespace, query: str,
     print(f"note: running on the Chord service at {url} ({why}; clip {how}), job {job_id}; "
           "--local runs it in this process", file=sys.stderr, flush=True)
     final: dict[str, Any] = {}
-    for event, data in events(url, job_id):
+    for event, data in events(url, job_id):  # bounded: CHORD_REMOTE_WAIT_S in all
         if event == "progress" and isinstance(data, dict):
-            progress(ProgressEvent(**{k: data[k] for k in ProgressEvent.__dataclass_fields__
-                                      if k in data}))
+            try:
+                progress(ProgressEvent(**{k: data[k] for k in
+                                          ProgressEvent.__dataclass_fields__ if k in data}))
+            except (TypeError, ValueError, KeyError, AttributeError):
+                raise not_chord(url, "a progress event is not one Chord sends") from None
         elif event == "end":
             final = data
     state = final.get("state")
     if state != "done":
-        err = final.get("error") or {}
-        raise RemoteError(int(err.get("status", 500)) if state == "failed" else 500,
+        err = final.get("error") if isinstance(final.get("error"), dict) else {}
+        status = err.get("status", 500)
+        raise RemoteError(status if isinstance(status, int) and state == "failed" else 500,
                           f"job {job_id} {state or 'did not finish'}: "
                           f"{err.get('error', 'no result')}", str(err.get("hint", "")))
-    with _call(f"{url}/v1/jobs/{job_id}/result") as resp:
-        return json.loads(resp.read())
+    with call(f"{url}/v1/jobs/{job_id}/result") as resp:
+        return read_json(resp, url, "the result")
 

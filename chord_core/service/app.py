@@ -37,7 +37,9 @@ def _host_only(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-OPEN_PATHS = frozenset({"/health"})  # load balancers and probes call it without a key
+# load balancers and probes call /health without a key; the CLI checks /v1/identity before
+# it sends one (service/identity.py)
+OPEN_PATHS = frozenset({"/health", "/v1/identity"})
 
 
 class RequestGuard:
@@ -123,7 +125,8 @@ def require_key(request: Request) -> None:
 def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> FastAPI:
     """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store); request
     bodies are read by ``readers`` (a started ``Readers``; None: this process's threads)."""
-    from chord_core.service import chat, jobs_routes, library_routes, ofa, review_routes
+    from chord_core.service import (chat, identity, jobs_routes, library_routes, ofa,
+                                    review_routes)
     from chord_core.service.readers import Readers
 
     app = FastAPI(title="Chord service", version="1",
@@ -136,6 +139,7 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     app.state.readers = readers if readers is not None else Readers(0)
     install_handlers(app)
     app.add_api_route("/health", jobs_routes.health, methods=["GET"])
+    app.add_api_route("/v1/identity", identity.identity, methods=["GET"])
     guarded = [Depends(require_key)]
     for router in (jobs_routes.router, ofa.router, chat.router, library_routes.router,
                    review_routes.router):

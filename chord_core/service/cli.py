@@ -151,14 +151,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
           "loading, GET /health says when they are ready", file=sys.stderr, flush=True)
     _leave_on_sigterm()
     from chord_core.library.background import start_from_env
-    from chord_core.service.discovery import advertise, local_url, withdraw
+    from chord_core.service.discovery import advertise, local_url, new_token, withdraw
 
-    watches = None
-    advertised = advertise(local_url(settings.host, settings.port), cfg.model)
+    watches, token = None, new_token()  # proven at /v1/identity before a CLI sends its key
+    app = create_app(runtime, settings, readers)
+    app.state.identity_token = token
+    advertised = advertise(local_url(settings.host, settings.port), cfg.model, token=token)
     sweeper = _start_sweeper(runtime, settings)
     try:
         watches = start_from_env(runtime.manager, runtime.store, runtime.model)  # CHORD_WATCH
-        uvicorn.run(create_app(runtime, settings, readers), host=settings.host, port=settings.port,
+        uvicorn.run(app, host=settings.host, port=settings.port,
                     log_level="info" if args.verbose else "warning", access_log=args.verbose,
                     timeout_graceful_shutdown=5, **_http_limits(settings))
     finally:

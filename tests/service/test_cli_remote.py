@@ -120,17 +120,18 @@ def test_a_stale_advertisement_is_ignored(tmp_path: Path, monkeypatch) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (tmp_path / discovery.FILE_NAME).write_text(json.dumps(
-        {"url": "http://127.0.0.1:9", "pid": dead.pid, "model": "test"}))
+        {"url": "http://127.0.0.1:9", "pid": dead.pid, "model": "test", "token": "ab" * 32}))
+    os.chmod(tmp_path / discovery.FILE_NAME, 0o600)
     monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("CHORD_SERVER", raising=False)
     assert discovery.advertised(tmp_path) is None
-    assert remote.choose_server(_args()) == (None, "no Chord service is running on this "
-                                                   "machine")
+    url, why = remote.choose_server(_args())
+    assert url is None and why.startswith("no Chord service is running on this machine")
 
 
 def test_withdraw_leaves_another_process_advertisement(tmp_path: Path) -> None:
     path = discovery.advertise("http://127.0.0.1:1", "test", tmp_path)
-    assert path is not None and discovery.advertised(tmp_path)["pid"] == os.getpid()
+    assert path is not None and json.loads(path.read_text())["pid"] == os.getpid()
     path.write_text(json.dumps({"url": "http://127.0.0.1:2", "pid": 1, "model": "x"}))
     discovery.withdraw(path)
     assert path.exists()  # not ours any more
