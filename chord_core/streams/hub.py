@@ -1,0 +1,266 @@
+"""The live streams of one process (the ``watch`` CLI, ``serve`` or the app): each read by
+its ``Ingest`` thread, recorded into segments, and every closed segment analysed as one
+**chunk**: a rolling description (``describe``), the standing checks (an ``entail`` job per
+statement; a run of frames at or over the threshold is an alert, stored by the library's
+alert path ``library/alerts.store_alert``, pointing at the segment and the second in it),
+and the grounding of a target when one is set. Chunk jobs are ordinary jobs in the runtime,
+children of one parent row per stream run (``live-…-r<start>``), so the GPU is shared with
+every other stream and clip by the manager's scheduling. Jobs' results stay in the store.
+
+Stopping a stream stops its ingest (the open segment is closed and analysed) and keeps
+everything: rows, recordings (until retention takes them), results and alerts.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chord_core.errors import InputError
+from chord_core.streams.ingest import Ingest, IngestSettings, StreamState, StreamStatus
+from chord_core.streams.segments import Segment, SegmentWriter, prune
+from chord_core.streams.sources import StreamSource, parse_source
+from chord_core.streams.table import StreamTable
+
+log = logging.getLogger(__name__)
+
+MAX_STREAMS = 64
+MAX_STATEMENTS = 16
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """What is done with a stream (``chunk_s``: the length of a segment and of a chunk)."""
+
+    chunk_s: float = 10.0
+    describe: bool = True
+    prompt: str = ""
+    statements: tuple[str, ...] = ()
+    threshold: float = 0.8
+    target: str = ""
+    model: str | None = None
+    max_new_tokens: int = 128
+    max_age_s: float | None = 7 * 86400.0
+    max_bytes: int | None = 20 * 2**30
+    ingest: IngestSettings = field(default_factory=IngestSettings)
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.chunk_s <= 600.0:
+            raise InputError(f"a chunk of {self.chunk_s:g} s is out of range",
+                             hint="use a chunk length from 1 to 600 seconds")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise InputError(f"threshold {self.threshold:g} is not a probability",
+                             hint="use a threshold from 0 to 1, e.g. 0.8")
+        if len(self.statements) > MAX_STATEMENTS or any(
+                not s.strip() or len(s) > 500 for s in self.statements):
+            raise InputError("standing checks: up to 16 statements of 1 to 500 characters",
+                             hint="shorten or split the statements")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["statements"] = list(self.statements)
+        return out
+
+
+@dataclass
+class _Live:
+    source: StreamSource
+    settings: StreamSettings
+    ingest: Ingest
+    folder: Path
+    parent: str
+
+
+class StreamHub:
+    """Starts, lists and stops streams over a job manager and its store."""
+
+    def __init__(self, manager: Any, store: Any, data_dir: str | Path) -> None:
+        from chord_core.library.alerts import create_tables
+        from chord_core.library.index import LibraryIndex, store_path
+
+        self.manager, self.store = manager, store
+        self.root = Path(data_dir) / "streams"
+        self.index = LibraryIndex(store_path(store))
+        create_tables(self.index)
+        self.table = StreamTable(self.index)
+        self._live: dict[str, _Live] = {}
+        self._pending: dict[str, list[Any]] = {}  # chunk path → [jobs not finished, state]
+        self._lock = threading.Lock()
+        self._done: queue.Queue[tuple[str, str, str, Any] | None] = queue.Queue()
+        self._follower = threading.Thread(target=self._follow, name="live-chunks", daemon=True)
+        self._follower.start()
+
+    # -- streams -------------------------------------------------------------------------
+    def start(self, text: str, settings: StreamSettings | None = None) -> dict[str, Any]:
+        source = parse_source(text)
+        settings = settings or StreamSettings()
+        with self._lock:
+            old = self._live.get(source.stream_id)
+            if old is not None and old.ingest.snapshot().state not in (
+                    StreamState.STOPPED, StreamState.FAILED):
+                return self.describe(source.stream_id)
+            if len(self._live) >= MAX_STREAMS and old is None:
+                raise InputError(f"{MAX_STREAMS} streams are open already",
+                                 hint="stop one first (DELETE /v1/streams/ID)")
+            folder = self.root / source.stream_id
+            parent = f"{source.stream_id}-r{int(time.time())}"
+            writer = SegmentWriter(folder, source.stream_id, settings.chunk_s,
+                                   lambda seg: self._segment(seg),
+                                   container="mkv" if source.kind == "device" else "mp4")
+            ingest = Ingest(source, writer, settings.ingest,
+                            on_status=lambda st, sid=source.stream_id: self._status(sid, st))
+            self.table.opened(source.stream_id, source.shown, source.kind, settings.to_dict())
+            self.manager.parents.open(parent, kind="live", video_path=str(folder),
+                                      model=settings.model or "", label=source.shown)
+            self._live[source.stream_id] = _Live(source, settings, ingest, folder, parent)
+        ingest.start()
+        log.info("stream %s: started (%s)", source.shown, source.stream_id)
+        return self.describe(source.stream_id)
+
+    def stop(self, stream_id: str) -> dict[str, Any]:
+        with self._lock:
+            live = self._live.get(stream_id)
+        if live is None:
+            if self.table.stream(stream_id) is None:
+                raise InputError(f"no stream {stream_id!r}", hint="list them: GET /v1/streams")
+            return self.describe(stream_id)
+        live.ingest.stop()
+        self.manager.parents.finish(live.parent, "done", {"stream": stream_id,
+                                                          "shown": live.source.shown})
+        return self.describe(stream_id)
+
+    def describe(self, stream_id: str) -> dict[str, Any]:
+        row = self.table.stream(stream_id) or {"id": stream_id}
+        live = self._live.get(stream_id)
+        if live is not None:  # the freshest state is the ingest's own
+            snap = live.ingest.snapshot().to_dict()
+            row.update(state=snap["state"], last_error=snap["last_error"], status=snap)
+        row["recent"] = self.table.chunks(stream_id, limit=5)
+        return row
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self.describe(row["id"]) for row in self.table.streams()]
+
+    def health(self) -> list[dict[str, Any]]:
+        """One line per stream this process reads (``/health``): id, masked URL, state."""
+        with self._lock:
+            items = list(self._live.items())
+        return [{"id": sid, "url": live.source.shown, **{k: v for k, v in
+                 live.ingest.snapshot().to_dict().items() if k in (
+                     "state", "last_error", "reconnects", "packets", "clock_jumps")}}
+                for sid, live in items]
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every recorded chunk's jobs ended (True) or ``timeout`` passed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._pending:
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def shutdown(self) -> None:
+        with self._lock:
+            items = list(self._live)
+        for sid in items:
+            self.stop(sid)
+        self._done.put(None)
+        self._follower.join(10)
+
+    # -- chunks --------------------------------------------------------------------------
+    def _status(self, stream_id: str, status: StreamStatus) -> None:
+        try:
+            self.table.status(stream_id, status.to_dict())
+        except Exception as exc:  # noqa: BLE001 — a busy store never stops the ingest
+            log.warning("stream %s: state not stored (%s)", stream_id, exc)
+
+    def _segment(self, seg: Segment) -> None:
+        """A closed segment: its chunk jobs, its row, then the retention."""
+        live = self._live.get(seg.stream_id)
+        if live is None:
+            return
+        try:
+            jobs = self._submit(live, seg)
+            self.table.chunk(seg, jobs)
+            self.table.deleted(prune(live.folder, live.settings.max_age_s,
+                                     live.settings.max_bytes))
+        except Exception as exc:  # noqa: BLE001 — one chunk's trouble never stops the ingest
+            log.warning("stream %s: chunk %s not analysed: %s", live.source.shown, seg.seq, exc)
+
+    def _submit(self, live: _Live, seg: Segment) -> dict[str, Any]:
+        from chord_core.analysis.request import AnalysisRequest
+        from chord_core.runtime.jobs import JobSpec
+
+        s, base = live.settings, f"{live.parent}-c{seg.seq:06d}"
+        todo: list[tuple[str, str, str]] = []
+        if s.describe:
+            todo.append(("describe", s.prompt, f"{base}-d"))
+        todo += [("entail", st, f"{base}-e{i}") for i, st in enumerate(s.statements)]
+        if s.target:
+            todo.append(("ground", s.target, f"{base}-g"))
+        jobs: dict[str, Any] = {"entail": {}}
+        with self._lock:
+            self._pending[seg.path] = [len(todo), "done"]
+        for task, query, job_id in todo:
+            spec = JobSpec(AnalysisRequest(seg.path, task, query, max_new_tokens=s.max_new_tokens,
+                                           media_roots=(str(live.folder),)),
+                           model=s.model, label=f"{live.source.shown} #{seg.seq}",
+                           parent=live.parent)
+            handle = self.manager.submit(spec, job_id=job_id)
+            if task == "entail":
+                jobs["entail"][query] = str(handle)
+            else:
+                jobs[task] = str(handle)
+            handle.add_done_callback(
+                lambda h, t=task, q=query, p=seg.path, sid=seg.stream_id:
+                self._done.put((sid, p, t, (q, h))))
+        return jobs
+
+    def _follow(self) -> None:
+        while True:
+            item = self._done.get()
+            if item is None:
+                return
+            try:
+                self._finished(*item)
+            except Exception as exc:  # noqa: BLE001 — one chunk's trouble stops no other
+                log.warning("stream %s: a chunk result not followed: %s", item[0], exc)
+
+    def _finished(self, stream_id: str, path: str, task: str, what: Any) -> None:
+        from chord_core.library.alerts import moments, store_alert
+
+        statement, handle = what
+        status = handle.status() if callable(handle.status) else handle.status
+        fired = 0
+        if task == "entail" and str(status.state) == "done":
+            live = self._live.get(stream_id)
+            threshold = live.settings.threshold if live else 0.8
+            doc = status.result.to_dict() if status.result is not None else {}
+            frames = (doc.get("entailment") or {}).get("frames") or []
+            log.debug("chunk %s: %s frames checked, threshold %s", path, len(frames), threshold)
+            check = {"clip_key": f"{stream_id}:{Path(path).name}", "statement": statement,
+                     "path": path, "job_id": str(handle)}
+            for m in moments(frames, threshold):
+                if store_alert(self.index, stream_id, check, m) is not None:
+                    fired += 1
+                    log.warning("alert: %s at %.1f s of %s (P=%.2f)", statement, m["start_s"],
+                                Path(path).name, m["probability"])
+        with self._lock:
+            left = self._pending.get(path, [1, "done"])
+            left[0] -= 1
+            if str(status.state) != "done":
+                left[1] = str(status.state)
+            finished = left[0] <= 0
+            if finished:
+                self._pending.pop(path, None)
+        # the chunk's state is set once all of its jobs ended ("failed"/"cancelled": one did)
+        self.table.chunk_done(stream_id, path, left[1] if finished else "analysing", fired)
+
+
+__all__ = ["StreamHub", "StreamSettings"]
