@@ -11,7 +11,12 @@
   1 and 2 GPUs, with the overhead against the same jobs submitted in-process;
 - ``service-threads`` (part ``service-threads``): the same on 1 GPU with the bodies read on
   the service's own threads (``CHORD_API_READERS=0``) instead of its reader processes;
-- ``box-scores``: what scoring grounding boxes costs against grounding the same frames.
+- ``box-scores``: what scoring grounding boxes costs against grounding the same frames;
+- ``ofa-loop``: OFA-VE's seed client's own loop through ``serve`` on one GPU: ``--tasks`` (32)
+  tasks a request, one request after another, every pair unique (an image and a statement
+  never sent before: the content-key cache answers none), then the same requests again
+  (repeated pairs, answered from the store);
+- ``naive`` (alone): the naive path's pairs/s without the engine rows, the loop's baseline.
 
 ``--cpu`` runs it all on the CPU with the test model (a harness check, not a figure).
 """
@@ -243,6 +248,120 @@ def bench_service(model: str, paths: list[str], gpus: str, cpu: bool,
         proc.wait(30)
 
 
+class Served:
+    """``python -m chord_core serve`` on a free port for the test's lifetime (``env`` added)."""
+
+    def __init__(self, model: str, gpus: str, cpu: bool, env: dict | None = None) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "chord_core", "serve", "--port", str(self.port),
+               "--model", model]
+        cmd += ["--cpu-workers", "1"] if cpu else ["--gpus", gpus]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "CHORD_BATCH_SIZE": "32",
+                                          **(env or {})})
+
+    def __enter__(self) -> "Served":
+        deadline = time.time() + 400
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit("serve ended: " + (self.proc.stderr.read() or "")[-2000:])
+            try:
+                with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(1)
+        raise SystemExit("service did not become ready")
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+    def post(self, body: bytes) -> dict:
+        req = urllib.request.Request(self.base + "/batch_predict", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+
+def ofa_body(paths: list[str], first: int, prefix: str = "") -> bytes:
+    """One request as OFA-VE's seed client builds it: each image file read and base64-encoded,
+    one statement per task, the JSON dumped — inside the client's loop."""
+    tasks = [{"image_data": base64.b64encode(Path(p).read_bytes()).decode(),
+              "text": prefix + statement(first + k), "id": first + k}
+             for k, p in enumerate(paths)]
+    return json.dumps({"tasks": tasks}).encode()
+
+
+def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
+                   env: dict | None = None) -> dict:
+    """OFA-VE's seed client's loop through ``serve``: ``tasks`` tasks a request, one request
+    after another (the next is sent when the answer is in), every pair UNIQUE (an image and
+    a statement never sent before, so the content-key cache answers none); then the same
+    requests sent again (answered from the store: the repeated-pairs row)."""
+    with Served(model, "0", cpu, env) as srv:
+        srv.post(ofa_body(paths[:tasks], 0, "warm-up: "))  # its statements are never reused
+        chunks = [(i, paths[i:i + tasks]) for i in range(0, len(paths), tasks)]
+        lat, done, t0 = [], 0, time.perf_counter()
+        for i, part in chunks:
+            t = time.perf_counter()
+            out = srv.post(ofa_body(part, i))["predictions"]
+            lat.append(time.perf_counter() - t)
+            done += sum(1 for p in out if "entailment" in p)
+        wall = time.perf_counter() - t0
+        if done != len(paths):
+            raise SystemExit(f"ofa loop: {len(paths) - done} tasks failed")
+        t1 = time.perf_counter()
+        for i, part in chunks:
+            srv.post(ofa_body(part, i))
+        again = time.perf_counter() - t1
+    lat.sort()
+    res = {"ofa_loop_unique_pairs_per_s": len(paths) / wall, "ofa_loop_tasks": tasks,
+           "ofa_loop_requests": len(chunks),
+           "ofa_loop_request_s_p50": lat[len(lat) // 2], "ofa_loop_request_s_max": lat[-1],
+           "ofa_loop_repeated_pairs_per_s": len(paths) / again}
+    print(f"OFA-VE loop ({tasks} tasks a request, unique pairs): "
+          f"{res['ofa_loop_unique_pairs_per_s']:.1f} pairs/s, a request "
+          f"{res['ofa_loop_request_s_p50']:.3f} s (p50); repeated pairs "
+          f"{res['ofa_loop_repeated_pairs_per_s']:.1f} pairs/s", file=sys.stderr)
+    return res
+
+
+def bench_naive(model: str, device: str, paths: list[str], n: int) -> float:
+    """pairs/s of the naive path alone (transformers ``generate``, one pair at a time, one
+    new token, the answer words' probabilities read): the OFA loop's baseline."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from chord_core.analysis import entailment as ent
+    from chord_core.config import ModelConfig
+    from chord_core.model.loading import load_model
+
+    lm = load_model(ModelConfig(model=model, device=device, compile=False))
+    ids = ent.answer_token_ids(lm.processor.tokenizer)
+
+    def one(i: int) -> None:
+        img = np.asarray(Image.open(paths[i]).convert("RGB"))
+        text = lm.processor.apply_chat_template(ent.entail_messages(statement(i)),
+                                                tokenize=False, add_generation_prompt=True)
+        inputs = ent._processor_inputs(lm, [img], [text]).to(lm.input_device)
+        with torch.inference_mode():
+            gen = lm.model.generate(**inputs, max_new_tokens=1, do_sample=False,
+                                    output_scores=True, return_dict_in_generate=True)
+        probs = torch.softmax(gen.scores[0].float(), -1)
+        [float(probs[0, ids[k]].sum()) for k in ent.LABELS]
+
+    one(0)  # warm-up
+    t, _ = timed(lambda: [one(i) for i in range(n)])
+    del lm
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return n / t
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="7b", choices=("3b", "7b"))
@@ -256,6 +375,8 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=2, help="measure on 1..this many GPUs")
     ap.add_argument("--batch", type=int, default=32, help="pairs per forward pass")
     ap.add_argument("--no-box-scores", action="store_true")
+    ap.add_argument("--tasks", type=int, default=32, help="tasks a request (ofa-loop)")
+    ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
     args = ap.parse_args()
@@ -266,7 +387,7 @@ def main() -> int:
         vocab = ["--vocab", str(Path(args.vocab).resolve())] if args.vocab else []
         subprocess.run([sys.executable, "-m", "chord_core", "make-tiny-model", model, "--shape",
                         args.shape, "--device", "cuda", *vocab], check=True, cwd=ROOT)
-    n = 24 if args.cpu else args.pairs
+    n = args.cpu_pairs if args.cpu else args.pairs
     paths = make_images(Path("/tmp/chord-entail"), n, 448)
     res: dict = {"shape": "tiny" if args.cpu else args.shape, "pairs": n,
                  "vocabulary": Path(args.vocab).name if args.vocab else "small test BPE"}
@@ -278,6 +399,16 @@ def main() -> int:
         res.update(bench_in_process(model, "cpu" if args.cpu else "cuda:0", paths,
                                     4 if args.cpu else args.naive_pairs, args.batch,
                                     not args.no_box_scores))
+        save()
+    if "naive" in parts and "engine" not in parts:
+        res["naive_pairs_per_s"] = bench_naive(model, "cpu" if args.cpu else "cuda:0", paths,
+                                               4 if args.cpu else args.naive_pairs)
+        save()
+    if "ofa-loop" in parts:
+        res.update(bench_ofa_loop(model, paths, args.cpu, args.tasks))
+        if res.get("naive_pairs_per_s"):
+            res["ofa_loop_over_naive"] = (res["ofa_loop_unique_pairs_per_s"]
+                                          / res["naive_pairs_per_s"])
         save()
     counts = (1,) if args.cpu else tuple(range(1, min(2, args.gpus) + 1))
     for k in counts:

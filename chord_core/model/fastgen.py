@@ -66,8 +66,9 @@ def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
     or the model/placement is one the decoder does not handle (the log says why)."""
     if cfg.decoder != "fast":
         return None
-    from chord_core.model import fastvision
+    from chord_core.model import fastvision, patch_embed
     fastvision.install(model)
+    patch_embed.install(model)
     reason = unsupported_reason(model)
     if reason:
         log.info("decoding with transformers' generate: %s", reason)

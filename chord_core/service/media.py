@@ -158,15 +158,19 @@ def save_image_bytes(data: bytes) -> Path:
     return save_image_probed(data)[0]
 
 
-def save_image_probed(data: bytes) -> tuple[Path, Any]:
+def save_image_probed(data: bytes, *, folder: Path | None = None,
+                      decode: bool = True) -> tuple[Path, Any]:
     """``save_image_bytes``, also returning the image's ``VideoInfo`` from that check (a job
-    given it is not probed again by the manager)."""
+    given it is not probed again by the manager). ``folder``: the API's uploads folder when
+    the caller has it already; ``decode=False`` checks the format and header only (size,
+    orientation) — for a job whose worker decodes the image anyway and fails it alone with
+    the same error when it does not decode (``/batch_predict``: one decode a task, not two)."""
     if not data:
         raise InputError("the image is empty (0 bytes)", hint=_MEDIA_HINT)
     ext = image_ext(data)
-    tmp, digest, _ = _write_private([data], api_uploads_dir())
+    tmp, digest, _ = _write_private([data], folder or api_uploads_dir())
     path, created = _place(tmp, digest, ext)
-    return _probed(path, created)
+    return _probed(path, created, decode)
 
 
 def save_media_bytes(data: bytes, mime: str = "", name: str = "") -> Path:
@@ -203,12 +207,12 @@ def _checked(path: Path, created: bool) -> Path:
     return _probed(path, created)[0]
 
 
-def _probed(path: Path, created: bool) -> tuple[Path, Any]:
+def _probed(path: Path, created: bool, decode: bool = True) -> tuple[Path, Any]:
     from chord_core.analysis.request import probe_input
 
     os.chmod(path, 0o600)
     try:
-        info = probe_input(path)
+        info = probe_input(path, decode_images=decode)
     except ChordError:
         if created:
             path.unlink(missing_ok=True)

@@ -10,9 +10,11 @@ never costs the others their answers. A prediction carries OFA-VE's word (``enta
 yes / maybe / no), the label name (entailment / neutral / contradiction), ``confidence`` (the
 verdict's probability) and all three ``probabilities``.
 
-The body is spooled to a private file as it arrives and read in a reader process
-(``readers.py``): its JSON, the base64, the check of every image and the files written —
-the service process queues the jobs that come back.
+The body is spooled to a private file as it arrives and read by the reader processes
+(``readers.py``), a share of the tasks each (``SHARD_BYTES``): its JSON, the base64, the
+check of every image's format and header and the files written — the service process
+queues the jobs that come back. Each image is decoded once, by the worker that scores it (a
+file that does not decode fails its own task there, with the same error entry).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ router = APIRouter()
 OFA_WORD = {"entailment": "yes", "neutral": "maybe", "contradiction": "no"}
 IMAGE_KEYS = ("image_data", "image")
 TEXT_KEYS = ("text", "statement", "hypothesis")
-CHECK_THREADS = 4  # threads per request that decode, check and store its images
+CHECK_THREADS = 4  # threads per reader that check and store a request's images
+SHARD_BYTES = 2 << 20  # a body this big or bigger is read by several readers side by side
 
 
 class BatchBody(BaseModel):
@@ -70,7 +73,8 @@ def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((task[k] for k in keys if k in task), None)
 
 
-def _prepare(index: int, task: Any, sampling: Any = None) -> tuple[Any, Any]:
+def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None
+             ) -> tuple[Any, Any]:
     """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
     from chord_core.analysis.entailment import clean_statement
     from chord_core.analysis.request import AnalysisRequest
@@ -92,7 +96,7 @@ def _prepare(index: int, task: Any, sampling: Any = None) -> tuple[Any, Any]:
                          hint="send valid Unicode (UTF-8)")
     statement = clean_statement(text_field(_first(task, TEXT_KEYS), f"task {index}: text"))
     data, _ = decode_base64(image, "image_data")
-    path, info = save_image_probed(data)
+    path, info = save_image_probed(data, folder=folder, decode=False)
     request = AnalysisRequest(str(path), "entail", statement,
                               *(() if sampling is None else (sampling,)))
     # the image was decoded just now: the manager need not probe it again
@@ -100,16 +104,26 @@ def _prepare(index: int, task: Any, sampling: Any = None) -> tuple[Any, Any]:
                                           info=info)
 
 
-def read_batch_file(path: str, max_tasks: int, sampling: Any = None) -> BatchIntake:
+def read_batch_file(path: str, max_tasks: int, sampling: Any = None,
+                    shard: tuple[int, int] = (0, 1)) -> BatchIntake:
     """``read_batch`` on a spooled body (the route removes the file afterwards)."""
     with open(path, "rb") as fh:
-        return read_batch(fh.read(), max_tasks, sampling)
+        return read_batch(fh.read(), max_tasks, sampling, shard)
 
 
-def read_batch(body: bytes, max_tasks: int, sampling: Any = None) -> BatchIntake:
-    """A request body read and every task checked and stored (in a reader process). The
-    tasks are checked on a few threads: Pillow, hashing and file writes let go of the
-    interpreter lock, so a request's images are checked side by side."""
+def shard_count(body_bytes: int, readers: int) -> int:
+    """How many readers read one body side by side: one per ``SHARD_BYTES``, at most all."""
+    return max(1, min(readers, body_bytes // SHARD_BYTES))
+
+
+def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
+               shard: tuple[int, int] = (0, 1)) -> BatchIntake:
+    """A request body read and its tasks checked and stored (in a reader process): all of
+    them, or for ``shard=(k, n)`` the k-th of n equal runs of them (each reader parses the
+    JSON, then checks its own run; ``merge_shards`` joins them in order). The tasks are
+    checked on a few threads: base64, hashing and file writes let go of the interpreter
+    lock, so a request's images are checked side by side. The request's pixel budget is
+    applied to the joined tasks (``within_pixels``)."""
     shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
     try:
         doc = json.loads(body)
@@ -132,12 +146,17 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None) -> BatchIntake
         return BatchIntake(refusal=(
             413, f"{len(tasks)} tasks in one request; the limit is {max_tasks}",
             "split them over several requests (CHORD_API_MAX_TASKS sets the limit)"))
+    from chord_core.service.media import api_uploads_dir
+
     read = BatchIntake(out=[None] * len(tasks))
-    with ThreadPoolExecutor(min(CHECK_THREADS, len(tasks))) as pool:
-        checked = list(pool.map(_checked, range(len(tasks)), tasks,
-                                [sampling] * len(tasks)))
-    checked = _within_pixels(checked)
-    for i, (task_id, spec, entry) in enumerate(checked):
+    k, n = shard
+    mine = range(k * len(tasks) // n, (k + 1) * len(tasks) // n)
+    if not mine:
+        return read
+    folder = api_uploads_dir()
+    with ThreadPoolExecutor(min(CHECK_THREADS, len(mine))) as pool:
+        checked = list(pool.map(lambda i: _checked(i, tasks[i], sampling, folder), mine))
+    for i, (task_id, spec, entry) in zip(mine, checked):
         if entry is not None:
             read.out[i] = entry
         else:
@@ -145,29 +164,46 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None) -> BatchIntake
     return read
 
 
-def _within_pixels(checked: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any, Any]]:
-    """Tasks in order until the request's images pass ``CHORD_MAX_REQUEST_PIXELS`` in all
-    (``media.images.PixelBudget``); each task past it gets that error entry, not a job."""
-    from chord_core.media.images import PixelBudget
-
-    budget, out = PixelBudget(), []
-    for task_id, spec, entry in checked:
-        if entry is None:
-            try:
-                budget.take(spec.info, f"task {task_id}'s image")
-            except ChordError as exc:
-                api = from_chord_error(exc)
-                task_id, spec, entry = None, None, {"id": task_id, "error": api.message,
-                                                    "hint": api.hint}
-        out.append((task_id, spec, entry))
+def merge_shards(reads: list[BatchIntake]) -> BatchIntake:
+    """The shards of one body (``read_batch`` with ``shard=(k, n)``, k = 0…n-1) as one read:
+    the first refusal, else every slot's entry and the good tasks in request order."""
+    refused = next((r for r in reads if r.refusal), None)
+    if refused is not None or len(reads) == 1:
+        return refused or reads[0]
+    out = BatchIntake(out=[None] * len(reads[0].out))
+    for r in reads:
+        for i, entry in enumerate(r.out):
+            if entry is not None:
+                out.out[i] = entry
+        out.ids += r.ids
+        out.specs += r.specs
+        out.slots += r.slots
     return out
 
 
-def _checked(index: int, task: Any, sampling: Any = None
+def within_pixels(read: BatchIntake) -> BatchIntake:
+    """The good tasks in order until the request's images pass ``CHORD_MAX_REQUEST_PIXELS``
+    in all (``media.images.PixelBudget``); each task past it gets that error entry, not a
+    job."""
+    from chord_core.media.images import PixelBudget
+
+    budget, kept = PixelBudget(), BatchIntake(out=read.out, refusal=read.refusal)
+    for task_id, spec, slot in zip(read.ids, read.specs, read.slots):
+        try:
+            budget.take(spec.info, f"task {task_id}'s image")
+        except ChordError as exc:
+            api = from_chord_error(exc)
+            kept.out[slot] = {"id": task_id, "error": api.message, "hint": api.hint}
+            continue
+        kept.ids.append(task_id), kept.specs.append(spec), kept.slots.append(slot)
+    return kept
+
+
+def _checked(index: int, task: Any, sampling: Any = None, folder: Any = None
              ) -> tuple[Any, Any, dict[str, Any] | None]:
     """(id, JobSpec, None) for a good task; (None, None, its error entry) for a bad one."""
     try:
-        return (*_prepare(index, task, sampling), None)
+        return (*_prepare(index, task, sampling, folder), None)
     except DiskFullError:
         raise  # no task can be stored: the whole request is a 507
     except ChordError as exc:
@@ -206,12 +242,12 @@ async def batch_predict(request: Request) -> dict[str, Any]:
     sampling = capped_sampling(settings, "entail")  # the server's caps, as for every job
     spooled = await spool_body(request)
     try:
-        read = await request.app.state.readers.run(read_batch_file, str(spooled),
-                                                    settings.max_tasks, sampling)
+        read = await _read(request.app.state.readers, spooled, settings.max_tasks, sampling)
     finally:
         spooled.unlink(missing_ok=True)
     if read.refusal:
         raise ApiError(*read.refusal)
+    read = within_pixels(read)
     out, ids, specs, slots = read.out, read.ids, read.specs, read.slots
     if specs:
         specs, parent_id = await run_in_threadpool(keyed, specs, ids, rt.model)
@@ -232,6 +268,16 @@ async def batch_predict(request: Request) -> dict[str, Any]:
         for slot, task_id, st in zip(slots, ids, statuses):
             out[slot] = prediction(task_id, st)
     return {"predictions": out, "model": rt.model}
+
+
+async def _read(readers: Any, spooled: Any, max_tasks: int, sampling: Any) -> BatchIntake:
+    """The spooled body read by one reader, or a big one by several side by side."""
+    import asyncio
+
+    n = shard_count(spooled.stat().st_size, readers.processes)
+    reads = await asyncio.gather(*(readers.run(read_batch_file, str(spooled), max_tasks,
+                                               sampling, (k, n)) for k in range(n)))
+    return merge_shards(list(reads))
 
 
 def keyed(specs: list[Any], ids: list[Any], model: str) -> tuple[list[Any], str]:

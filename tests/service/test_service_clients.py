@@ -77,6 +77,23 @@ def test_a_bad_task_never_costs_the_others_their_answers(server, media) -> None:
     assert not list((server.data / "uploads" / "api").glob(".body-*"))  # spooled body removed
 
 
+def test_an_image_that_does_not_decode_fails_its_own_task(server, media) -> None:
+    """The readers check a task's image by its header; its worker decodes it, and a file cut
+    short fails there, as that task's own error entry."""
+    data = media["img"].read_bytes()
+    cut = base64.b64encode(data[:len(data) // 2]).decode()
+    tasks = [{"image_data": _b64(media["img"]), "text": "a cat", "id": "a"},
+             {"image_data": cut, "text": "a cat", "id": "cut"},
+             {"image_data": _b64(media["img2"]), "text": "two birds", "id": "b"}]
+    r = requests.post(server.url + "/batch_predict", json={"tasks": tasks})
+    assert r.status_code == 200
+    preds = r.json()["predictions"]
+    assert [p["id"] for p in preds] == ["a", "cut", "b"]
+    assert "entailment" in preds[0] and "entailment" in preds[2]
+    assert "not a readable image" in preds[1]["error"] and preds[1]["hint"]
+    assert "Traceback" not in preds[1]["error"]
+
+
 @pytest.mark.parametrize("body,status", [
     ({"tasks": []}, 400), ({"tasks": "x"}, 422), ({}, 422),
     ({"tasks": [{"text": "t"}] * (MAX_TASKS + 1)}, 413)],

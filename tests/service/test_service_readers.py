@@ -102,3 +102,30 @@ def test_a_refused_body_says_what_is_wrong(body, status, words) -> None:
     assert read.refusal is not None and not read.specs
     got_status, message, hint = read.refusal
     assert got_status == status and words in message and "tasks" in hint + message
+
+
+def test_shards_read_a_body_as_one_reader_does(tmp_path, monkeypatch) -> None:
+    """A big body is read by several readers, a run of its tasks each: joined, the same
+    entries, ids, slots and stored files as one reader reading all of it."""
+    from chord_core.service.ofa import merge_shards, shard_count, within_pixels
+
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))
+    good = _png()
+    tasks = [{"image_data": good, "text": f"s{i}", "id": f"t{i}"} for i in range(7)]
+    tasks[2] = {"image_data": "not base64!", "text": "x", "id": "bad"}
+    tasks[5] = "not an object"
+    body = json.dumps({"tasks": tasks}).encode()
+    whole = read_batch(body, 8)
+    for n in (2, 3, 7):
+        parts = [read_batch(body, 8, None, (k, n)) for k in range(n)]
+        assert sum(len(p.ids) for p in parts) == len(whole.ids)  # each task read once
+        joined = merge_shards(parts)
+        assert joined.out == whole.out and joined.ids == whole.ids
+        assert joined.slots == whole.slots == [0, 1, 3, 4, 6]
+        assert [s.request.video_path for s in joined.specs] == \
+            [s.request.video_path for s in whole.specs]
+        assert [s.request.query for s in joined.specs] == ["s0", "s1", "s3", "s4", "s6"]
+    assert merge_shards([read_batch(b"[1]", 8, None, (k, 2)) for k in range(2)]).refusal
+    assert within_pixels(whole).ids == whole.ids
+    assert shard_count(100, 4) == 1 and shard_count(9 << 20, 4) == 4
+    assert shard_count(9 << 20, 0) == 1  # no reader processes: the service's own thread
