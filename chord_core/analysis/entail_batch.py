@@ -43,6 +43,7 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
             frames, plan, warnings, decode_s = engine.read_frames(info, plan, cancel=cancel)
             return {"t0": t0, "info": info, "plan": plan, "frames": frames,
                     "statement": clean_statement(req.query), "warnings": warnings,
+                    "think": req.max_new_tokens,
                     "probe_s": probe_s, "decode_s": decode_s}
         except ChordError as exc:
             return exc
@@ -52,24 +53,26 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
     with ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="chord-entail-read") as pool:
         pending = [pool.submit(prep, i) for i in range(len(requests))]
 
-        def batches() -> Iterator[tuple[list, list]]:
+        def batches() -> Iterator[tuple[list, list, list]]:
             """Frames in request order, ``batch`` at a time, as the readers deliver them
-            (the scorer pulls these on its input thread while the model runs)."""
-            frames: list = []
-            statements: list = []
+            (the scorer pulls these on its input thread while the model runs), with each
+            row's statement and reasoning budget (its request's ``max_new_tokens``)."""
+            rows: list[list] = [[], [], []]
             for i, fut in enumerate(pending):
                 it = fut.result()
                 if not isinstance(it, dict):
                     results[i] = it
                     continue
                 ready.append((i, it))
-                frames.extend(it["frames"])
-                statements.extend([it["statement"]] * len(it["frames"]))
-                while len(frames) >= batch:
-                    yield frames[:batch], statements[:batch]
-                    frames, statements = frames[batch:], statements[batch:]
-            if frames:
-                yield frames, statements
+                k = len(it["frames"])
+                rows[0].extend(it["frames"])
+                rows[1].extend([it["statement"]] * k)
+                rows[2].extend([it["think"]] * k)
+                while len(rows[0]) >= batch:
+                    yield rows[0][:batch], rows[1][:batch], rows[2][:batch]
+                    rows = [r[batch:] for r in rows]
+            if rows[0]:
+                yield rows[0], rows[1], rows[2]
 
         try:
             bodies = _score(lm, ready, batches(), cancel)
@@ -101,7 +104,7 @@ def _planned(req: AnalysisRequest, infos: Sequence[Any] | None, plans: Sequence[
     return info, plan or plan_sampling(info, req.task, req.sampling), probe_s
 
 
-def _score(lm: Any, ready: list, batches: Iterator[tuple[list, list]],
+def _score(lm: Any, ready: list, batches: Iterator[tuple[list, list, list]],
            cancel: threading.Event | None) -> list[dict]:
     """Score all (frame, statement) pairs as they come, then give each request its frames'
     scores and its share of the time (by frame count)."""
@@ -113,6 +116,6 @@ def _score(lm: Any, ready: list, batches: Iterator[tuple[list, list]],
         k = len(it["frames"])
         share = k / n
         bodies.append(body_from_scores(it["plan"], it["statement"], scores[at:at + k],
-                                       pre_s * share, run_s * share))
+                                       pre_s * share, run_s * share, it["think"]))
         at += k
     return bodies

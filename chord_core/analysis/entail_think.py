@@ -31,22 +31,51 @@ ANSWER_OPENING = f"\n{THINK_CLOSE}\n\n"
 def think_then_score(lm: LoadedModel, prompts: Sequence[str],
                      gen_inputs: Callable[[Sequence[str]], Any],
                      score: Callable[[Sequence[str]], list[Any]],
-                     think_tokens: int = THINK_TOKENS_DEFAULT,
+                     think_tokens: int | Sequence[int] = THINK_TOKENS_DEFAULT,
                      cancel: threading.Event | None = None) -> list[Any]:
     """One batch: generate each row's reasoning after its templated prompt (``prompts``,
     inputs made by ``gen_inputs``), close it, and ``score`` the closed prompts (the entailment
-    module's prefill). Each score gets its ``reasoning`` and ``reasoning_cut`` (the budget
-    ended it)."""
+    module's prefill, one for the whole batch). ``think_tokens``: one budget, or each row's.
+    A row ends at its own ``</think>`` and the batch once every row has ended (or at the
+    largest budget); a row with a smaller budget keeps only that many tokens — what it would
+    have reasoned alone under greedy decoding. Each score gets its ``reasoning`` and
+    ``reasoning_cut`` (the budget ended it)."""
     from dataclasses import replace
 
     from chord_core.model import loading as m
 
-    new_ids, _ = m._generate(lm, gen_inputs(prompts), max(1, think_tokens), None, cancel)
-    texts = lm.processor.batch_decode(new_ids, skip_special_tokens=True)
+    budgets = row_budgets(think_tokens, len(prompts))
+    new_ids, _ = m._generate(lm, gen_inputs(prompts), max(budgets), None, cancel,
+                             stop_token=close_token(lm))
+    texts = lm.processor.batch_decode([row[:b] for row, b in zip(new_ids, budgets)],
+                                      skip_special_tokens=True)
     splits = [split_reasoning(t, thinking=True) for t in texts]
     closed = [p + sp.reasoning + ANSWER_OPENING for p, sp in zip(prompts, splits)]
     return [replace(sc, reasoning=sp.reasoning, reasoning_cut=sp.unfinished)
             for sc, sp in zip(score(closed), splits)]
+
+
+def row_budgets(think_tokens: int | Sequence[int], rows: int) -> list[int]:
+    """Each row's reasoning budget (at least 1)."""
+    if isinstance(think_tokens, int):
+        return [max(1, think_tokens)] * rows
+    budgets = [max(1, int(b)) for b in think_tokens]
+    if len(budgets) != rows:
+        raise ValueError(f"{len(budgets)} reasoning budgets for {rows} rows")
+    return budgets
+
+
+def close_token(lm: LoadedModel) -> int | None:
+    """The id of ``</think>`` when the tokenizer has it as one token, else None (the rows
+    then reason to their budget and the text is split afterwards)."""
+    cached = getattr(lm, "_think_close_id", False)
+    if cached is not False:
+        return cached
+    tok = lm.processor.tokenizer
+    ids = tok.encode(THINK_CLOSE, add_special_tokens=False)
+    found = int(ids[0]) if len(ids) == 1 else None
+    object.__setattr__(lm, "_think_close_id", found)
+    return found
 
 
 def think_warnings(scores: Sequence[Any], think_tokens: int) -> list[str]:

@@ -133,7 +133,7 @@ def score_images(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequ
                          think_tokens=think_tokens)
 
 
-def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray], Sequence[str]]],
+def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[Any], ...]],
                   *, total: int = 0, cancel: threading.Event | None = None,
                   on_batch: Callable[[int, int], None] | None = None,
                   think_tokens: int | None = None
@@ -142,7 +142,8 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray],
     the next batch's inputs (and pulls it from ``batches``, which may still be reading
     frames): the GPU does not wait for the CPU between passes. Returns (scores, seconds spent
     building inputs — overlapped with the passes —, seconds in the passes). A Thinking model
-    reasons first (up to ``think_tokens``; ``entail_think.py``)."""
+    reasons first (up to ``think_tokens``, or each row's own budget where a batch carries a
+    third list of them; ``entail_think.py``)."""
     from chord_core.analysis.entail_think import THINK_TOKENS_DEFAULT
     from chord_core.model.loading import _raise_if_cancelled
 
@@ -156,7 +157,7 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray],
         if thinking:  # its inputs are built twice, around the reasoning, in the pass
             return part, 0.0
         t = time.perf_counter()
-        return _inputs(lm, part[0], part[1]), time.perf_counter() - t
+        return _inputs(lm, part[0], part[1]), time.perf_counter() - t  # budgets: thinking only
 
     scores: list[EntailScore] = []
     pre_s = run_s = 0.0
@@ -169,16 +170,21 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[np.ndarray],
             _raise_if_cancelled(cancel)
             upcoming = pool.submit(build)
             t = time.perf_counter()
-            scores.extend(_think(lm, inputs, think_tokens or THINK_TOKENS_DEFAULT, cancel)
-                          if thinking else _prefill(lm, inputs))
+            if thinking:
+                budget = think_tokens or THINK_TOKENS_DEFAULT
+                rows = inputs[2] if len(inputs) > 2 else [budget] * len(inputs[0])
+                scores.extend(_think(lm, inputs[:2], [r or budget for r in rows], cancel))
+            else:
+                scores.extend(_prefill(lm, inputs))
             pre_s, run_s = pre_s + built_s, run_s + time.perf_counter() - t
             if on_batch:
                 on_batch(len(scores), max(total, len(scores)))
     return scores, pre_s, run_s
 
 
-def _think(lm: LoadedModel, part: tuple[Sequence[np.ndarray], Sequence[str]],
-           think_tokens: int, cancel: threading.Event | None) -> list[EntailScore]:
+def _think(lm: LoadedModel, part: tuple[Sequence[Any], ...],
+           think_tokens: int | Sequence[int], cancel: threading.Event | None
+           ) -> list[EntailScore]:
     """A Thinking model's batch (``entail_think.think_then_score``)."""
     from chord_core.analysis.entail_think import think_then_score
 

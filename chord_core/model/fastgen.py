@@ -200,7 +200,12 @@ class FastDecoder:
         gen = model.generation_config
         eos = gen.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [] if eos is None else [eos]
-        self.eos = torch.tensor(eos, dtype=torch.long, device=self.device) if eos else None
+        # the end tokens, and one slot more: a caller's own stop token for one generate
+        # (``stop_token``: a Thinking model's ``</think>``), else a copy of the first end token;
+        # filled in place, so the captured graphs read it as they read the rest
+        self.eos = torch.tensor(eos + eos[:1], dtype=torch.long, device=self.device) \
+            if eos else None
+        self._eos0 = eos[0] if eos else None
         pad = pad_token_id if pad_token_id is not None else gen.pad_token_id
         self.pad = int(pad if pad is not None else (eos[0] if eos else 0))
         self.penalty = float(gen.repetition_penalty or 1.0)
@@ -252,9 +257,11 @@ class FastDecoder:
 
     def generate(self, inputs: Any, max_new_tokens: int, *, min_new_tokens: int = 0,
                  cancel: threading.Event | None = None,
-                 force_tokens: Any = None) -> Any:
+                 force_tokens: Any = None, stop_token: int | None = None) -> Any:
         """New token ids [B, T] for a processor output (on this model's device), greedy.
-        Rows that finish early are padded with the pad id, like ``generate``.
+        Rows that finish early are padded with the pad id, like ``generate``; ``stop_token``
+        ends a row as an end token does (kept in its output), and the call once every row
+        has ended (a model without end tokens ignores it).
 
         ``force_tokens`` [B, T] (a diagnostic): feed these tokens instead of the model's own
         choices; the result is then the model's argmax at each step of that fixed path
@@ -262,7 +269,15 @@ class FastDecoder:
         import torch
 
         with torch.inference_mode():
-            return self._generate(inputs, max_new_tokens, min_new_tokens, cancel, force_tokens)
+            if stop_token is None or self.eos is None:
+                return self._generate(inputs, max_new_tokens, min_new_tokens, cancel,
+                                      force_tokens)
+            self.eos[-1].fill_(int(stop_token))
+            try:
+                return self._generate(inputs, max_new_tokens, min_new_tokens, cancel,
+                                      force_tokens)
+            finally:
+                self.eos[-1].fill_(self._eos0)
 
     # -- internals -------------------------------------------------------------------------
     def _generate(self, inputs, max_new, min_new, cancel, force):

@@ -263,8 +263,10 @@ def _raise_if_cancelled(cancel: threading.Event | None) -> None:
 
 
 def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens: int | None,
-              cancel: threading.Event | None) -> tuple[Any, float]:
-    """Greedy generate on the WHOLE processor output; returns (new token ids, seconds)."""
+              cancel: threading.Event | None, stop_token: int | None = None
+              ) -> tuple[Any, float]:
+    """Greedy generate on the WHOLE processor output; returns (new token ids, seconds).
+    ``stop_token`` ends a row like an end token (a Thinking model's ``</think>``)."""
     import torch
     from transformers import StoppingCriteriaList
 
@@ -278,12 +280,17 @@ def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens:
                               "stopping_criteria": StoppingCriteriaList(_stopping(cancel))}
     if min_new_tokens:
         kwargs["min_new_tokens"] = min(min_new_tokens, max_new_tokens)
+    if stop_token is not None:
+        eos = lm.model.generation_config.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [] if eos is None else [eos]
+        kwargs["eos_token_id"] = [*eos, int(stop_token)]
     t0 = time.perf_counter()
     with lm.lock, torch.inference_mode():
         if lm.decoder is not None:
             try:
                 new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
-                                          min_new_tokens=kwargs.get("min_new_tokens", 0))
+                                          min_new_tokens=kwargs.get("min_new_tokens", 0),
+                                          stop_token=stop_token)
             except torch.cuda.OutOfMemoryError:
                 lm.decoder.clear()  # its buffers are the first thing to give back
                 raise

@@ -10,6 +10,12 @@ never costs the others their answers. A prediction carries OFA-VE's word (``enta
 yes / maybe / no), the label name (entailment / neutral / contradiction), ``confidence`` (the
 verdict's probability) and all three ``probabilities``.
 
+``think_tokens`` (optional, beside ``tasks``) is a Thinking model's reasoning budget for every
+task of the request: each row reasons up to that many tokens (it stops at its own
+``</think>``), then its answer word is scored. A whole number from 1 to the server's cap on new
+tokens (``CHORD_API_MAX_NEW_TOKENS``); left out, the engine's default (512, lowered to the
+cap). An Instruct model scores the first token and never reasons, whatever it says.
+
 The body is spooled to a private file as it arrives and read by the reader processes
 (``readers.py``), a share of the tasks each (``SHARD_BYTES``): its JSON, the base64, the
 check of every image's format and header and the files written — the service process
@@ -26,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from chord_core.errors import ChordError, DiskFullError, JobCancelled
@@ -55,6 +61,9 @@ class BatchBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     tasks: list[Any]
+    think_tokens: int | None = Field(
+        None, ge=1, description="a Thinking model's reasoning budget per task (1 to the "
+                                "server's cap on new tokens; default 512)")
 
 
 @dataclass
@@ -73,8 +82,8 @@ def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((task[k] for k in keys if k in task), None)
 
 
-def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None
-             ) -> tuple[Any, Any]:
+def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None,
+             think: int | None = None) -> tuple[Any, Any]:
     """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
     from chord_core.analysis.entailment import clean_statement
     from chord_core.analysis.request import AnalysisRequest
@@ -98,17 +107,19 @@ def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None
     data, _ = decode_base64(image, "image_data")
     path, info = save_image_probed(data, folder=folder, decode=False)
     request = AnalysisRequest(str(path), "entail", statement,
-                              *(() if sampling is None else (sampling,)))
+                              *(() if sampling is None else (sampling,)),
+                              **({} if think is None else {"max_new_tokens": think}))
     # the image was decoded just now: the manager need not probe it again
     return task.get("id", index), JobSpec(request, model=None, label="api batch_predict",
                                           info=info)
 
 
 def read_batch_file(path: str, max_tasks: int, sampling: Any = None,
-                    shard: tuple[int, int] = (0, 1)) -> BatchIntake:
+                    shard: tuple[int, int] = (0, 1), think_cap: int | None = None
+                    ) -> BatchIntake:
     """``read_batch`` on a spooled body (the route removes the file afterwards)."""
     with open(path, "rb") as fh:
-        return read_batch(fh.read(), max_tasks, sampling, shard)
+        return read_batch(fh.read(), max_tasks, sampling, shard, think_cap)
 
 
 def shard_count(body_bytes: int, readers: int) -> int:
@@ -117,13 +128,15 @@ def shard_count(body_bytes: int, readers: int) -> int:
 
 
 def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
-               shard: tuple[int, int] = (0, 1)) -> BatchIntake:
+               shard: tuple[int, int] = (0, 1), think_cap: int | None = None
+               ) -> BatchIntake:
     """A request body read and its tasks checked and stored (in a reader process): all of
     them, or for ``shard=(k, n)`` the k-th of n equal runs of them (each reader parses the
     JSON, then checks its own run; ``merge_shards`` joins them in order). The tasks are
     checked on a few threads: base64, hashing and file writes let go of the interpreter
     lock, so a request's images are checked side by side. The request's pixel budget is
-    applied to the joined tasks (``within_pixels``)."""
+    applied to the joined tasks (``within_pixels``); ``think_cap`` bounds ``think_tokens``
+    (``think_budget``)."""
     shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
     try:
         doc = json.loads(body)
@@ -146,6 +159,9 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
         return BatchIntake(refusal=(
             413, f"{len(tasks)} tasks in one request; the limit is {max_tasks}",
             "split them over several requests (CHORD_API_MAX_TASKS sets the limit)"))
+    think = think_budget(doc.get("think_tokens"), think_cap)
+    if isinstance(think, tuple):
+        return BatchIntake(refusal=think)
     from chord_core.service.media import api_uploads_dir
 
     read = BatchIntake(out=[None] * len(tasks))
@@ -155,13 +171,31 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
         return read
     folder = api_uploads_dir()
     with ThreadPoolExecutor(min(CHECK_THREADS, len(mine))) as pool:
-        checked = list(pool.map(lambda i: _checked(i, tasks[i], sampling, folder), mine))
+        checked = list(pool.map(lambda i: _checked(i, tasks[i], sampling, folder, think),
+                                mine))
     for i, (task_id, spec, entry) in zip(mine, checked):
         if entry is not None:
             read.out[i] = entry
         else:
             read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
     return read
+
+
+def think_budget(asked: Any, cap: int | None) -> int | None | tuple[int, str, str]:
+    """The request's reasoning budget: None (left out: the engine's default, lowered to
+    ``cap``), the whole number asked (1 up to ``cap``), or the refusal (status, error, hint)."""
+    from chord_core.config import MAX_NEW_TOKENS_DEFAULT
+
+    if asked is None:
+        return None if cap is None or cap >= MAX_NEW_TOKENS_DEFAULT else cap
+    limit = f"1 to {cap:,}" if cap is not None else "at least 1"
+    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
+        return (422, f"think_tokens must be a whole number ({limit}), got {asked!r}",
+                'e.g. {"think_tokens": 256, "tasks": [...]}, or leave it out for the default')
+    if cap is not None and asked > cap:
+        return (400, f"think_tokens {asked:,} is over this server's cap of {cap:,}",
+                f"ask for at most {cap:,} (CHORD_API_MAX_NEW_TOKENS sets the cap)")
+    return asked
 
 
 def merge_shards(reads: list[BatchIntake]) -> BatchIntake:
@@ -199,11 +233,11 @@ def within_pixels(read: BatchIntake) -> BatchIntake:
     return kept
 
 
-def _checked(index: int, task: Any, sampling: Any = None, folder: Any = None
-             ) -> tuple[Any, Any, dict[str, Any] | None]:
+def _checked(index: int, task: Any, sampling: Any = None, folder: Any = None,
+             think: int | None = None) -> tuple[Any, Any, dict[str, Any] | None]:
     """(id, JobSpec, None) for a good task; (None, None, its error entry) for a bad one."""
     try:
-        return (*_prepare(index, task, sampling, folder), None)
+        return (*_prepare(index, task, sampling, folder, think), None)
     except DiskFullError:
         raise  # no task can be stored: the whole request is a 507
     except ChordError as exc:
@@ -242,7 +276,8 @@ async def batch_predict(request: Request) -> dict[str, Any]:
     sampling = capped_sampling(settings, "entail")  # the server's caps, as for every job
     spooled = await spool_body(request)
     try:
-        read = await _read(request.app.state.readers, spooled, settings.max_tasks, sampling)
+        read = await _read(request.app.state.readers, spooled, settings.max_tasks, sampling,
+                           settings.max_new_tokens)
     finally:
         spooled.unlink(missing_ok=True)
     if read.refusal:
@@ -270,13 +305,15 @@ async def batch_predict(request: Request) -> dict[str, Any]:
     return {"predictions": out, "model": rt.model}
 
 
-async def _read(readers: Any, spooled: Any, max_tasks: int, sampling: Any) -> BatchIntake:
+async def _read(readers: Any, spooled: Any, max_tasks: int, sampling: Any,
+                think_cap: int) -> BatchIntake:
     """The spooled body read by one reader, or a big one by several side by side."""
     import asyncio
 
     n = shard_count(spooled.stat().st_size, readers.processes)
     reads = await asyncio.gather(*(readers.run(read_batch_file, str(spooled), max_tasks,
-                                               sampling, (k, n)) for k in range(n)))
+                                               sampling, (k, n), think_cap)
+                                   for k in range(n)))
     return merge_shards(list(reads))
 
 

@@ -129,3 +129,29 @@ def test_shards_read_a_body_as_one_reader_does(tmp_path, monkeypatch) -> None:
     assert within_pixels(whole).ids == whole.ids
     assert shard_count(100, 4) == 1 and shard_count(9 << 20, 4) == 4
     assert shard_count(9 << 20, 0) == 1  # no reader processes: the service's own thread
+
+
+@pytest.mark.parametrize("asked,status,words", [
+    (0, 422, "whole number (1 to 64)"), ("64", 422, "whole number"), (True, 422, "True"),
+    (2.5, 422, "2.5"), (65, 400, "over this server's cap of 64")],
+    ids=["zero", "text", "bool", "fraction", "over-cap"])
+def test_a_bad_think_budget_refuses_the_request(asked, status, words) -> None:
+    body = json.dumps({"think_tokens": asked, "tasks": [{"image_data": _png(), "text": "a"}]})
+    read = read_batch(body.encode(), 8, None, (0, 1), 64)
+    assert read.refusal is not None and not read.specs
+    got, message, hint = read.refusal
+    assert got == status and words in message and hint
+
+
+def test_the_think_budget_is_each_tasks_max_new_tokens(tmp_path, monkeypatch) -> None:
+    from chord_core.config import MAX_NEW_TOKENS_DEFAULT
+
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))
+    tasks = [{"image_data": _png(), "text": f"s{i}"} for i in range(3)]
+    asked = read_batch(json.dumps({"think_tokens": 40, "tasks": tasks}).encode(), 8, None,
+                       (0, 1), 64)
+    assert [s.request.max_new_tokens for s in asked.specs] == [40, 40, 40]
+    default = read_batch(json.dumps({"tasks": tasks}).encode(), 8, None, (0, 1), 4096)
+    assert {s.request.max_new_tokens for s in default.specs} == {MAX_NEW_TOKENS_DEFAULT}
+    capped = read_batch(json.dumps({"tasks": tasks}).encode(), 8, None, (0, 1), 100)
+    assert {s.request.max_new_tokens for s in capped.specs} == {100}  # the default, lowered

@@ -68,3 +68,30 @@ def test_thinking_ground_and_entail_jobs_over_http(thinking_server: Server) -> N
     assert len(ent["reasoning"]) == 1 and ent["reasoning"][0]
     assert any("6-token budget" in w for w in ent["warnings"])
     assert sum(ent["entailment"]["probabilities"].values()) == pytest.approx(1, abs=1e-3)
+
+
+def test_batch_predict_takes_the_reasoning_budget(thinking_server: Server) -> None:
+    """``think_tokens`` beside the tasks: every task reasons up to it (the job's warning
+    names it); over the cap or not a whole number, the request is refused saying so."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(5).integers(0, 255, (56, 56, 3), dtype=np.uint8)
+                    ).save(buf, "PNG")
+    tasks = [{"image_data": base64.b64encode(buf.getvalue()).decode(), "text": t}
+             for t in ("a cat", "two dogs")]
+    with httpx.Client(base_url=thinking_server.url, timeout=240) as c:
+        r = c.post("/batch_predict", json={"think_tokens": 5, "tasks": tasks})
+        assert r.status_code == 200, r.text
+        preds = r.json()["predictions"]
+        assert all("entailment" in p for p in preds)
+        doc = c.get(f"/v1/jobs/{preds[0]['job_id']}/result").json()
+        assert doc["reasoning"][0]
+        assert any("5-token budget" in w for w in doc["warnings"]), doc["warnings"]
+        for bad, status in ((10 ** 9, 400), (0, 422), ("many", 422)):
+            r = c.post("/batch_predict", json={"think_tokens": bad, "tasks": tasks})
+            assert r.status_code == status and "think_tokens" in r.json()["error"]
