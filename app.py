@@ -26,12 +26,13 @@ def main() -> None:
     """The page: its config, the navigation, the watched folders and the alert toasts."""
     st.set_page_config(page_title="Chord", page_icon=str(ICON), layout="wide")
     # Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
-    # from the file names (/batch, /history, /library, /gpus), the same in both.
+    # from the file names (/batch, /history, /library, /review, /gpus), the same in both.
     pages = [
         st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
         st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
         st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
         st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
+        st.Page("pages/review.py", title=t("Review"), icon=":material/fact_check:"),
         st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
     ]
 

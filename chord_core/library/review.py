@@ -6,7 +6,9 @@ whose P(entailment) reached the folder's threshold) is a **review item** — sev
 of its target found, from the library's ``target`` passages of the watch's jobs) is one of
 severity ``detection``. An item has its source (the clip's folder), clip, time span, the
 statement or target, the score (the alert's best P(entailment); a detection has none), the
-moment to show (``thumbnail_s``) and whether, when and by whom it was reviewed. The alert
+moment to show (``thumbnail_s``), when it happened as near as the store knows (``at``: the
+clip file's modification time plus the moment's start; the alert's time when the file is
+gone) and whether, when and by whom it was reviewed. The alert
 and watch tables stay as they are (owned by the watch code); the review state is a table
 of its own, made here, keyed by the item's id:
 
@@ -104,6 +106,12 @@ def _detection_item(row: Any, marks: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_mark(item: dict[str, Any], marks: dict[str, Any]) -> dict[str, Any]:
+    import os
+
+    try:  # when it happened, as near as the store knows: the clip's file time + the moment
+        item["at"] = round(os.stat(item["path"]).st_mtime + item["start_s"], 3)
+    except OSError:
+        item["at"] = round(item["created_at"], 3)
     mark = marks.get(item["id"])
     item["reviewed"] = mark is not None
     item["reviewed_at"] = float(mark["reviewed_at"]) if mark else None

@@ -1,0 +1,39 @@
+"""Simplified Chinese for the Review page (review items, keys, cases) and the ask box of the
+Library page. Merged into ``chord_ui.i18n.ZH``; the same rules as the other locale files
+(placeholders kept, checked by ``tests/app/test_i18n.py``)."""
+
+from __future__ import annotations
+
+ZH_REVIEW: dict[str, str] = {
+    "Review": "审阅",
+    "What the watched footage raised: alerts of standing checks and detections of watched "
+    "targets, each marked reviewed once someone has looked.":
+        "监视画面中发现的内容：常驻检查的警报和监视目标的检测结果，看过后即标记为已审阅。",
+    "Source": "来源", "All sources": "全部来源", "Severity": "级别", "Any severity": "任意级别",
+    "alert": "警报", "detection": "检测", "reviewed": "已审阅", "unreviewed": "未审阅",
+    "all": "全部", "Day": "日期", "Every day": "所有日期",
+    "Words of the statement or target": "陈述或目标中的词",
+    "Marked {n} item(s) reviewed.": "已将 {n} 条标记为已审阅。",
+    "Previous item": "上一条", "Next item": "下一条", "Mark reviewed": "标记为已审阅",
+    "Mark not reviewed": "取消审阅标记", "Mark all reviewed": "全部标记为已审阅",
+    "Item {n} of {total} · {left} not reviewed · keys: J next, K previous, M mark reviewed, "
+    "P play, A add to the case":
+        "第 {n} 条，共 {total} 条 · {left} 条未审阅 · 快捷键：J 下一条，K 上一条，M 标记已审阅，"
+        "P 播放，A 加入案件",
+    "{day}: {n} item(s) from {s} source(s)": "{day}：来自 {s} 个来源的 {n} 条",
+    "No review items here. Alerts of standing checks and detections of watched targets "
+    "appear here as the watched folders find them.":
+        "这里还没有待审阅的条目。监视文件夹发现的常驻检查警报和监视目标检测结果会显示在这里。",
+    "All listed items ({n})": "列出的全部条目（{n}）",
+    "**{clip}** · {start}–{end} · {severity} · score {score}":
+        "**{clip}** · {start}–{end} · {severity} · 得分 {score}",
+    "Reviewed by {who} at {when} UTC": "由 {who} 于 {when} UTC 审阅",
+    "Not reviewed yet": "尚未审阅",
+    "This container does not play in a browser; open the clip in Analyze for its preview.":
+        "浏览器无法播放此容器格式；请在“分析”页打开该视频查看预览。",
+    "Case": "案件", "A name for the moments you collect": "为收集的片段起个名字",
+    "Add to case": "加入案件", "Export case": "导出案件",
+    "Added to case {name}.": "已加入案件 {name}。", "Already in case {name}.": "已在案件 {name} 中。",
+    "Case written to {path}": "案件已写入 {path}",
+    "Download the case (ZIP)": "下载案件（ZIP）",
+}
