@@ -77,7 +77,9 @@ def cut_clip(src: Path, dst_stem: Path, start_s: float, end_s: float) -> dict[st
 def _remux(src: Path, dst: Path, start_s: float, end_s: float) -> tuple[float, float]:
     import av
 
-    with av.open(str(src)) as inp:
+    from chord_core.media.confined import source
+
+    with source(src) as name, av.open(name) as inp:  # under the roots when confined
         vs = inp.streams.video[0]
         tb = vs.time_base
         base = int(vs.start_time or 0)
@@ -107,8 +109,10 @@ def _remux(src: Path, dst: Path, start_s: float, end_s: float) -> tuple[float, f
 def _reencode(src: Path, dst: Path, start_s: float, end_s: float) -> tuple[float, float]:
     import av
 
+    from chord_core.media.confined import source
+
     first = last = None
-    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+    with source(src) as name, av.open(name) as inp, av.open(str(dst), "w") as out:
         vs = inp.streams.video[0]
         enc = out.add_stream("libx264", rate=int(round(float(vs.average_rate or 10))))
         enc.width, enc.height, enc.pix_fmt = vs.width - vs.width % 2, \
@@ -158,7 +162,8 @@ def _result(index: Any, job_id: str) -> dict[str, Any] | None:
 
 
 def _moment(index: Any, folder: Path, n: int, m: dict[str, Any]) -> dict[str, Any]:
-    from chord_core.media.roots import check_regular_video
+    from chord_core.media.confined import confine
+    from chord_core.media.roots import check_regular_video, job_roots
 
     src = Path(m["path"])
     out: dict[str, Any] = {
@@ -170,6 +175,7 @@ def _moment(index: Any, folder: Path, n: int, m: dict[str, Any]) -> dict[str, An
     stem = f"{n:02d}_{_slug(src.stem)}_{m['start_s']:.1f}-{m['end_s']:.1f}".replace(".", "_")
     try:
         src = check_regular_video(src)
+        confine(src, job_roots())  # every read below opens it under the roots (a swap: refused)
         cut = cut_clip(src, folder / "clips" / stem, out["start_s"], out["end_s"])
         out.update(cut="remuxed" if cut["cut"] == "remuxed" else "re-encoded",
                    clip_file=f"clips/{cut['file'].name}", clip_start_s=cut["clip_start_s"],

@@ -62,9 +62,11 @@ def frame_jpeg(path: str | Path, t_s: float, width: int = THUMB_W,
     import av
     from PIL import Image
 
+    from chord_core.media.confined import source
+
     p = Path(name or path)
     try:
-        with av.open(str(path)) as container:
+        with source(path) as opened_name, av.open(opened_name) as container:
             stream = container.streams.video[0]
             base = float(stream.start_time * stream.time_base) if stream.start_time else 0.0
             target = base + max(0.0, float(t_s))

@@ -114,11 +114,12 @@ def _item(index: Any, item_id: str) -> dict[str, Any]:
 async def item_thumbnail(request: Request, item: str = Query(..., max_length=20)) -> Response:
     from chord_core.config import default_data_dir
     from chord_core.library.thumbs import thumbnail
+    from chord_core.media.roots import job_roots
 
     index = library_index(request)
     found = await run_in_threadpool(_item, index, item)
-    data = await run_in_threadpool(thumbnail, found["path"], found["thumbnail_s"],
-                                   default_data_dir() / "thumbs")
+    data = await run_in_threadpool(lambda: thumbnail(  # opened under the roots, now
+        found["path"], found["thumbnail_s"], default_data_dir() / "thumbs", roots=job_roots()))
     return Response(data, media_type="image/jpeg",
                     headers={"Cache-Control": "private, max-age=3600"})
 
