@@ -34,7 +34,10 @@ def add_parser(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) 
     g.add_argument("--threshold", type=float, default=0.8,
                    help="P(entailment) at which a moment becomes an alert (default 0.8)")
     g.add_argument("--hook", default="", metavar="COMMAND",
-                   help="a local command run per alert, the alert as JSON on its stdin")
+                   help="a local command run per alert, the alert as JSON on its stdin "
+                        "(a minimal environment: no API key; off the watcher's thread)")
+    g.add_argument("--hook-timeout", type=float, default=30.0, metavar="S",
+                   help="a hook still running after S seconds is killed (default 30)")
     g = p.add_argument_group("workers")
     g.add_argument("--cpu-workers", type=int, default=None, help="N CPU worker processes")
     g.add_argument("--gpus", default=None, help="GPU numbers for the workers, e.g. 0,1")
@@ -63,6 +66,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
                              args.settle_s, args.rescan_s, tuple(args.statement),
                              args.threshold, args.hook)
     resolve_folder(args.dir)  # under the media roots: said before any worker starts
+    if not 0.1 <= args.hook_timeout <= 3600:
+        from chord_core.errors import ConfigError
+
+        raise ConfigError(f"--hook-timeout {args.hook_timeout:g} is not 0.1–3600 seconds",
+                          hint="e.g. --hook-timeout 30")
     store = Store()
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":
@@ -74,7 +82,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         watcher = FolderWatcher(manager, store, settings, on_row=_report)
         watcher.once, watcher.idle_exit = bool(args.once), args.idle_exit
         if settings.statements:
-            StandingChecks(manager, store, watcher, on_hook=_report_hook)
+            StandingChecks(manager, store, watcher, on_hook=_report_hook,
+                           hook_timeout_s=args.hook_timeout)
         print(f"watching {watcher.folder} ({settings.task}; watch "
               f"{watcher.settings.watch_id})", file=sys.stderr, flush=True)
         watcher.start()
@@ -89,8 +98,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _report(row: dict[str, Any]) -> None:
-    """A file that ended: ``done: PATH`` or ``error: PATH (why)``."""
-    why = f" ({row['error']})" if row.get("state") == "error" and row.get("error") else ""
+    """A file that ended: ``done: PATH``, ``error: PATH (why)`` or ``skipped: PATH (why)``."""
+    why = f" ({row['error']})" if row.get("state") != "done" and row.get("error") else ""
     print(f"{row.get('state')}: {row.get('path')}{why}", file=sys.stderr, flush=True)
 
 

@@ -202,8 +202,11 @@ class FolderWatcher:
             return  # taken (or left) before, unchanged since
         if not utf8_name(path):
             self._handled[path] = sig
-            log.warning("watch %s: %r is not taken: its name is not valid UTF-8 (rename the "
-                        "file)", self.folder, path)
+            shown = os.fsencode(path).decode("utf-8", "replace")
+            log.warning("watch %s: %s is not taken: its name is not valid UTF-8",
+                        self.folder, shown)
+            self._row_ended({"path": shown, "state": "skipped",
+                             "error": "the name is not valid UTF-8: rename the file"})
             return
         entry = self._seen.get(path)
         due = time.monotonic() + self.settings.settle_s
@@ -233,6 +236,8 @@ class FolderWatcher:
         if st.st_size == 0:
             log.info("watch %s: %s is empty (0 bytes): not taken until it has content",
                      self.folder, path)
+            self._row_ended({"path": path, "state": "skipped",
+                             "error": "empty (0 bytes): taken once something is written"})
             return
         self._ready.append((path, st.st_size, st.st_mtime_ns))
 

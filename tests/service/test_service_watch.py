@@ -1,7 +1,8 @@
 """``CHORD_WATCH`` in ``serve``: a real service process (a CPU worker, the tiny model) with a
-watched folder. A clip dropped in the folder is analysed once, by the service's own job
-manager, and found by ``GET /v1/search``; after a restart of the service the folder's
-rescan takes nothing again."""
+watched folder. A file whose name is not valid UTF-8 is skipped with a message and does not
+stop the watch (it used to kill the watch thread while ``/health`` said 200); a clip dropped
+after it is analysed once, by the service's own job manager, and found by
+``GET /v1/search``; after a restart of the service the folder's rescan takes nothing again."""
 
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ def test_a_clip_dropped_in_a_chord_watch_folder_is_analysed_once(tmp_path):
     server = start_server(tmp_path, *args, env=env)
     db = server.data / "chord.sqlite3"
     try:
+        bad = make_video(tmp_path / "bad.mp4", duration_s=1.0, fps=5.0, size_wh=(96, 72),
+                         seed=4).path
+        os.replace(bad, os.path.join(os.fsencode(folder), b"caf\xe9-cam.mp4"))
+        deadline = time.monotonic() + 60
+        while "not valid UTF-8" not in server.log.read_text():
+            assert time.monotonic() < deadline, server.log.read_text()[-3000:]
+            time.sleep(0.3)
+        assert httpx.get(server.url + "/health", timeout=10).status_code == 200
         src = make_video(tmp_path / "incoming.mp4", duration_s=1.0, fps=5.0,
                          size_wh=(96, 72), seed=3).path
         os.replace(src, folder / "gatecam.mp4")  # dropped in whole, as a mover does

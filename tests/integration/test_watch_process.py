@@ -1,0 +1,38 @@
+"""``python -m chord_core watch --once`` as a real process, on files an attacker or a
+careless user leaves in a watched folder: an empty (0-byte) file, a name that is not valid
+UTF-8. Before, the first kept ``--once`` waiting forever (the empty file was "settling"
+again and again) and the second killed the watch thread. Now both are said (``skipped:``),
+nothing is claimed for them, and the command exits."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_watch_once_skips_an_empty_file_and_a_non_utf8_name_and_exits(tmp_path):
+    media, data = tmp_path / "media", tmp_path / "data"
+    folder = media / "cams"
+    folder.mkdir(parents=True)
+    (folder / "empty.mp4").write_bytes(b"")
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.mp4"), "wb") as fh:
+        fh.write(b"\x00" * 64)
+    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
+    done = subprocess.run(
+        [sys.executable, "-m", "chord_core", "watch", str(folder), "--once", "--settle-s",
+         "0", "--model", "test", "--cpu-workers", "1"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120, errors="replace")
+    assert done.returncode == 0, done.stderr[-3000:]
+    skipped = sorted(ln for ln in done.stderr.splitlines() if ln.startswith("skipped: "))
+    assert len(skipped) == 2, done.stderr[-3000:]
+    assert "caf\ufffd.mp4 (the name is not valid UTF-8" in skipped[0]
+    assert skipped[1].startswith(f"skipped: {folder / 'empty.mp4'} (empty (0 bytes)")
+    assert "Traceback" not in done.stderr
+    with sqlite3.connect(data / "chord.sqlite3") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM library_watch_files").fetchone() == (0,)
+        assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
