@@ -84,6 +84,12 @@ ENV_VARS = (
            "library/background.py"),
     EnvVar("CHORD_WATCH_HOOK", "a local command run per alert (the alert as JSON on stdin)",
            "library/background.py"),
+    EnvVar("CHORD_LIVE_CHUNK_S", "live streams: seconds per recorded segment and analysed "
+           "chunk (10)", "streams/background.py"),
+    EnvVar("CHORD_LIVE_MAX_AGE_H", "live streams: recordings older than this many hours are "
+           "deleted (168)", "streams/background.py"),
+    EnvVar("CHORD_LIVE_MAX_GB", "live streams: each stream's recordings are kept under this "
+           "many GB, oldest deleted first (20)", "streams/background.py"),
     EnvVar("CHORD_API_HOST", "address the HTTP service binds (127.0.0.1)", "ServiceSettings"),
     EnvVar("CHORD_API_PORT", "port of the HTTP service (8080)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY", "bearer key the service requires", "ServiceSettings"),

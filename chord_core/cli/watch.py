@@ -17,7 +17,8 @@ from typing import Any, Callable
 def add_parser(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) -> None:
     p = sub.add_parser("watch", help="analyse each new clip in a folder (under the media "
                                      "roots) once, as it arrives; standing checks raise alerts")
-    p.add_argument("dir", help="the folder to watch (under CHORD_MEDIA_ROOTS)")
+    p.add_argument("dir", help="the folder to watch (under CHORD_MEDIA_ROOTS), or a live "
+                               "stream: rtsp://…, rtsps://…, http(s)://….m3u8, /dev/videoN")
     p.add_argument("--task", choices=("describe", "ground", "entail", "chapters"),
                    default="describe")
     p.add_argument("--query", default="", help="target (ground), statement (entail) or "
@@ -48,10 +49,19 @@ def add_parser(sub: Any, model_args: Callable[[argparse.ArgumentParser], None]) 
     stop.add_argument("--once", action="store_true",
                       help="take the clips in the folder now, wait for them (and their "
                            "checks and hooks), then stop")
+    from chord_core.cli.watch_stream import add_stream_args
+
+    add_stream_args(p)  # DIR may be a live stream (cli/watch_stream.py)
     model_args(p)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from chord_core.streams.sources import is_stream
+
+    if is_stream(args.dir):  # rtsp://, rtsps://, http(s)://….m3u8, /dev/videoN
+        from chord_core.cli.watch_stream import cmd_watch_stream
+
+        return cmd_watch_stream(args)
     from chord_core.config import model_config_from_env
     from chord_core.library.alerts import StandingChecks
     from chord_core.library.watch import FolderWatcher, WatchSettings

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from chord_core.config import env_value
 from chord_core.errors import ConfigError
 from chord_core.library.watch import WatchSettings
+from chord_core.streams.sources import is_stream
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ def watches_from_env(model: str, env: Mapping[str, str] | None = None) -> list[W
     out = []
     for entry in filter(None, (e.strip() for e in text.split(";"))):
         folder, task, query = (entry.split("|", 2) + ["", ""])[:3]
+        if is_stream(folder):
+            continue  # a live stream: streams/background.py starts it
         out.append(WatchSettings(folder.strip(), task.strip() or "describe", query.strip(),
                                  model, statements=statements, threshold=threshold,
                                  hook=env_value("CHORD_WATCH_HOOK", env)))

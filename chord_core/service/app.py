@@ -126,7 +126,7 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store); request
     bodies are read by ``readers`` (a started ``Readers``; None: this process's threads)."""
     from chord_core.service import (chat, identity, jobs_routes, library_routes, ofa,
-                                    review_routes)
+                                    review_routes, streams_routes)
     from chord_core.service.readers import Readers
 
     app = FastAPI(title="Chord service", version="1",
@@ -142,8 +142,9 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     app.add_api_route("/v1/identity", identity.identity, methods=["GET"])
     guarded = [Depends(require_key)]
     for router in (jobs_routes.router, ofa.router, chat.router, library_routes.router,
-                   review_routes.router):
+                   review_routes.router, streams_routes.router):
         app.include_router(router, dependencies=guarded)
+    streams_routes.start_env_streams(app)  # CHORD_WATCH's live streams, if it names any
     # counts the body as it arrives (chunked uploads too); inside the guard, which has
     # already answered a too-large Content-Length with JSON
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_body_bytes)

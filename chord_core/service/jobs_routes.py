@@ -63,6 +63,9 @@ async def health(request: Request) -> JSONResponse:
                for w in await run_in_threadpool(rt.manager.workers)]  # it takes the lock
     body: dict[str, Any] = {"model": rt.model, "workers": workers,
                             "uptime_s": round(time.time() - rt.started_at, 1)}
+    from chord_core.service.streams_routes import health_lines
+
+    body["streams"] = health_lines(request.app)  # live streams: state, masked URL
     if any(w["state"] == "ready" for w in workers):
         return JSONResponse({"status": "ready", **body})
     if workers and all(w["state"] == "failed" for w in workers):

@@ -215,3 +215,44 @@ def _drain(proc: subprocess.Popen[str]) -> None:
 
 
 __all__ = ["RtspServer", "make_clip", "missing"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m chord_core.testing.rtsp URLFILE``: make the clip, start the server (a
+    user and a fresh password), write the stream's URL to URLFILE, serve until SIGTERM."""
+    import argparse
+    import secrets
+    import signal
+    import sys
+    import tempfile
+
+    p = argparse.ArgumentParser(prog="python -m chord_core.testing.rtsp",
+                                description="a real RTSP test server on 127.0.0.1")
+    p.add_argument("urlfile", help="where the stream's rtsp:// URL is written")
+    p.add_argument("--mounts", type=int, default=1)
+    p.add_argument("--size", default="384x288", help="WIDTHxHEIGHT of the clip")
+    p.add_argument("--fps", type=int, default=10)
+    args = p.parse_args(argv)
+    reason = missing()
+    if reason:
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    w, h = (int(v) for v in args.size.split("x"))
+    with tempfile.TemporaryDirectory(prefix="chord-rtsp-") as tmp:
+        clip = make_clip(Path(tmp) / "street.mp4", size_wh=(w, h), fps=args.fps)
+        with RtspServer(clip, mounts=args.mounts, user="cam",
+                        password=secrets.token_urlsafe(9)) as server:
+            Path(args.urlfile).write_text("\n".join(server.url(i) for i in range(args.mounts))
+                                          + "\n")
+            done = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: done.set())
+            signal.signal(signal.SIGINT, lambda *_: done.set())
+            while not done.wait(1.0):
+                if server.proc is None or server.proc.poll() is not None:
+                    print("error: the RTSP server stopped", file=sys.stderr)
+                    return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
