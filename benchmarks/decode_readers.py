@@ -14,6 +14,15 @@ and Chord's own reader on the sparse 1 fps frames a grounding job reads.
   ``--frames``: NVDEC by index, and ``chord_core.media.video.read_frames_timed`` (the reader a
   grounding job uses, at 448×252 as in the hour benchmark).
 
+* ``chord_<reader>_{dense,sparse,keyframes}`` (``--reader nvdec|cpu-pool|default|all``):
+  Chord's own reader chain forced onto one reader (``chord_core.media.readers``), at 448×252:
+  every frame of the first ``--frames``, one in ``--every``, and only the keyframes (what
+  chapters read once samples snap to keyframes), with GPU busy from Chord's own sampler
+  (``chord_core.gpus.sampler``) over each row.
+
+    python3 benchmarks/decode_readers.py --clip real_hour.mp4 --frames 9000 --reader all \
+        --readers chord
+
 A reader the host lacks is reported as ``not available: <why>``, never replaced. One frame of
 each NVDEC run is checked (shape H×W×3, not all zero) so a run that decodes nothing fails.
 Writes JSON to ``--out`` (default ``$OUT/decode_readers.json``).
@@ -163,6 +172,59 @@ def chord_sparse(clip: str, frames: int, every: int) -> dict[str, Any]:
     return out
 
 
+def _sampler() -> Any:
+    try:
+        from chord_core.gpus.sampler import GpuSampler
+
+        sampler = GpuSampler(interval_s=0.1, history_s=600)
+        if sampler.available:
+            sampler.start()
+            return sampler
+    except Exception:  # noqa: BLE001 — no GPU figures, the rest still runs
+        pass
+    return None
+
+
+def _busy(sampler: Any, t0: float, t1: float) -> dict[str, Any]:
+    if sampler is None:
+        return {}
+    out = {}
+    for gpu, samples in sampler.history().items():
+        vals = [s.utilization_pct for s in samples if t0 <= s.t <= t1
+                and s.utilization_pct is not None]
+        if vals:
+            out[f"gpu{gpu}_busy_mean_pct"] = round(sum(vals) / len(vals), 1)
+    return out
+
+
+def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
+                 sampler: Any = None) -> dict[str, Any]:
+    """Chord's reader chain forced onto ``reader`` alone: dense, sparse or keyframes."""
+    from chord_core.media.packet_index import packet_index
+    from chord_core.media.probe import probe
+    from chord_core.media.readers import ReadRequest, read_frames_auto, reader_chain
+
+    info = probe(clip)
+    n = min(frames, info.frame_count)
+    if kind == "keyframes":
+        idx = packet_index(clip)
+        indices = [k for k in (idx.keyframes if idx else ()) if k < n]
+    else:
+        indices = list(range(0, n, every if kind == "sparse" else 1))
+    chain = reader_chain(reader)[:1]
+    read_frames_auto(ReadRequest(info, tuple(indices[:8]), (448, 252)), chain)  # sessions
+    t0, w0 = time.perf_counter(), time.time()
+    got_n, seen = 0, set()
+    for s in range(0, len(indices), 512):
+        got = read_frames_auto(ReadRequest(info, tuple(indices[s:s + 512]), (448, 252)), chain)
+        got_n += len(got.indices)
+        seen.add(got.reader)
+        del got
+    out = _rate(got_n, time.perf_counter() - t0)
+    out.update(reader=sorted(seen), asked=len(indices), **_busy(sampler, w0, time.time()))
+    return out
+
+
 def attempt(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """Run one reader; a missing library or a failure becomes its row, not a crash."""
     try:
@@ -179,7 +241,10 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=9000, help="frames decoded per reader")
     ap.add_argument("--decoders", default="1,2,4", help="NVDEC session counts")
     ap.add_argument("--every", type=int, default=30, help="sparse: one frame in this many")
-    ap.add_argument("--readers", default="opencv,pyav,nvdec,sparse")
+    ap.add_argument("--readers", default="opencv,pyav,nvdec,sparse",
+                    help="rows: opencv,pyav,nvdec,sparse,chord")
+    ap.add_argument("--reader", default="all", help="chord rows: nvdec|cpu-pool|default|all")
+    ap.add_argument("--kinds", default="dense,sparse,keyframes", help="chord rows' reads")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                   "decode_readers.json"))
     args = ap.parse_args()
@@ -197,6 +262,14 @@ def main() -> int:
     if "sparse" in readers:
         res["nvdec_sparse"] = attempt(nvdec_sparse, args.clip, args.frames, args.every)
         res["chord_sparse"] = attempt(chord_sparse, args.clip, args.frames, args.every)
+    if "chord" in readers:
+        sampler = _sampler()
+        names = ["nvdec", "cpu-pool", "default"] if args.reader == "all" else [args.reader]
+        for name in names:
+            for kind in args.kinds.split(","):
+                res[f"chord_{name}_{kind}"] = attempt(chord_reader, args.clip, args.frames,
+                                                      args.every, name, kind, sampler)
+                Path(args.out).write_text(json.dumps(res, indent=2))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=1))
     return 0

@@ -25,6 +25,13 @@ takes a clip made elsewhere (a host without PyAV cannot write one; its scan is t
 ``fixed`` windows: OpenCV cannot skip to keyframes). ``--decode-only-fraction 0.25``
 times the decode-only pass on the first quarter of the jobs' frames and scales it up.
 ``--out`` writes the JSON after every stage (a run cut short keeps what it measured).
+
+``--reader nvdec|cpu-pool|default|auto`` sets ``CHORD_READER`` for the workers (and the
+decode-only pass, which reads with that reader alone and reports frames/s); each run reports
+which readers its jobs' results say ran. ``--no-snap`` keeps chapters' samples where the
+plan put them (default: moved to the nearest keyframe, as the product does). The read-ahead
+queue bound (``media.read_ahead.READ_AHEAD_BYTES`` per worker) and one chunk's frame bytes
+are printed beside them.
 """
 
 from __future__ import annotations
@@ -94,20 +101,23 @@ def _util_summary(sampler, t0: float | None = None, t1: float | None = None) -> 
     return out
 
 
-def decode_only(info, plans, fraction: float = 1.0) -> dict:
+def decode_only(info, plans, fraction: float = 1.0, reader: str = "auto") -> dict:
     """Read exactly the frames the jobs read (same reader, same sizes, job by job), keep
     none; with ``fraction`` < 1 only the first jobs' share, scaled up to all of them."""
-    from chord_core.media.video import read_frames_timed
+    from chord_core.media.readers import ReadRequest, read_frames_auto, reader_chain
 
     k = max(1, round(len(plans) * fraction))
-    t0, n = time.perf_counter(), 0
+    chain = reader_chain(reader)
+    t0, n, ran = time.perf_counter(), 0, set()
     for plan in plans[:k]:
-        frames, _, _ = read_frames_timed(info.path, plan.frame_indices, plan.input_wh)
-        n += len(frames)
-        del frames
+        got = read_frames_auto(ReadRequest(info, plan.frame_indices, plan.input_wh), chain)
+        n += len(got.indices)
+        ran.add(got.reader)
+        del got
     took = time.perf_counter() - t0
     out = {"decode_only_s": round(took * len(plans) / k, 2), "decode_only_frames": n,
-           "decode_only_jobs": f"{k} of {len(plans)}"}
+           "decode_only_frames_per_s": round(n / took, 1) if took > 0 else None,
+           "decode_only_reader": sorted(ran), "decode_only_jobs": f"{k} of {len(plans)}"}
     if k < len(plans):
         out["decode_only_measured_s"] = round(took, 2)
     return out
@@ -143,12 +153,18 @@ def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.longvideo.chunks import Chunk, chunk_plan
 
     t0, w0 = time.perf_counter(), time.time()
-    doc = ChaptersRun(ex, info, key, settings, args.model, in_flight=width,
-                      on_progress=_say)()
+    run = ChaptersRun(ex, info, key, settings, args.model, in_flight=width,
+                      on_progress=_say)
+    doc = run()
+    ran = sorted({r.sampling.reader for r in getattr(run, "_results", {}).values()})
     wall, w1 = time.perf_counter() - t0, time.time()
+    from chord_core.longvideo.chunks import snap_plan
+
     sampling = SamplingConfig(fps=settings.describe_fps, max_frames=settings.describe_max_frames)
     plans = [chunk_plan(info, Chunk.from_dict(c), "describe", sampling) for c in doc.chunks]
-    dec = decode_only(info, plans, args.decode_only_fraction)
+    plans = [snap_plan(info, p) for p in plans] if settings.snap_keyframes else plans
+    dec = decode_only(info, plans, args.decode_only_fraction, args.reader)
+    moves = [abs(m) for p in plans for m in p.keyframe_moves_s]
     model_s = doc.timing.get("map_s", 0) + doc.timing.get("reduce_s", 0) + \
         doc.timing.get("summary_s", 0)
     return {"task": "chapters", "wall_s": round(wall, 2), "scan": doc.scan["mode"],
@@ -160,6 +176,10 @@ def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
             "scan / wall": round(doc.timing.get("scan_s", 0) / wall, 3),
             "frames_per_chunk": plans[0].num_frames if plans else 0,
             "chunk_input_wh": list(plans[0].input_wh) if plans else None,
+            "snap_keyframes": settings.snap_keyframes, "readers (results)": ran,
+            "keyframe_move_s (mean, max)": [round(sum(moves) / len(moves), 3),
+                                            round(max(moves), 3)] if moves else None,
+            **_queue_memory(plans),
             **_util_summary(sampler, w0, w1)}
 
 
@@ -175,7 +195,7 @@ def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
     wall, w1 = time.perf_counter() - t0, time.time()
     plans = slice_plan(ground_plan(info, settings, ground_sampling(args)),
                        settings.ground_chunk_frames)
-    dec = decode_only(info, plans, args.decode_only_fraction)
+    dec = decode_only(info, plans, args.decode_only_fraction, args.reader)
     return {"task": "ground", "wall_s": round(wall, 2), "frames": res.sampling.num_frames,
             "frames_per_s": round(res.sampling.num_frames / wall, 1),
             "input_wh": list(res.sampling.input_wh), "jobs": len(plans),
@@ -184,7 +204,18 @@ def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
             "preprocess_s (sum over workers)": round(res.timing.preprocess_s, 2),
             "decode_in_jobs_s (sum over workers)": round(res.timing.decode_s, 2), **dec,
             "decode_only / wall": round(dec["decode_only_s"] / wall, 3),
-            "tracks": len(res.tracks), **_util_summary(sampler, w0, w1)}
+            "tracks": len(res.tracks), "readers (results)": res.sampling.reader,
+            **_queue_memory(plans), **_util_summary(sampler, w0, w1)}
+
+
+def _queue_memory(plans) -> dict:
+    """The read-ahead bound per worker and what one job's frames take."""
+    from chord_core.media.read_ahead import READ_AHEAD_BYTES
+
+    one = max((p.num_frames * p.input_wh[0] * p.input_wh[1] * 3 for p in plans), default=0)
+    return {"read_ahead_bound_mib_per_worker": round(READ_AHEAD_BYTES / 2**20),
+            "one_job_frames_mib": round(one / 2**20, 1),
+            "jobs_held_ahead_at_most": READ_AHEAD_BYTES // one if one else None}
 
 
 def ground_sampling(args):
@@ -251,6 +282,10 @@ def main() -> int:
     ap.add_argument("--decode-only-fraction", type=float, default=1.0)
     ap.add_argument("--clip", default=None, help="use this clip instead of making one")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--reader", default="auto", choices=("auto", "nvdec", "cpu-pool", "default"),
+                    help="frame reader of the workers and the decode-only pass (CHORD_READER)")
+    ap.add_argument("--no-snap", action="store_true",
+                    help="chapters' samples stay where planned (default: nearest keyframe)")
     ap.add_argument("--out", default=None, help="also write the JSON here, after every stage")
     args = ap.parse_args()
 
@@ -285,6 +320,7 @@ def main() -> int:
                                  chapter_s=args.chapter_s, cuts=cuts,
                                  ground_fps=args.ground_fps, max_new_tokens=args.chunk_tokens,
                                  describe_max_frames=args.frames_per_chunk,
+                                 snap_keyframes=not args.no_snap,
                                  **({"describe_fps": args.describe_fps}
                                     if args.describe_fps else {}))
     store = Store(work / "chord.sqlite3")
@@ -298,6 +334,10 @@ def main() -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=2))
 
+    import os
+
+    os.environ["CHORD_READER"] = args.reader  # the workers' reader (they inherit it)
+    out["reader"] = args.reader
     t0 = time.perf_counter()
     ex, width = executor(args)
     out["workers_ready_s"], out["in_flight_jobs"] = round(time.perf_counter() - t0, 1), width

@@ -118,6 +118,12 @@ class SamplingPlan:
     min_pixels: int = 0
     token_budget: int = 0
     notes: tuple[str, ...] = ()
+    # which frame reader decoded the frames (nvdec | cpu-pool | default | image) and a
+    # one-line note of why (e.g. "read by cpu-pool; nvdec not used: no CUDA GPU here")
+    reader: str = ""
+    reader_note: str = ""
+    # samples moved to the nearest keyframe (chapters, search): seconds each moved (+ later)
+    keyframe_moves_s: tuple[float, ...] = ()
 
     @property
     def num_frames(self) -> int:
@@ -129,7 +135,7 @@ class SamplingPlan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SamplingPlan:
         data = dict(data)
-        for key in ("frame_indices", "timestamps_s", "notes"):
+        for key in ("frame_indices", "timestamps_s", "notes", "keyframe_moves_s"):
             data[key] = tuple(data.get(key, ()))
         data["input_wh"] = tuple(data["input_wh"])
         return _from(cls, data)

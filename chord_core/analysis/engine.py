@@ -242,32 +242,38 @@ class Engine:
 
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
-        from chord_core.media.read_ahead import read_plan
+        from chord_core.media.read_ahead import read_plan_full
         from chord_core.media.sampling import adopt_decoded_times
 
         n = sampling_plan.num_frames
         t = time.perf_counter()
         clock.emit("decoding", f"reading {n} frames", 0, n)
-        ahead = self._ahead.take(info, sampling_plan, clock.cancel) if self._ahead else None
+        ahead = self._ahead.take_full(info, sampling_plan, clock.cancel) if self._ahead \
+            else None
         if ahead is not None:  # read while the previous task ran: only the wait counts
-            frames, read, decoded, decode_s = ahead
-            clock.emit("decoding", f"{len(read)} frames read ahead", n, n)
+            got, decode_s = ahead
+            clock.emit("decoding", f"{len(got.indices)} frames read ahead", n, n)
         else:
-            frames, read, decoded = read_plan(
-                info, sampling_plan, clock.cancel, lambda done, total: clock.emit(
-                    "decoding", f"frame {done}/{total}", done, total))
+            got = read_plan_full(info, sampling_plan, clock.cancel, lambda done, total:
+                                 clock.emit("decoding", f"frame {done}/{total}", done, total))
             decode_s = time.perf_counter() - t
+        frames, read, decoded = got.frames, got.indices, got.times_s
         warnings: list[str] = list(info.warnings) + list(sampling_plan.notes)
         if tuple(read) != tuple(sampling_plan.frame_indices):
             missing = sorted(set(sampling_plan.frame_indices) - set(read))
+            first = got.stopped_at if got.stopped_at is not None else \
+                (missing[0] if missing else None)
+            where = f" at {info.time_of(first):.3f} s" if first is not None else ""
             warnings.append(f"{len(missing)} planned frame(s) could not be decoded "
-                            f"(first missing index {missing[0] if missing else '?'}); "
+                            f"(first missing index {first if first is not None else '?'}"
+                            f"{where}: the file is damaged or truncated there); "
                             "the result uses the frames that were read")
             sampling_plan = replace(
                 sampling_plan, frame_indices=tuple(read),
                 timestamps_s=tuple(info.time_of(i) for i in read))
         sampling_plan, note = adopt_decoded_times(sampling_plan, decoded[: len(read)])
         warnings += [note] if note else []
+        sampling_plan = replace(sampling_plan, reader=got.reader, reader_note=got.note)
         return frames, sampling_plan, warnings, decode_s
 
     def _describe(self, lm: LoadedModel, info: VideoInfo, sampling_plan: SamplingPlan,

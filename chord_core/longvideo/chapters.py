@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.config import SamplingConfig
 from chord_core.longvideo import prompts as P
-from chord_core.longvideo.chunks import Chunk, chunk_plan, make_chunks, range_plan
+from chord_core.longvideo.chunks import Chunk, chunk_plan, make_chunks, range_plan, snap_plan
 from chord_core.longvideo.doc import Chapter, ChaptersDoc, ChunkText
 from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.longvideo.scenes import CutScan, find_cuts
@@ -141,6 +141,8 @@ class ChaptersRun:
         jobs = []
         for c in chunks:
             plan = chunk_plan(self.info, c, "describe", sampling)
+            if s.snap_keyframes:
+                plan = snap_plan(self.info, plan)
             label = (f"{self.name} chunk {c.index + 1}/{len(chunks)} "
                      f"{P.clock(c.start_s)}–{P.clock(c.end_s)}")
             req = _request(self.info.path, P.chunk_prompt(c.start_s, c.end_s),

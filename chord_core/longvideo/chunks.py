@@ -152,6 +152,30 @@ def range_plan(info: VideoInfo, a: int, b: int, task: str, sampling: SamplingCon
                    fps=len(indices) / seconds)
 
 
+def snap_plan(info: VideoInfo, plan: SamplingPlan) -> SamplingPlan:
+    """The plan with every sample moved to the nearest keyframe (at most half a sampling
+    interval away, each keyframe once; see ``media.gop.snap_to_keyframes``), so a reader
+    decodes one frame per sample; ``keyframe_moves_s`` says how far each moved. Unchanged
+    when the file has no usable packet index (no PyAV, unprovable indices)."""
+    from chord_core.media.gop import snap_to_keyframes
+    from chord_core.media.readers import ReaderUnavailable, usable_index
+
+    if plan.num_frames < 1:
+        return plan
+    try:
+        index = usable_index(info)
+    except ReaderUnavailable:
+        return plan
+    keys = [k for k in index.keyframes if k < info.frame_count]
+    step = (plan.timestamps_s[-1] - plan.timestamps_s[0]) / max(1, plan.num_frames - 1)
+    got, moved = snap_to_keyframes(plan.frame_indices, keys, info.time_of,
+                                   max_move_s=0.5 * step if step > 0 else 0.0)
+    if got[-1] >= max(1, info.frame_count):
+        return plan
+    return replace(plan, frame_indices=got, timestamps_s=tuple(info.time_of(i) for i in got),
+                   keyframe_moves_s=moved)
+
+
 def slice_plan(plan: SamplingPlan, size: int) -> list[SamplingPlan]:
     """A plan cut into consecutive plans of at most ``size`` frames."""
     out = []

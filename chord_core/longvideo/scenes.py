@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -103,8 +104,11 @@ def find_cuts(info: VideoInfo, settings: LongVideoSettings, *,
     dists: list[tuple[int, float]] = []  # (frame index, distance to the frame examined before)
     prev: np.ndarray | None = None
     examined = 0
-    for index, _t, rgb in stream_frames(info, SCAN_WH, keyframes_only=mode == "keyframes",
-                                        cancel=cancel):
+    frames = keyframe_frames(info, cancel) if mode == "keyframes" else None
+    if frames is None:
+        frames = stream_frames(info, SCAN_WH, keyframes_only=mode == "keyframes",
+                               cancel=cancel)
+    for index, _t, rgb in frames:
         feat = feature(rgb)
         examined += 1
         if prev is not None and (not dists or index > dists[-1][0]):
@@ -116,6 +120,71 @@ def find_cuts(info: VideoInfo, settings: LongVideoSettings, *,
              examined, mode, seconds)
     return CutScan(mode, tuple(Cut(i, info.time_of(i), d) for i, d in cuts), examined,
                    seconds, why)
+
+
+SCAN_BATCH = 256  # keyframes per read of the index-driven scan
+SCAN_QUEUE = 2  # batches decoded ahead (2 × 256 × 64×36×3 bytes ≈ 3.5 MB)
+
+
+def keyframe_frames(info: VideoInfo, cancel: threading.Event | None = None
+                    ) -> Iterator[tuple[int, float, np.ndarray]] | None:
+    """The keyframes, found in the packet index (demux only), decoded one each through the
+    reader chain (NVDEC by index, or the CPU pool: a seek and one frame per keyframe) in
+    batches, read ahead in a thread through a bounded queue; None when the file has no
+    usable index (the caller then decodes with ``skip_frame``)."""
+    from chord_core.media.readers import ReaderUnavailable, usable_index
+
+    try:
+        index = usable_index(info)
+    except ReaderUnavailable as why:
+        log.info("%s: keyframe scan without the packet index (%s)", info.path, why)
+        return None
+    keys = [k for k in index.keyframes if k < info.frame_count]
+    return _batches_ahead(info, keys, cancel)
+
+
+def _batches_ahead(info: VideoInfo, keys: list[int], cancel: threading.Event | None
+                   ) -> Iterator[tuple[int, float, np.ndarray]]:
+    import queue
+
+    from chord_core.media.readers import ReadRequest, read_frames_auto
+
+    q: queue.Queue = queue.Queue(maxsize=SCAN_QUEUE)
+    stop = threading.Event()
+
+    def put(item: object) -> None:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for s in range(0, len(keys), SCAN_BATCH):
+                got = read_frames_auto(ReadRequest(info, tuple(keys[s:s + SCAN_BATCH]),
+                                                   SCAN_WH, cancel=cancel))
+                put(got)
+                if stop.is_set() or got.stopped_at is not None:
+                    break
+            put(None)
+        except BaseException as exc:  # noqa: BLE001 — re-raised by the consumer
+            put(exc)
+
+    worker = threading.Thread(target=produce, name="chord-keyframe-scan", daemon=True)
+    worker.start()
+    try:
+        while True:
+            got = q.get()
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            for k, t, rgb in zip(got.indices, got.times_s, got.frames):
+                yield k, t, rgb
+    finally:
+        stop.set()
 
 
 def _peaks(dists: list[tuple[int, float]], threshold: float) -> list[tuple[int, float]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.config import SamplingConfig
-from chord_core.longvideo.chunks import range_plan
+from chord_core.longvideo.chunks import range_plan, snap_plan
 from chord_core.longvideo.doc import Chapter, ChaptersDoc, Evidence, Hit, SearchDoc
 from chord_core.longvideo.runs import ChunkJob, ParentRun, run_id, run_jobs
 from chord_core.types import Result, VideoInfo
@@ -131,9 +131,12 @@ def search_run_id(video_key: str, doc: ChaptersDoc, query: str, model: str, *,
 def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc,
            query: str, model: str, *, method: str = "entail", max_chapters: int = 3,
            fps: float = 1.0, max_frames: int = 32, in_flight: int = 2,
-           on_progress: Any = None, cancel: threading.Event | None = None) -> SearchDoc:
+           on_progress: Any = None, cancel: threading.Event | None = None,
+           snap_keyframes: bool = True) -> SearchDoc:
     """Answer "when does ``query`` happen?" in the clip (see module docstring). The search
-    is a parent job under the chapters run (``doc.run_id``): History shows it there."""
+    is a parent job under the chapters run (``doc.run_id``): History shows it there.
+    ``snap_keyframes``: frames checked move to the nearest keyframe (one decoded each;
+    each result's ``sampling.keyframe_moves_s`` says how far)."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
@@ -141,6 +144,8 @@ def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc
     settings, chosen, warnings = _settings(doc, query, method, max_chapters, fps, max_frames)
     sampling = SamplingConfig(fps=fps, max_frames=max(4, max_frames))
     request = AnalysisRequest(info.path, method, query.strip(), sampling)  # checks the query
+    if not snap_keyframes:
+        settings = {**settings, "snap_keyframes": False}
     run = run_id("search", video_key, model, settings)
     runs = ParentRun(manager, run, kind="search", video_path=info.path,
                      label=Path(info.path).name, model=model, query=query.strip(),
@@ -151,6 +156,7 @@ def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc
     jobs, plans = [], []
     for ch, _ in chosen:
         plan = range_plan(info, ch.first_frame, _end_frame(doc, ch, info), method, sampling)
+        plan = snap_plan(info, plan) if snap_keyframes else plan
         plans.append(plan)
         jobs.append(ChunkJob(f"{run}-h{ch.index:04d}", JobSpec(
             request, model=model, info=info, plan=plan,

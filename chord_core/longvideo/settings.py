@@ -34,6 +34,7 @@ class LongVideoSettings:
     time ranges never overlap). ``cuts``: ``scene`` decodes the low-resolution stream at
     ``scene_fps``, ``keyframes`` decodes only keyframes, ``fixed`` decodes nothing, and
     ``auto`` takes the cheapest that stays within ``scan_budget_px`` decoded pixels.
+    ``snap_keyframes``: chapters' and search's samples move to the nearest keyframe.
     """
 
     threshold_s: float = LONG_VIDEO_S_DEFAULT
@@ -53,6 +54,9 @@ class LongVideoSettings:
     ground_fps: float = 1.0
     ground_chunk_frames: int = 64
     in_flight: int = 0  # chunk jobs queued at once; 0 = two per worker
+    # chapters and in-clip search: a sample moves to the nearest keyframe (≤ half a sampling
+    # interval), so one frame is decoded per sample; the result says how far each moved
+    snap_keyframes: bool = True
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.threshold_s) or self.threshold_s == math.inf) \

@@ -28,6 +28,8 @@ from chord_core.types import SamplingPlan, VideoInfo
 if TYPE_CHECKING:
     import numpy as np
 
+    from chord_core.media.readers import FrameRead
+
 log = logging.getLogger(__name__)
 
 READ_AHEAD_BYTES = 1 << 30  # frames held ahead at most (the first expected read always)
@@ -37,14 +39,22 @@ def read_plan(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | Non
               on_progress: Callable[[int, int], None] | None = None
               ) -> tuple[np.ndarray, tuple[int, ...], tuple[float, ...]]:
     """The plan's frames, or the image, at the plan's size: (frames, indices read, each
-    frame's decoded time); see ``video.read_frames_timed``."""
+    frame's decoded time); see :func:`read_plan_full`."""
+    got = read_plan_full(info, plan, cancel, on_progress)
+    return got.frames, got.indices, got.times_s
+
+
+def read_plan_full(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> FrameRead:
+    """The plan's frames through the reader chain (``media/readers.py``: NVDEC, the CPU
+    decode pool, the default reader), or the image: which reader ran, and why, included."""
     from chord_core.media.images import read_image
-    from chord_core.media.video import read_frames_timed
+    from chord_core.media.readers import FrameRead, ReadRequest, read_frames_auto
 
     if info.container == "image":
-        return read_image(info.path, plan.input_wh), (0,), (0.0,)
-    return read_frames_timed(info.path, plan.frame_indices, plan.input_wh,
-                             on_progress=on_progress, cancel=cancel)
+        return FrameRead(read_image(info.path, plan.input_wh), (0,), (0.0,), "image")
+    return read_frames_auto(ReadRequest(info, tuple(plan.frame_indices), plan.input_wh,
+                                        cancel=cancel, on_progress=on_progress))
 
 
 def read_key(info: VideoInfo | None, plan: SamplingPlan | None) -> tuple | None:
@@ -68,7 +78,7 @@ class _Read:
     nbytes: int
     cancel: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    out: tuple | None = None      # (frames, read, decoded, seconds) once it succeeded
+    out: tuple | None = None      # (FrameRead, seconds) once it succeeded
     started: bool = False
     taken: bool = False
 
@@ -129,6 +139,15 @@ class ReadAhead:
              cancel: threading.Event | None = None) -> tuple | None:
         """(frames, read, decoded, seconds waited) of an expected read, waiting for it if
         it is running; None when it was not expected, failed, or ``cancel`` was set."""
+        got = self.take_full(info, plan, cancel)
+        if got is None:
+            return None
+        fr, waited = got
+        return fr.frames, fr.indices, fr.times_s, waited
+
+    def take_full(self, info: VideoInfo, plan: SamplingPlan,
+                  cancel: threading.Event | None = None) -> tuple[FrameRead, float] | None:
+        """(the read, seconds waited) of an expected read; see :meth:`take`."""
         key = read_key(info, plan)
         with self._cv:
             r = self._reads.pop(key, None)
@@ -145,8 +164,7 @@ class ReadAhead:
             return None
         self.stats["hits"] += 1
         self.stats["waited_s"] += waited
-        frames, read, decoded, _ = r.out
-        return frames, read, decoded, waited
+        return r.out[0], waited
 
     def idle(self) -> bool:
         """Every expected read has finished (or failed)."""
@@ -172,9 +190,8 @@ class ReadAhead:
             r = self._next()
             t = time.perf_counter()
             try:
-                frames, read, decoded = read_plan(r.info, r.plan, r.cancel)
-                r.out = (frames, read, decoded, time.perf_counter() - t)
-                self.stats["read_s"] += r.out[3]
+                r.out = (read_plan_full(r.info, r.plan, r.cancel), time.perf_counter() - t)
+                self.stats["read_s"] += r.out[1]
             except Exception as exc:  # noqa: BLE001 — the task's own read reports it
                 log.debug("read-ahead of %s failed: %s", r.info.path, exc)
             finally:

@@ -1,0 +1,218 @@
+"""The NVDEC reader: NVIDIA's hardware decoder through PyNvVideoCodec (optional dependency).
+
+``SimpleDecoder`` sessions (``output_color_type=RGB``, device memory) are opened per file and
+GPU and kept for the file's later reads; a read's GOPs (:mod:`chord_core.media.gop`) are split
+over ``CHORD_NVDEC_DECODERS`` sessions (default 4: an H200 has several NVDEC engines, one
+session keeps one busy), each fed by its own thread with ``get_batch_frames_by_index`` (the
+decode calls release the GIL). Frames arrive as DLPack tensors on the GPU; they are resized
+(area averaging) and turned upright there, so only model-sized frames exist after the
+decoder — and with ``keep_on_device`` they stay a torch CUDA tensor (T×H×W×3 uint8).
+
+Every frame's pts (``getPTS()``, the stream's time base) is checked against the packet
+index: frame k must carry frame k's pts, so a frame NVDEC numbers differently is caught, not
+misplaced; its time is that pts minus frame 0's (start time and edit list cancel out).
+A stream NVDEC does not decode (MPEG-4 Part 2, 10-bit, 4:2:2/4:4:4, odd sizes) is refused
+up front (:class:`~chord_core.media.readers.ReaderUnavailable`), and the next reader reads it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+from chord_core.media.reader_types import (
+    FrameRead,
+    ReaderFailed,
+    ReaderUnavailable,
+    ReadRequest,
+    inside,
+    usable_index,
+)
+
+log = logging.getLogger(__name__)
+
+NVDEC_CODECS = frozenset({"h264", "hevc", "vp9", "av1", "vp8", "mpeg2video"})
+NVDEC_PIX_FMTS = frozenset({"yuv420p", "yuvj420p", "nv12"})
+MIN_SIDE, MAX_SIDE = 48, 4096
+SESSION_FILES = 2  # files whose sessions are kept per reader
+BATCH = 64  # frames asked of one session per call
+
+SessionFactory = Callable[[str, int], Any]
+
+
+def nvdec_refusal(codec: str, pix_fmt: str, size_wh: tuple[int, int]) -> str | None:
+    """Why NVDEC cannot decode this stream, or None when it can."""
+    w, h = size_wh
+    if codec not in NVDEC_CODECS:
+        return f"NVDEC does not decode {codec or 'this codec'}"
+    if pix_fmt and pix_fmt not in NVDEC_PIX_FMTS:
+        return f"NVDEC reads 8-bit 4:2:0 here, not {pix_fmt}"
+    if w % 2 or h % 2 or min(w, h) < MIN_SIDE or max(w, h) > MAX_SIDE:
+        return f"NVDEC cannot decode a {w}×{h} frame (even sides {MIN_SIDE}–{MAX_SIDE})"
+    return None
+
+
+def _real_factory() -> SessionFactory:
+    try:
+        import PyNvVideoCodec as nvc
+    except ImportError as exc:
+        raise ReaderUnavailable(f"PyNvVideoCodec is not installed ({exc})") from exc
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ReaderUnavailable("no CUDA GPU here")
+
+    def make(name: str, gpu: int) -> Any:
+        return nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
+                                 output_color_type=nvc.OutputColorType.RGB)
+
+    return make
+
+
+class NvdecReader:
+    """See module docstring. ``factory`` and ``device`` replace the real sessions (tests:
+    a fake decoder whose frames are host arrays behind DLPack)."""
+
+    name = "nvdec"
+
+    def __init__(self, decoders: int | None = None, *, factory: SessionFactory | None = None,
+                 device: str | None = None) -> None:
+        self.decoders, self.factory, self.device = decoders, factory, device
+        self._sessions: OrderedDict[tuple, list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, req: ReadRequest) -> FrameRead:
+        from chord_core.config import nvdec_decoders
+        from chord_core.media.gop import plan_gops, split_reads
+
+        factory = self.factory or _real_factory()
+        index = usable_index(req.info)
+        why = nvdec_refusal(index.codec, index.pix_fmt, index.size_wh)
+        if why:
+            raise ReaderUnavailable(why)
+        count = self.decoders or nvdec_decoders()
+        parts = split_reads(plan_gops(inside(req.indices, index), index.keyframes), count)
+        sessions = self._open(req.info.path, factory, len(parts))
+        got: list[Any] = [None] * len(parts)
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                wanted = [k for r in parts[i] for k in r.wanted]
+                got[i] = self._decode(sessions[i], wanted, index, req)
+            except BaseException as exc:  # noqa: BLE001 — re-raised below, in the caller
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,), name=f"chord-nvdec-{i}")
+                   for i in range(len(parts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            if isinstance(errors[0], (ReaderFailed, ReaderUnavailable)):
+                raise errors[0]
+            raise ReaderFailed(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
+        return self._assemble(req, index, got, len(parts))
+
+    def _device(self) -> Any:
+        import torch
+
+        if self.device is not None:
+            return torch.device(self.device)
+        return torch.device("cuda", torch.cuda.current_device())
+
+    def _open(self, path: str, factory: SessionFactory, n: int) -> list[Any]:
+        from chord_core.media.confined import source
+
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, str(self._device()))
+        with self._lock:
+            have = self._sessions.setdefault(key, [])
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > SESSION_FILES:
+                self._sessions.popitem(last=False)
+            gpu = self._device().index or 0
+            while len(have) < n:
+                try:
+                    with source(path) as name:
+                        have.append(factory(name, gpu))
+                except Exception as exc:  # noqa: BLE001 — the stream is not NVDEC's
+                    raise ReaderUnavailable(f"NVDEC cannot open it ({exc})") from exc
+            return have[:n]
+
+    def _decode(self, session: Any, wanted: Sequence[int], index: Any, req: ReadRequest
+                ) -> tuple[list[int], list[int], Any]:
+        """(indices, pts, frames on the device at the request's size) of one session."""
+        import torch
+
+        ks: list[int] = []
+        pts: list[int] = []
+        done: list[Any] = []  # model-sized batches (copies: the decoder reuses its surfaces)
+        for s in range(0, len(wanted), BATCH):
+            if req.cancel is not None and req.cancel.is_set():
+                from chord_core.errors import JobCancelled
+
+                raise JobCancelled("reading video frames was cancelled",
+                                   hint="start the job again")
+            asked = list(wanted[s:s + BATCH])
+            frames = session.get_batch_frames_by_index(asked)
+            pics = []
+            for k, frame in zip(asked, frames):
+                p = int(frame.getPTS())
+                if p != index.pts[k]:
+                    raise ReaderFailed(f"NVDEC's frame {k} has pts {p}, the packet index "
+                                       f"says {index.pts[k]}")
+                ks.append(k)
+                pts.append(p)
+                pics.append(torch.from_dlpack(frame))
+            if pics:
+                done.append(_resize(torch.stack(pics).to(self._device()), req.size_wh,
+                                    req.info.rotation))
+            if len(frames) < len(asked):  # the decoder ran out: the file ends there
+                break
+        return ks, pts, torch.cat(done) if done else None
+
+    def _assemble(self, req: ReadRequest, index: Any, got: list[Any], parts: int) -> FrameRead:
+        import torch
+
+        ks = [k for g in got for k in g[0]]
+        pts = [p for g in got for p in g[1]]
+        stacks = [g[2] for g in got if g[2] is not None]
+        n = 0
+        while n < len(req.indices) and n < len(ks) and ks[n] == req.indices[n]:
+            n += 1
+        if n == 0:
+            raise ReaderFailed("NVDEC decoded no wanted frame")
+        frames = torch.cat(stacks)[:n]
+        times = tuple(round(float((p - index.pts[0]) * index.time_base), 6) for p in pts[:n])
+        if not req.keep_on_device:
+            frames = frames.cpu().numpy()
+        if req.on_progress is not None:
+            req.on_progress(n, len(req.indices))
+        stopped = req.indices[n] if n < len(req.indices) else None
+        return FrameRead(frames, tuple(req.indices[:n]), times, self.name, stopped_at=stopped,
+                         stats={"sessions": parts})
+
+
+def _resize(x: Any, size_wh: tuple[int, int] | None, rotation: int) -> Any:
+    """T×H×W×3 uint8 (stored orientation) → T×h×w×3 uint8 at the displayed ``size_wh``,
+    upright (area averaging, on the tensor's device)."""
+    import torch
+    import torch.nn.functional as F
+
+    if x.dim() == 4 and x.shape[1] == 3 and x.shape[-1] != 3:  # planar RGB: to HWC
+        x = x.permute(0, 2, 3, 1)
+    if size_wh is not None:
+        w, h = (size_wh[1], size_wh[0]) if rotation in (90, 270) else size_wh
+        if (x.shape[1], x.shape[2]) != (h, w):
+            y = F.interpolate(x.permute(0, 3, 1, 2).float(), size=(int(h), int(w)),
+                              mode="area")
+            x = y.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1)
+    turns = {90: -1, 180: 2, 270: 1}.get(rotation, 0)
+    if turns:
+        x = torch.rot90(x, k=turns, dims=(1, 2))
+    return x.contiguous()

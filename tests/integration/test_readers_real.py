@@ -1,0 +1,129 @@
+"""The readers on real files (PyAV): on clips of the reliability corpus the keyframe-aware
+CPU reader gives the default reader's pictures, and every frame's time equals the
+container's presentation time (read independently with PyAV); streams it cannot prove fall
+back with a note; a truncated file says where it stopped; the pool spreads a long read over
+processes; chapters' samples move to keyframes and say how far."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chord_core.media.frame_times import TIME_TOLERANCE_S
+from chord_core.media.probe import probe
+from chord_core.media.readers import (
+    CpuPoolReader,
+    DefaultReader,
+    ReadRequest,
+    read_frames_auto,
+    reader_chain,
+)
+from chord_core.testing.odd_files import container_times, make_packed_bframes_avi, make_timed_video
+from chord_core.testing.videos import has_pyav, make_truncated, make_video
+
+pytestmark = pytest.mark.skipif(not has_pyav(), reason="PyAV (package av) is not installed")
+
+CFR = [i / 25 for i in range(50)]
+CLIPS = {
+    "mp4-h264-bframes": lambda d: make_video(d / "b.mp4", duration_s=4, fps=25, size_wh=(96, 64)),
+    "mkv-h264": lambda d: make_video(d / "c.mkv", duration_s=2, fps=24, size_wh=(96, 64)),
+    "webm-vp9": lambda d: make_video(d / "c.webm", duration_s=2, fps=10, size_wh=(96, 64)),
+    "mov-h264": lambda d: make_video(d / "c.mov", duration_s=2, fps=30, size_wh=(96, 64)),
+    "mp4-hevc": lambda d: make_timed_video(d / "h.mp4", CFR[:30], codec="libx265"),
+    "mp4-rotated-90": lambda d: make_video(d / "r.mp4", duration_s=1, fps=10, size_wh=(96, 64),
+                                           rotation=90),
+    "mp4-vfr-cycle": lambda d: make_video(d / "vfr.mp4", duration_s=3, fps=10, size_wh=(96, 64),
+                                          vfr=True),
+    "mp4-jump-forward-100s": lambda d: make_timed_video(d / "j.mp4",
+                                                        CFR[:25] + [101 + t for t in CFR[:25]]),
+    "mkv-ntsc-ms-clock": lambda d: make_video(d / "n.mkv", duration_s=3, fps=30000 / 1001,
+                                              size_wh=(96, 64)),
+    "mp4-mpeg4-part2": lambda d: make_video(d / "v.mp4", duration_s=2, fps=12, size_wh=(96, 64),
+                                            codec="mp4v"),
+}
+
+
+def _path(made) -> Path:
+    return made.path if hasattr(made, "path") else Path(made)
+
+
+@pytest.mark.parametrize("case", CLIPS, ids=list(CLIPS))
+def test_times_are_the_containers_and_pictures_the_default_readers(case, tmp_path):
+    path = _path(CLIPS[case](tmp_path))
+    info = probe(path)
+    want = tuple(range(0, info.frame_count, 3))
+    req = ReadRequest(info, want, (48, 32))
+    got = read_frames_auto(req, reader_chain("cpu-pool"))
+    assert got.indices == want
+    truth = container_times(path)
+    assert np.max(np.abs(np.array(got.times_s) - np.array([truth[k] for k in want]))) \
+        <= TIME_TOLERANCE_S + 1e-6
+    if got.reader == "cpu-pool":
+        ref = DefaultReader().read(req)
+        assert np.array_equal(got.frames, ref.frames)
+    assert got.note.startswith(f"read by {got.reader}")
+
+
+def test_packed_b_frames_avi_falls_back_with_a_note(tmp_path):
+    info = probe(_path(make_packed_bframes_avi(tmp_path / "packed.avi")))
+    got = read_frames_auto(ReadRequest(info, (0, 5, 9), (48, 32)))
+    assert got.reader == "default" and len(got.indices) == 3
+    assert "cpu-pool failed: frame" in got.note  # decoded out of order: caught, handed on
+    assert "nvdec not used" in got.note
+
+
+def test_truncated_file_reads_what_it_can_and_says_where_it_stopped(tmp_path):
+    from dataclasses import replace
+
+    full = make_video(tmp_path / "full.mp4", duration_s=8, fps=25, size_wh=(96, 64),
+                      faststart=True)
+    cut = make_truncated(full.path, tmp_path / "cut.mp4", 0.5)
+    info = probe(cut)  # 61 of the 200 frames the header claims decode
+    later = replace(info, frame_count=200)  # as if it was cut after the plan was made
+    req = ReadRequest(later, (10, 50, 60, 150, 190), (48, 32))
+    got = CpuPoolReader(procs=1).read(req)
+    ref = DefaultReader().read(req)  # front to back: the frames that decode at all
+    assert got.indices == ref.indices and got.indices[:2] == (10, 50)
+    assert got.stopped_at == ref.stopped_at == req.indices[len(got.indices)]
+    assert np.array_equal(got.frames, ref.frames)
+    assert f"frame {got.stopped_at}" in got.warnings()[0]
+
+
+def test_the_pool_spreads_a_long_read_over_processes(tmp_path):
+    info = probe(make_video(tmp_path / "long.mp4", duration_s=24, fps=25,
+                            size_wh=(96, 64)).path)
+    want = tuple(range(2, info.frame_count, 11))
+    got = CpuPoolReader(procs=2).read(ReadRequest(info, want, (48, 32)))
+    assert got.stats["procs"] == 2 and got.indices == want
+    assert np.array_equal(got.frames, DefaultReader().read(ReadRequest(info, want, (48, 32))).frames)
+
+
+def test_chapter_samples_move_to_keyframes_and_say_how_far(tmp_path):
+    from chord_core.config import SamplingConfig
+    from chord_core.longvideo.chunks import Chunk, chunk_plan, snap_plan
+    from chord_core.media.packet_index import packet_index
+
+    info = probe(make_video(tmp_path / "k.mp4", duration_s=40, fps=25, size_wh=(96, 64)).path)
+    chunk = Chunk(0, 0, info.frame_count, 0.0, info.duration_s)
+    plan = chunk_plan(info, chunk, "describe", SamplingConfig(fps=0.5, max_frames=16))
+    snapped = snap_plan(info, plan)
+    keys = set(packet_index(info.path).keyframes)
+    step = plan.timestamps_s[1] - plan.timestamps_s[0]
+    assert len(snapped.keyframe_moves_s) == plan.num_frames
+    for k, t0, t, moved in zip(snapped.frame_indices, plan.timestamps_s, snapped.timestamps_s,
+                               snapped.keyframe_moves_s):
+        assert k in keys or moved == 0.0
+        assert moved == pytest.approx(t - t0, abs=1e-6) and abs(moved) <= step / 2 + 1e-6
+        assert t == pytest.approx(info.time_of(k), abs=1e-6)
+
+
+def test_keyframe_scan_reads_the_index_not_every_frame(tmp_path):
+    from chord_core.longvideo.scenes import find_cuts
+    from chord_core.longvideo.settings import LongVideoSettings
+    from chord_core.media.packet_index import packet_index
+
+    info = probe(make_video(tmp_path / "s.mp4", duration_s=30, fps=25, size_wh=(96, 64)).path)
+    scan = find_cuts(info, LongVideoSettings(cuts="keyframes"))
+    assert scan.frames_examined == len(packet_index(info.path).keyframes)
