@@ -7,7 +7,12 @@ passage has all of them, passages with any of them are ranked instead (the answe
 in ranking.py, not by FTS5); a query matching more than RANK_WINDOW passages ranks the
 newest COMMON_WINDOW of them (``ranked`` says which).
 Filters: folder (the folder or below it), date (the day the result was made, UTC), task —
-each an index term, so a filter makes a search cheaper, never dearer.
+each an index term, so a filter makes a search cheaper, never dearer. The filter tokens live
+in the ``tags`` column, and the query's words are matched in the text and place columns
+only (``{text place} :``), so a word never matches a filter's token (a search for
+``y2026`` or ``tdescribe`` found every passage of 2026 or every description). A date is
+checked before it is used: ASCII ``YYYY-MM-DD``, a real day, between MIN_DAY and MAX_DAY
+(month 13, 30 February, year 0 or 9999 and other digits were a 500).
 
 A hit: the clip (path, name, folder), the time range, the passage's kind and text with the
 matched words marked (``snippet``, ``[`` ``]`` around each; ``parts``, the same as
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable
 
 from chord_core.errors import InputError
@@ -33,7 +38,11 @@ MAX_TERMS = 12
 MAX_LIMIT = 100
 TASKS = ("describe", "ground", "entail", "chapters")
 _WORD = re.compile(r"\w+", re.UNICODE)
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # ASCII digits only (\d takes any script's)
+MIN_DAY, MAX_DAY = date(1970, 1, 1), date(2999, 12, 31)
+WORD_COLUMNS = "{text place}"  # where a query's words are looked for: never ``tags``
+DAY_HINT = (f"give dates as YYYY-MM-DD with ASCII digits, a real day between "
+            f"{MIN_DAY:%Y-%m-%d} and {MAX_DAY:%Y-%m-%d}, e.g. 2026-12-01")
 
 
 @dataclass(frozen=True)
@@ -47,10 +56,7 @@ class Filters:
 
     def check(self) -> Filters:
         for name in ("date_from", "date_to"):
-            value = getattr(self, name)
-            if value and not _DAY.match(value):
-                raise InputError(f"{name} {value!r} is not a date",
-                                 hint="give dates as YYYY-MM-DD, e.g. 2026-12-01")
+            parse_day(name, getattr(self, name))
         if self.task and self.task not in TASKS:
             raise InputError(f"unknown task {self.task!r}",
                              hint=f"filter by one of: {', '.join(TASKS)}")
@@ -64,8 +70,10 @@ class Filters:
         if self.folder:
             sets.append([folder_token(self.folder)])
         if self.date_from or self.date_to:
-            lo = date.fromisoformat(self.date_from) if self.date_from else date(1970, 1, 1)
-            hi = date.fromisoformat(self.date_to) if self.date_to else date(2100, 12, 31)
+            lo = parse_day("date_from", self.date_from) or MIN_DAY
+            # nothing is made in the future: a range past tomorrow (UTC) ends there
+            hi = min(parse_day("date_to", self.date_to) or MAX_DAY,
+                     datetime.now(timezone.utc).date() + timedelta(days=1))
             sets.append(date_tokens(lo, hi) or ["d00000000"])
         if self.task:
             sets.append([f"t{self.task}"])
@@ -79,10 +87,28 @@ class Filters:
                             for tokens in self.token_sets())
 
 
+def parse_day(name: str, value: str) -> date | None:
+    """``value`` (YYYY-MM-DD) as a date, None for ""; InputError with the accepted form for
+    anything else (not ASCII digits, no such day, outside MIN_DAY..MAX_DAY)."""
+    if not value:
+        return None
+    shown = value[:20]
+    if not _DAY.fullmatch(value):
+        raise InputError(f"{name} {shown!r} is not a date", hint=DAY_HINT)
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{name} {shown!r} is no such day", hint=DAY_HINT) from None
+    if not MIN_DAY <= day <= MAX_DAY:
+        raise InputError(f"{name} {shown!r} is outside the dates Chord searches",
+                         hint=DAY_HINT)
+    return day
+
+
 def date_tokens(lo: date, hi: date) -> list[str]:
     """The fewest ``y2026`` / ``m202612`` / ``d20261201`` tokens covering lo..hi."""
     out: list[str] = []
-    day = lo
+    day, hi = max(lo, MIN_DAY), min(hi, MAX_DAY)
     while day <= hi:
         year_end, month_end = date(day.year, 12, 31), _month_end(day)
         if day.month == 1 and day.day == 1 and year_end <= hi:
@@ -171,7 +197,7 @@ def _window(index: LibraryIndex, match: str, check: tuple[str, ...] = ()
 def _checked_window(index: LibraryIndex, match: str, check: tuple[str, ...]
                     ) -> tuple[list[Any], int]:
     """``_window`` for a query with very common words: FTS5 walks the other words' matches
-    newest first, 500 at a time, and a match is kept when its text, place or tags hold
+    newest first, 500 at a time, and a match is kept when its text or place (never tags) hold
     every word of ``check`` as FTS5 tokenises them; the walk stops past RANK_WINDOW kept.
     Why: FTS5's AND seeks a common word's list once per match of the others, and in a list
     of most passages a seek costs more than reading the passage (measured at 1M passages,
@@ -188,7 +214,7 @@ def _checked_window(index: LibraryIndex, match: str, check: tuple[str, ...]
             if not ids:
                 break
             for row in _content(conn, ids):
-                text = f"{row['text'] or ''} {row['place'] or ''} {row['tags'] or ''}"
+                text = f"{row['text'] or ''} {row['place'] or ''}"  # never the tags
                 if text.isascii():
                     text = text.lower()
                     if all(_has_word(text, t) for t in check):
@@ -264,18 +290,21 @@ DF_STALE_SHARE = 0.01
 DF_CACHE_MAX = 4096
 
 
-def doc_freq(index: LibraryIndex, term: str, total: int) -> int:
+def doc_freq(index: LibraryIndex, term: str, total: int, columns: str = "") -> int:
     """Passages holding ``term``: counted up to DF_CAP (newest first), past that estimated
     from how densely the newest DF_CAP occur (their rowid span). Bounded work per term: an
     exact count walks the term's whole document list (what FTS5's bm25() and its
     vocabulary table do, and what made a common word cost most of a second at 1M).
-    Remembered on the index while its size stays within DF_STALE_SHARE."""
+    Remembered on the index while its size stays within DF_STALE_SHARE. ``columns``: an
+    FTS5 column filter (a query word's: WORD_COLUMNS), "" for every column."""
     cache = index.df_cache
-    hit = cache.get(term)
+    key = f"{columns}|{term}" if columns else term
+    hit = cache.get(key)
     if hit is not None and abs(total - hit[0]) <= DF_STALE_SHARE * max(total, 1):
         return hit[1]
     rows = index.read("SELECT rowid FROM library_fts WHERE library_fts MATCH ? "
-                      "ORDER BY rowid DESC LIMIT ?", (f'"{term}"', DF_CAP))
+                      "ORDER BY rowid DESC LIMIT ?",
+                      (f'{columns} : "{term}"' if columns else f'"{term}"', DF_CAP))
     if len(rows) < DF_CAP:
         found = len(rows)
     else:
@@ -283,7 +312,7 @@ def doc_freq(index: LibraryIndex, term: str, total: int) -> int:
         found = min(total, round(DF_CAP * total / span))
     if len(cache) >= DF_CACHE_MAX:
         cache.clear()
-    cache[term] = (total, found)
+    cache[key] = (total, found)
     return found
 
 
@@ -292,7 +321,7 @@ def _term_stats(index: LibraryIndex, terms: list[str]) -> tuple[int, Any, dict[s
     from chord_core.library.ranking import tokens
 
     total, avg = index.totals()
-    return total, avg, {t: doc_freq(index, t, total) for t in
+    return total, avg, {t: doc_freq(index, t, total, WORD_COLUMNS) for t in
                         dict.fromkeys((tokens(t) or [t])[0] for t in terms)}
 
 
@@ -332,7 +361,7 @@ def search(index: LibraryIndex, q: str, *, filters: Filters | None = None, limit
     for op in ("AND", "OR") if len(terms) > 1 else ("AND",):
         words, check = split_common(ordered, stats[2], stats[0], lambda: filter_share(
             index, filters, stats[0])) if op == "AND" else (ordered, ())
-        window, seen = _window(index, f"({_match(words, op)})" +
+        window, seen = _window(index, f"{WORD_COLUMNS} : ({_match(words, op)})" +
                                (f" AND {narrow}" if narrow else ""), check)
         if window:
             matched = "all" if op == "AND" else "any"

@@ -45,8 +45,8 @@ def library_index(request: Request) -> Any:
 @router.get("/v1/search")
 async def search_library(request: Request, q: str = Query(..., max_length=200),
                          folder: str = Query("", max_length=4096),
-                         date_from: str = Query("", max_length=10),
-                         date_to: str = Query("", max_length=10),
+                         date_from: str = Query("", max_length=32),
+                         date_to: str = Query("", max_length=32),
                          task: str = Query("", max_length=16),
                          limit: int = Query(20, ge=1, le=100)) -> Any:
     """Ranked hits across every clip analysed (description, chapters, targets, statements,

@@ -1,0 +1,70 @@
+"""Issue 40, medium: search filters are parsed and checked (a 400 with the accepted form,
+never a 500), and a filter's internal token (year, month, day, task, folder hash) is not a
+word a query can match. On a keyed uvicorn over a store of stored results."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from uvicorn_app import served
+
+from chord_core.library.passages import folder_token
+from chord_core.runtime.store import Store
+from chord_core.testing.library_docs import result_doc, store_result
+
+KEY = "search-hardening-key"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("search") / "chord.sqlite3")
+    store_result(store, "j-a", result_doc("describe", "/media/site-a/cam1.mp4",
+                                          text="A forklift crosses the walkway."))
+    store_result(store, "j-b", result_doc("ground", "/media/site-b/cam2.mp4",
+                                          query="the forklift", segments=[(1.0, 2.5)]))
+    with served(store, KEY) as (base, _):
+        yield base
+    store.close()
+
+
+def _search(url: str, **params: str) -> httpx.Response:
+    return httpx.get(url + "/v1/search", params=params, timeout=20,
+                     headers={"Authorization": f"Bearer {KEY}"})
+
+
+@pytest.mark.parametrize("value", [
+    "2026-13-01", "0000-01-01", "9999-12-31", "2026-02-30", "٢٠٢٦-١٢-٠١", "2026-1-1",
+    "1969-12-31", "3000-01-01", "2026-12-01T00", "",
+], ids=["month-13", "year-0", "year-9999", "30-february", "arabic-digits", "short",
+        "before-1970", "after-2999", "with-time", "empty-is-no-filter"])
+@pytest.mark.parametrize("field", ["date_from", "date_to"])
+def test_a_bad_date_is_a_400_with_the_accepted_form(url, field, value):
+    r = _search(url, q="forklift", **{field: value})
+    if not value:
+        assert r.status_code == 200 and len(r.json()["hits"]) == 2
+        return
+    assert r.status_code == 400, r.text
+    body = r.json()
+    assert field in body["error"] and "YYYY-MM-DD" in body["hint"]
+    assert "1970-01-01" in body["hint"] and "Traceback" not in r.text
+
+
+def test_the_widest_range_still_searches(url):
+    r = _search(url, q="forklift", date_from="1970-01-01", date_to="2999-12-31")
+    assert r.status_code == 200 and len(r.json()["hits"]) == 2
+
+
+def test_a_filter_token_is_no_word_of_the_query(url):
+    today = time.gmtime()
+    tokens = [f"y{today.tm_year}", f"m{today.tm_year}{today.tm_mon:02d}",
+              f"d{today.tm_year}{today.tm_mon:02d}{today.tm_mday:02d}", "tdescribe", "tground",
+              folder_token("/media/site-b"), folder_token("/media")]
+    assert len(_search(url, q="forklift", task="ground").json()["hits"]) == 1  # filters work
+    for token in tokens:
+        r = _search(url, q=token)
+        assert r.status_code == 200, r.text
+        assert r.json()["hits"] == [], token  # it matched every passage of that filter
+        both = _search(url, q=f"forklift {token}").json()
+        assert both["matched"] == "any" and len(both["hits"]) == 2  # the word alone counts
