@@ -27,6 +27,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,10 +79,14 @@ def decode_bytes(lm, rows: int, context: int) -> int:
     return weights + rows * context * kv
 
 
+@contextmanager
 def naive(lm):
-    """Context for naive runs: transformers' own vision attention on the shared weights."""
-    from chord_core.model import fastvision
-    return fastvision.disabled(lm.model)
+    """Context for naive runs: transformers' own vision attention and patch embedding on the
+    shared weights."""
+    from chord_core.model import fastvision, patch_embed
+
+    with fastvision.disabled(lm.model), patch_embed.disabled(lm.model):
+        yield
 
 
 def bench_decode(variants: dict, clips, tokens, repeats, res, cpu) -> None:
@@ -157,13 +162,18 @@ def bench_agree(lm_fast, lm_naive, clips, tokens, res) -> None:
 
 
 # -- W1 / W3: many clips described ---------------------------------------------------------------
-def bench_describe(e_fast, e_naive, clips, naive_clips, tokens, sampling, repeats, key, res):
+def bench_describe(e_fast, e_naive, clips, naive_clips, tokens, sampling, repeats, key, res,
+                   batches=()):
     reqs = [describe_req(c, tokens, sampling) for c in clips]
     with naive(e_naive.load()):
         e_naive.analyze(reqs[0])
         t_naive, outs = timed(lambda: [e_naive.analyze(r) for r in reqs[:naive_clips]])
     e_fast.describe_many(reqs[:2])  # warm-up
     t_ours, results = timed(lambda: e_fast.describe_many(reqs), repeats)
+    for b in batches:  # larger decode batches: describe_many's batch_size
+        e_fast.describe_many(reqs[:b], batch_size=b)  # warm-up (its graph captured)
+        t_b, _ = timed(lambda: e_fast.describe_many(reqs, batch_size=b), repeats)
+        res.setdefault(key + "_batches", {})[f"b{b}_clips_per_min"] = 60 * len(reqs) / t_b
     bad = [r for r in results if not hasattr(r, "text")]
     if bad:
         raise SystemExit(f"{key}: {len(bad)} clips failed: {bad[:2]}")
@@ -284,6 +294,8 @@ def main() -> int:
     ap.add_argument("--workloads", default="decode,agree,w1,w2,w3")
     ap.add_argument("--clips", type=int, default=32, help="W1 clips for our path")
     ap.add_argument("--naive-clips", type=int, default=6)
+    ap.add_argument("--describe-batches", default="",
+                    help="W1 also with describe_many(batch_size=B) for each B, e.g. 16,24")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--ground-tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
@@ -355,7 +367,8 @@ def main() -> int:
         save()
     if "w1" in work:
         bench_describe(e_fast, e_naive, clips[:args.clips], args.naive_clips, args.tokens,
-                       w1_sampling, args.repeats, "w1", res)
+                       w1_sampling, args.repeats, "w1", res,
+                       [int(b) for b in args.describe_batches.split(",") if b])
         save()
     long_clip = make_clips(root / "w2", 1, w2_s, W1_WH if not args.cpu else (112, 84))[0] \
         if work & {"w2", "w2x"} else None

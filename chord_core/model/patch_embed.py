@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import types
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,20 @@ def install(model: Any) -> int:
     if changed:
         log.debug("patch embedding as a matrix product in %d module(s)", changed)
     return changed
+
+
+@contextmanager
+def disabled(model: Any) -> Iterator[None]:
+    """transformers' own Conv3d forward meanwhile (benchmarks time the naive path on the
+    same weights)."""
+    changed = [m for m in model.modules() if getattr(m, "_chord_linear", False)]
+    for m in changed:
+        del m.forward  # the class's own again
+    try:
+        yield
+    finally:
+        for m in changed:
+            m.forward = types.MethodType(_linear_forward, m)
 
 
 def _degenerate(proj: Any) -> bool:
