@@ -36,4 +36,14 @@ ZH_REVIEW: dict[str, str] = {
     "Added to case {name}.": "已加入案件 {name}。", "Already in case {name}.": "已在案件 {name} 中。",
     "Case written to {path}": "案件已写入 {path}",
     "Download the case (ZIP)": "下载案件（ZIP）",
+    "**Ask across the library**": "**向资料库提问**", "Question": "问题",
+    "e.g. is a forklift in the walkway?": "例如：通道里有叉车吗？",
+    "Moments to check": "检查的片段数", "Ask": "提问",
+    "Searching and checking the best moments on their frames…": "正在搜索，并在画面上逐帧检查最相关的片段…",
+    "Nothing analysed so far mentions this. Analyse or watch the footage first.":
+        "已分析的内容中没有提到这一点。请先分析或监视相关画面。",
+    "{n} of {m} checked moment(s) show it.": "检查的 {m} 个片段中有 {n} 个显示了这一点。",
+    "None of the {m} checked moment(s) shows it.": "检查的 {m} 个片段都没有显示这一点。",
+    "Searched in {s} ms, checked in {c} ms (threshold P ≥ {p})":
+        "搜索用时 {s} 毫秒，检查用时 {c} 毫秒（阈值 P ≥ {p}）",
 }

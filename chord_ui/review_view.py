@@ -25,6 +25,7 @@ from chord_core.errors import ChordError
 from chord_ui import resources
 from chord_ui.formatting import md_escape, plot_escape
 from chord_ui.i18n import choice_key, t
+from chord_ui.library_view import _thumb
 from chord_ui.uploads import browser_playable, servable
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ def current(item: dict[str, Any]) -> None:
         left, right = st.columns([1, 2])
         with left:
             if shown:
-                _thumb(path, item["thumbnail_s"])
+                _thumb(path, item["thumbnail_s"])  # library_view's: under the media roots
         with right:
             score = "—" if item["score"] is None else f"{item['score']:.2f}"
             st.markdown(t("**{clip}** · {start}–{end} · {severity} · score {score}",
@@ -234,16 +235,6 @@ def _player(item: dict[str, Any]) -> None:
                                                   "label": item["statement"]}])
     _component()(data=data | {"start_s": round(float(item["start_s"]), 4)},
                  key=f"player-{key}")
-
-
-def _thumb(path: str, t_s: float) -> None:
-    from chord_core.config import default_data_dir
-    from chord_core.library.thumbs import thumbnail
-
-    try:
-        st.image(thumbnail(path, t_s, default_data_dir() / "thumbs"), width="stretch")
-    except ChordError as exc:
-        log.info("no thumbnail for %s: %s", path, exc)
 
 
 def item_list(found: list[dict[str, Any]], pos: int) -> None:

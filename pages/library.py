@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from chord_ui import library_view
+from chord_ui import ask_view, library_view
 from chord_ui.i18n import t
 
 st.title(t("Library"))
@@ -15,6 +15,8 @@ st.caption(t("Every clip analysed so far, searchable: descriptions, chapters, gr
              "targets, statements, file names."))
 library_view.search_form()
 library_view.results()
+st.divider()
+ask_view.ask_box()
 st.divider()
 library_view.alerts_section()
 st.divider()

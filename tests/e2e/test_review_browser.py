@@ -186,3 +186,23 @@ def test_review_items_from_a_standing_check_end_in_an_exported_case(
     expect(page.get_by_text(re.compile(r"^No review items here"))).to_be_visible()
     assert all(i["reviewed"] for i in _items(db))
     page.context.close()
+
+
+def test_the_library_ask_box_answers_with_checked_citations(app_server, app_url, browser):
+    """After the walk above the watched clips are in the library: a question naming one of
+    them is searched, its hits checked on their frames by the app's workers, and each claim
+    shown with its clip@time citation and score."""
+    page = browser.new_context(viewport=VIEW, locale="en-US").new_page()
+    page.set_default_timeout(120_000)
+    page.goto(f"{app_url}/library")
+    expect(page.get_by_role("heading", name="Library", exact=True)).to_be_visible()
+    page.get_by_role("textbox", name="Question").fill("yardcam1")
+    page.get_by_role("button", name="Ask", exact=True).click()
+    expect(page.get_by_text(re.compile(r"checked moment\(s\) shows? it\.$"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^Searched in \d+ ms, checked in \d+ ms"))).to_be_visible()
+    cited = page.get_by_text(re.compile(r"yardcam1\.mp4@0:0\d · P = 0\.\d\d"))
+    expect(cited.first).to_be_visible()
+    db = Path(app_server["data"]) / "chord.sqlite3"
+    assert _rows(db, "SELECT COUNT(*) FROM jobs WHERE task = 'entail' AND query = 'yardcam1'"
+                 )[0][0] >= 1  # the check ran as real entail jobs on the clip
+    page.context.close()
