@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from chord_ui import library_view
+from chord_ui import library_view, live_view
 from chord_ui.i18n import language_switch, t
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -33,12 +33,14 @@ def main() -> None:
         st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
         st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
         st.Page("pages/review.py", title=t("Review"), icon=":material/fact_check:"),
+        st.Page("pages/live.py", title=t("Live"), icon=":material/videocam:"),
         st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
     ]
 
     navigation = st.navigation(pages)
     language_switch()
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+    live_view.start_env_streams()  # CHORD_WATCH: its live streams, once per server
     library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
     navigation.run()
 

@@ -17,10 +17,11 @@ import streamlit as st
 
 from chord_ui.locale_zh import ZH as _ZH_ANALYZE
 from chord_ui.locale_zh_library import ZH_LIBRARY
+from chord_ui.locale_zh_live import ZH_LIVE
 from chord_ui.locale_zh_pages import ZH_PAGES
 from chord_ui.locale_zh_review import ZH_REVIEW
 
-ZH: dict[str, str] = {**ZH_REVIEW, **ZH_LIBRARY, **ZH_PAGES, **_ZH_ANALYZE}  # every Chinese text shown
+ZH: dict[str, str] = {**ZH_LIVE, **ZH_REVIEW, **ZH_LIBRARY, **ZH_PAGES, **_ZH_ANALYZE}  # every Chinese text shown
 
 log = logging.getLogger(__name__)
 

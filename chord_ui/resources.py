@@ -179,6 +179,28 @@ def watches() -> Any:
     return BackgroundWatches(job_manager(), store(), settings).start()
 
 
+def _stop_streams(hub: Any) -> None:
+    hub.shutdown()
+
+
+@st.cache_resource(show_spinner=False, on_release=_stop_streams)
+def stream_hub() -> Any:
+    """The live streams of this server (the Live page), over the shared manager and store."""
+    from chord_core.config import default_data_dir
+    from chord_core.streams.hub import StreamHub
+
+    return StreamHub(job_manager(), store(), default_data_dir())
+
+
+@st.cache_resource(show_spinner=False)
+def env_streams() -> list[str]:
+    """Start the live streams ``CHORD_WATCH`` names (once per server); their ids."""
+    from chord_core.streams.background import streams_from_env
+
+    return [stream_hub().start(url, settings)["id"]
+            for url, settings in streams_from_env(cluster().startup_model)]
+
+
 @st.cache_resource(show_spinner=False)
 def long_runs() -> LongRunManager:
     """Long-video runs (chapters, long grounding, search) in background threads."""

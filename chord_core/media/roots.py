@@ -71,11 +71,17 @@ def configured_roots(env: Mapping[str, str] | None = None,
     return list(dict.fromkeys(Path(os.path.realpath(Path(p).expanduser())) for p in items))
 
 
+def streams_root(data_dir: Path | None = None) -> Path:
+    """Where live streams are recorded (always readable: Chord wrote them itself)."""
+    return (data_dir or default_data_dir()) / "streams"
+
+
 def readable_roots(env: Mapping[str, str] | None = None,
                    data_dir: Path | None = None) -> list[Path]:
-    """The media roots plus the uploads folder."""
+    """The media roots plus the uploads folder and the live streams' recordings."""
     uploads = Path(os.path.realpath(uploads_root(data_dir)))
-    return list(dict.fromkeys([*configured_roots(env, data_dir), uploads]))
+    streams = Path(os.path.realpath(streams_root(data_dir)))
+    return list(dict.fromkeys([*configured_roots(env, data_dir), uploads, streams]))
 
 
 def roots_text(roots: list[Path] | None = None) -> str:
