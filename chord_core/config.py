@@ -68,6 +68,9 @@ ENV_VARS = (
            "chord_ui/resources.py"),
     EnvVar("CHORD_DETERMINISTIC", "`1`: deterministic kernels in workers (bit-identical "
            "replicas, slightly slower)", "workers"),
+    EnvVar("CHORD_WARMUP", "workers' warm-up: `auto` (GPU workers warm up before ready, CPU "
+           "workers do not), `full`, `lazy` (ready after loading; the warm-up runs between "
+           "requests) or `off` (`serve --warmup`)", "workers"),
     EnvVar("CHORD_READ_AHEAD", "`0`: workers do not read the next tasks' frames while the "
            "model runs (default on)", "workers"),
     EnvVar("CHORD_READER", "frame reader: `auto` (default: NVDEC, then the CPU decode pool, "
@@ -375,6 +378,18 @@ def decode_procs(env: Mapping[str, str] | None = None) -> int:
 def nvdec_decoders(env: Mapping[str, str] | None = None) -> int:
     """``CHORD_NVDEC_DECODERS``: NVDEC decoder sessions per GPU, one thread each (4)."""
     return _count("CHORD_NVDEC_DECODERS", env, 4, 32)
+
+
+WARMUP_MODES = ("auto", "full", "lazy", "off")
+
+
+def warmup_mode(env: Mapping[str, str] | None = None) -> str:
+    """How workers warm up (``CHORD_WARMUP``, ``serve --warmup``): one of WARMUP_MODES."""
+    mode = (env_value("CHORD_WARMUP", env) or "auto").strip().lower()
+    if mode not in WARMUP_MODES:
+        raise ConfigError(f"CHORD_WARMUP must be one of {', '.join(WARMUP_MODES)}, got "
+                          f"{mode!r}", hint="unset it for the default (auto)")
+    return mode
 
 
 def normalise_strategy(name: str) -> str:

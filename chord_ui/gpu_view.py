@@ -176,11 +176,30 @@ def worker_table_rows(workers: Sequence[dict[str, Any]], manager: Any) -> list[d
     """One row per worker process: where it runs, its state, what it runs, what it did."""
     return [{"worker": w["worker"],
              "devices": ", ".join(f"cuda:{d}" for d in w.get("devices") or ()) or "CPU",
-             "state": t(str(w["state"])), "job": job_label(manager, w.get("job")) or "—",
+             "state": state_text(w), "job": job_label(manager, w.get("job")) or "—",
              "queued": w.get("queued", 0), "tasks done": w.get("tasks_done", 0),
              "busy": human_duration(float(w.get("busy_s") or 0.0)),
              "restarts": w.get("restarts", 0), "ready in": startup_text(w.get("startup")),
              "pid": w.get("pid")} for w in workers]
+
+
+def state_text(w: dict[str, Any]) -> str:
+    """A worker's state as the table shows it: what a starting (or background-warming)
+    worker is doing and about how long it has left; a worker whose model could not be
+    loaded is ``failed`` with the loader's message."""
+    state = str(w["state"])
+    error = w.get("error") or {}
+    if state == "ready" and error and not w.get("model_loaded", True):
+        return f"{t('failed')}: {error.get('message', '')}"
+    warm = w.get("warming") or {}
+    if not warm.get("detail"):
+        return t(state)
+    bits = [str(warm["detail"])]
+    if warm.get("done") is not None and warm.get("total"):
+        bits.append(f"{warm['done']}/{warm['total']}")
+    if warm.get("left_s") is not None:
+        bits.append(t("about {d} left", d=human_duration(float(warm["left_s"]))))
+    return f"{t(state)} — " + "; ".join(bits)
 
 
 def startup_text(startup: dict[str, float] | None) -> str:

@@ -14,7 +14,7 @@ ZH_PAGES: dict[str, str] = {
     "state": "状态", "duration": "用时", "worker": "工作进程", "stage": "阶段",
     "elapsed": "已用时间", "progress": "进度", "devices": "设备", "job": "作业",
     "tasks done": "完成任务数", "busy": "忙碌时间", "restarts": "重启次数",
-    "ready in": "就绪用时", "name": "名称", "memory": "显存", "temp °C": "温度 °C",
+    "ready in": "就绪用时", "about {d} left": "约剩 {d}", "name": "名称", "memory": "显存", "temp °C": "温度 °C",
     "power": "功率", "processes": "进程数",
     # History
     "Show": "显示", "Page": "页",

@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chord_core.analysis.describe_batch import DESCRIBE_BATCH
 from chord_core.analysis.ground_chunks import GroundChunk, assemble_ground, merge_chunks
 from chord_core.analysis.request import (
     AnalysisRequest,
@@ -51,13 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Cache lengths the decode graphs are captured for at warm-up: one clip up to this many
-# prompt + answer tokens, batches of clips or grounding frames up to WARM_BATCH_LEN. Longer
-# requests capture their graph when they first run (a fraction of a second, logged).
-WARM_SINGLE_LEN = 16_384
-WARM_BATCH_LEN = 4_096
-
-
 class Engine:
     """A loaded model plus the analysis pipeline around it."""
 
@@ -88,36 +80,22 @@ class Engine:
                          time.perf_counter() - t0, self._lm.info.device_map)
             return self._lm
 
-    def warmup(self) -> dict[str, float]:
+    def warmup(self, on_step: Any = None) -> dict[str, float]:
         """Run one tiny describe and one tiny grounding batch so the first user request does
         not pay for CUDA context, kernel selection and allocator growth, then capture the
-        decode graphs. Returns seconds per step (``total_s`` for all)."""
-        import numpy as np
+        decode graphs of every shape a request at the default settings reaches
+        (``warmup.py``). Returns seconds per step (``total_s`` for all);
+        ``on_step(detail, done, total)`` as it goes."""
+        from chord_core.analysis.warmup import run_warmup
 
-        from chord_core.model import loading as m
-        lm = self.load()
-        laps = m.Laps()
-        lap, out = laps.lap, laps.steps
-        frames = np.full((2, 252, 448, 3), 127, dtype=np.uint8)
-        meta = {"total_num_frames": 2, "fps": 2.0, "frames_indices": [0, 1], "duration": 1.0}
-        m.describe(lm, frames, meta, "warm-up", 8)
-        lap("describe_s")  # the first decode graph: compiling the step lands here
-        m.ground_images(lm, [frames[0]] * min(2, self.model_cfg.batch_size), "warm-up",
-                        batch_size=self.model_cfg.batch_size, max_new_tokens=8)
-        lap("ground_s")
-        if lm.decoder is not None:  # capture decode graphs now, not on a user's request
-            lm.decoder.prepare((1,), WARM_SINGLE_LEN)
-            # every row count a batch of up to this many clips or frames is padded to
-            top = max(DESCRIBE_BATCH, self.model_cfg.batch_size)
-            lm.decoder.prepare(tuple(range(2, top + 1)), WARM_BATCH_LEN)
-            lap("graphs_s")
-            out["graphs"] = float(lm.decoder.stats["graphs"])
-            if lm.decoder.compiled:
-                from chord_core.model.decode_step import compile_stats
+        return run_warmup(self, on_step)
 
-                out.update(compile_stats())
-        out["total_s"] = laps.total()
-        return out
+    def warmup_steps(self) -> list[Any]:
+        """The warm-up as separate steps (``warmup.WarmStep``), for a worker warming up in
+        the background between requests."""
+        from chord_core.analysis.warmup import warmup_steps
+
+        return warmup_steps(self, self.load())
 
     @property
     def model_info(self) -> ModelInfo | None:

@@ -238,22 +238,33 @@ class FastDecoder:
         return 2 * len(self.layers) * rows * self.n_kv * length * self.head_dim * \
             self.text.embed_tokens.weight.element_size()  # the buffers' dtype (self.dtype)
 
-    def prepare(self, batch_sizes: tuple[int, ...], max_len: int) -> float:
+    def prepare(self, batch_sizes: tuple[int, ...], max_len: int,
+                on_graph: Any = None) -> float:
         """Allocate buffers and capture the decode graph for every cache length up to
         ``max_len`` for these batch sizes, so no request pays for a capture (a worker calls
-        this at start). Returns seconds spent."""
-        t0 = time.perf_counter()
-        if not self.use_graphs:  # nothing to capture ahead on the CPU
-            return 0.0
+        this at start; on the CPU the eager steps are registered the same way, so a
+        request's ``captured_on_request`` counts there too). ``on_graph(done, total)``
+        after each. Returns seconds spent."""
         import torch
 
+        t0 = time.perf_counter()
         top = length_bucket(max_len)
+        sizes = [x for x in _LADDER if x < top] + [top]
+        rows_all = sorted({self.rows_for(b) for b in batch_sizes})
+        done, total = 0, len(rows_all) * len(sizes)
         with torch.inference_mode():
-            for rows in sorted({self.rows_for(b) for b in batch_sizes}):
+            for rows in rows_all:
                 buf = self._buffers_for(rows, top)
-                for size in [x for x in _LADDER if x < top] + [top]:
+                for size in sizes:
                     self._graph(buf, size, on_request=False)
+                    done += 1
+                    if on_graph is not None:
+                        on_graph(done, total)
         return time.perf_counter() - t0
+
+    def prepared(self, batch: int, length: int) -> bool:
+        """Whether a batch of ``batch`` rows at ``length`` positions has its step ready."""
+        return (self.rows_for(batch), length_bucket(length)) in self._graphs
 
     def generate(self, inputs: Any, max_new_tokens: int, *, min_new_tokens: int = 0,
                  cancel: threading.Event | None = None,
@@ -361,6 +372,7 @@ class FastDecoder:
                 self._park(buf, length)
                 self._step(buf, length)
                 self._graphs[key] = _EagerStep(self, buf, length)
+                self.stats["captured_on_request"] += int(on_request)
                 return self._graphs[key]
             with torch.cuda.device(self.device):  # capture on the model's GPU, not cuda:0
                 return self._capture(buf, length, key, on_request)

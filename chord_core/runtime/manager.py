@@ -32,7 +32,7 @@ from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
 from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import MAX_EVENTS_KEPT, JobSpec, JobState, JobStatus, JobTable
 from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, Started,
-                                         Stopped, WorkerDied)
+                                         Stopped, Warming, WorkerDied)
 from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
@@ -167,7 +167,7 @@ class JobManager(JobTable):
     # -- workers ----------------------------------------------------------------------------
     def _spawn(self, w: WorkerSlot) -> None:
         w.handle = self._executor.start(w.spec)
-        w.state, w.batch = WorkerState.STARTING, []
+        w.state, w.batch, w.warming = WorkerState.STARTING, [], None
 
     def _stop_workers(self) -> None:
         """Tell every worker to stop (or terminate them when aborting), wait, kill what is
@@ -273,6 +273,12 @@ class JobManager(JobTable):
             # another model; jobs for the missing model fail with the loader's message.
             w.model_info, w.error, w.state = msg.model_info, msg.error, WorkerState.READY
             w.start_failures, w.startup = 0, msg.startup
+            w.warming = (w.warming or {}) if (w.warming or {}).get("background") else None
+        elif isinstance(msg, Warming):  # {"startup": …}: a background warm-up ended
+            if "startup" in msg.step:
+                w.startup, w.warming = msg.step["startup"], None
+            else:
+                w.warming = msg.step or None
         elif isinstance(msg, Started):
             pass  # the task was marked running when it was sent
         elif isinstance(msg, Progress):

@@ -59,6 +59,16 @@ class Ready:
 
 
 @dataclass(frozen=True)
+class Warming:
+    """A starting (or, with a background warm-up, a ready) worker's start-up step in hand:
+    ``step`` = {"step", "detail", "elapsed_s", "left_s" (None: no estimate yet), "done",
+    "total", "background"}; ``{}`` once the warm-up ended."""
+
+    worker_id: str
+    step: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Started:
     worker_id: str
     task_id: str
@@ -106,5 +116,5 @@ class WorkerDied:
 
 
 ToWorker = RunTasks | CancelTask | StopWorker
-FromWorker = Ready | Started | Progress | Done | Failed | Stopped
-Event = Ready | Started | Progress | Done | Failed | Stopped | WorkerDied
+FromWorker = Ready | Warming | Started | Progress | Done | Failed | Stopped
+Event = Ready | Warming | Started | Progress | Done | Failed | Stopped | WorkerDied

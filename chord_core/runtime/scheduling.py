@@ -82,6 +82,7 @@ class WorkerSlot:
     model_info: dict | None = None
     error: dict | None = None
     startup: dict | None = None      # where the worker's start-up time went (seconds)
+    warming: dict | None = None      # the start-up step in hand (``Warming``), until ready
     respawn_at: float = 0.0          # monotonic time of the next start while "restarting"
     deaths_in_row: int = 0           # deaths without a finished task in between (back-off)
     start_failures: int = 0          # deaths before "ready", in a row
@@ -105,7 +106,8 @@ class WorkerSlot:
                 "queued": len(self.queue), "busy_s": self.busy_s, "tasks_done": self.tasks_done,
                 "restarts": self.restarts, "speed": speed,
                 "pid": self.handle.pid if self.handle else None, "startup": self.startup,
-                "node": self.handle.node if self.handle else None}
+                "node": self.handle.node if self.handle else None, "error": self.error,
+                "model_loaded": self.model_info is not None, "warming": self.warming}
 
 
 @dataclass

@@ -8,7 +8,7 @@ group of several GPUs shards the model over exactly that group. The model is loa
 then tasks arrive on the worker's inbox and messages go back on its outbox (``messages.py``):
 
     manager ──RunTasks──▶ inbox ─▶ serve ─▶ Engine.analyze / ground_chunk / describe_many
-    manager ◀── Ready | Started | Progress | Done | Failed | Stopped ── outbox
+    manager ◀── Warming | Ready | Started | Progress | Done | Failed | Stopped ── outbox
 
 ``worker_main`` is the process's entry point (process set-up, then ``serve``); ``serve`` is
 the loop every executor runs, threads and Ray actors included. A failing task is reported as
@@ -40,7 +40,6 @@ from chord_core.runtime.messages import (
     Expect,
     Failed,
     Progress,
-    Ready,
     RunTasks,
     Started,
     Stopped,
@@ -128,74 +127,6 @@ def _engine_config(spec: WorkerSpec, model: str | None) -> ModelConfig:
     return replace(cfg, device="auto", max_memory=mem, strategy=strategy)
 
 
-def _bytecode_cache() -> None:
-    """Keep compiled Python bytecode for this worker's imports under the Chord cache when the
-    installed packages carry none that is valid (a read-only or copied environment, or
-    PYTHONDONTWRITEBYTECODE): otherwise every worker start compiles torch, transformers and
-    the compiler stack from source again — seconds of each start. Call before importing
-    them. A normal install (valid ``__pycache__`` next to the sources) is left alone."""
-    import importlib.util
-    import sys
-
-    if sys.pycache_prefix:
-        return
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.origin or _bytecode_valid(spec.origin):
-        return
-    from chord_core.config import default_cache_dir
-
-    sys.pycache_prefix = str(default_cache_dir() / "pycache")
-    sys.dont_write_bytecode = False  # into Chord's cache, never next to the sources
-    log.info("installed packages have no valid bytecode; caching it in %s", sys.pycache_prefix)
-
-
-def _bytecode_valid(source: str) -> bool:
-    """Whether the bytecode Python would read for ``source`` exists and matches it (the
-    timestamp check importlib does)."""
-    import importlib.util
-
-    try:
-        with open(importlib.util.cache_from_source(source), "rb") as f:
-            head = f.read(16)
-        st = os.stat(source)
-    except OSError:
-        return False
-    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
-        return False
-    if int.from_bytes(head[4:8], "little") & 1:  # hash-based bytecode: checked differently
-        return True
-    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
-
-
-def _start_engine(spec: WorkerSpec, outbox: Any, t0: float,
-                  factory: EngineFactory) -> WorkerEngine | None:
-    """Load the start-up model and warm it up, then tell the manager — with where the
-    start-up time went (seconds per step, ``total_s`` since the process began its work).
-    Returns the engine, or None when the model could not be loaded."""
-    startup = {"imports_s": time.perf_counter() - t0}
-    engine = factory(_engine_config(spec, None))
-    try:
-        lm = engine.load()
-    except ChordError as exc:
-        # The worker stays up: jobs that name another model (e.g. the test model, or one
-        # downloaded later) can still run here; jobs for this model fail with this error.
-        outbox.put(Ready(spec.worker_id, None, exc.to_dict(), startup))
-        return None
-    startup["load_s"] = lm.load_s
-    startup.update({f"load_{k}": v for k, v in lm.phases.items()})
-    if spec.warmup and not spec.is_cpu:
-        try:
-            startup.update({f"warmup_{k}": v for k, v in engine.warmup().items()})
-        except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
-            log.warning("warm-up failed (%s); the first request will be slower", exc)
-    startup["total_s"] = time.perf_counter() - t0
-    log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f)", startup["total_s"],
-             startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0))
-    outbox.put(Ready(spec.worker_id, engine.model_info.to_dict(), None, startup))
-    return engine
-
-
 def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None:
     """Entry point of a worker process (spawned): set the process up for its GPUs, then
     ``serve`` until told to stop."""
@@ -205,6 +136,9 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (
         spec.visible or ",".join(str(d) for d in spec.devices))
+    from chord_core.runtime.startup import StartReport, resolve_mode
+
+    StartReport(spec, outbox, t0, resolve_mode(spec)).step("importing: torch, transformers")
     prepare_process(spec)
     serve(spec, inbox, outbox, control, t0=t0)
 
@@ -218,7 +152,9 @@ def prepare_process(spec: WorkerSpec) -> None:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
-    _bytecode_cache()
+    from chord_core.runtime.startup import bytecode_cache
+
+    bytecode_cache()
     import torch  # noqa: F401 — only now, after the visible GPUs are fixed
 
     if spec.cpu_threads:
@@ -236,8 +172,11 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
     (default ``Engine``)."""
     if engine_factory is None:
         from chord_core.analysis.engine import Engine as engine_factory
+    from chord_core.runtime.startup import background_step, idle, start_engine
+
     t0 = time.perf_counter() if t0 is None else t0
-    engine = _start_engine(spec, outbox, t0, engine_factory)
+    engine, warm_left, report = start_engine(spec, outbox, t0, engine_factory,
+                                             _engine_config(spec, None))
     read_ahead = read_ahead_mode()
     current: dict[str, Any] = {"task": None, "cancel": threading.Event(), "call": None,
                                "engine": None, "model": None, "now": [],
@@ -245,12 +184,18 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
     threading.Thread(target=_control_loop, args=(control, current), daemon=True,
                      name=f"chord-{spec.worker_id}-control").start()
     while True:
+        if warm_left and engine is not None and idle(inbox):  # CHORD_WARMUP=lazy
+            warm_left = background_step(engine, warm_left, report)
+            continue
         msg = inbox.get()
         if not isinstance(msg, RunTasks):  # StopWorker
             outbox.put(Stopped(spec.worker_id))
             return
         tasks = list(msg.tasks)
-        engine = _engine_for(engine, spec, tasks, outbox, engine_factory)
+        fresh = _engine_for(engine, spec, tasks, outbox, engine_factory)
+        if fresh is not engine:
+            warm_left = []  # another model: its shapes are captured on its requests
+        engine = fresh
         if engine is None:
             continue
         now = [(t.info, t.plan) for t in tasks]

@@ -125,7 +125,7 @@ def require_key(request: Request) -> None:
 def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> FastAPI:
     """The service app over ``runtime`` (a ``ServiceRuntime``: manager + store); request
     bodies are read by ``readers`` (a started ``Readers``; None: this process's threads)."""
-    from chord_core.service import (chat, identity, jobs_routes, library_routes, ofa,
+    from chord_core.service import (chat, health, identity, jobs_routes, library_routes, ofa,
                                     review_routes, streams_routes)
     from chord_core.service.readers import Readers
 
@@ -138,7 +138,7 @@ def create_app(runtime: Any, settings: ServiceSettings, readers: Any = None) -> 
     app.state.runtime, app.state.settings = runtime, settings
     app.state.readers = readers if readers is not None else Readers(0)
     install_handlers(app)
-    app.add_api_route("/health", jobs_routes.health, methods=["GET"])
+    app.add_api_route("/health", health.health, methods=["GET"])
     app.add_api_route("/v1/identity", identity.identity, methods=["GET"])
     guarded = [Depends(require_key)]
     for router in (jobs_routes.router, ofa.router, chat.router, library_routes.router,

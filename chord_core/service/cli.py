@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -49,6 +50,11 @@ def add_parser(sub: Any, model_args: Any) -> None:
                    help="where the workers run: local processes (default) or a Ray cluster")
     g.add_argument("--ray-address", default="auto", metavar="auto|HOST:PORT",
                    help="the Ray cluster (auto: the one this machine joined with `ray start`)")
+    g.add_argument("--warmup", choices=("auto", "full", "lazy", "off"), default=None,
+                   help="auto (default): GPU workers warm up (compile, capture every decode "
+                        "shape of the default settings) before /health says ready; lazy: "
+                        "ready once loaded, the warm-up runs between requests; full: CPU "
+                        "workers too; off ($CHORD_WARMUP)")
     model_args(p)
 
 
@@ -136,6 +142,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from chord_core.service.runtime import start_runtime
 
     settings = _settings(args)  # refused here, before any worker starts
+    if args.warmup:  # the workers read it (they inherit the environment)
+        os.environ["CHORD_WARMUP"] = args.warmup
+    from chord_core.config import warmup_mode
+
+    warmup_mode()  # a bad CHORD_WARMUP is refused here too
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "strategy": args.strategy, "cpu_workers": args.cpu_workers,
         "batch_size_per_gpu": args.batch_size})

@@ -54,30 +54,6 @@ def _runtime(request: Request) -> Any:
     return request.app.state.runtime
 
 
-async def health(request: Request) -> JSONResponse:
-    """200 when a worker is ready; 503 with each worker's loading state before that."""
-    rt = _runtime(request)
-    workers = [{"worker": w["worker"], "state": w["state"], "devices": w["devices"],
-                "startup": w.get("startup"), "busy_s": round(w.get("busy_s", 0.0), 3),
-                "tasks_done": w.get("tasks_done", 0)}
-               for w in await run_in_threadpool(rt.manager.workers)]  # it takes the lock
-    body: dict[str, Any] = {"model": rt.model, "workers": workers,
-                            "uptime_s": round(time.time() - rt.started_at, 1)}
-    from chord_core.service.streams_routes import health_lines
-
-    body["streams"] = health_lines(request.app)  # live streams: state, masked URL
-    if any(w["state"] == "ready" for w in workers):
-        return JSONResponse({"status": "ready", **body})
-    if workers and all(w["state"] == "failed" for w in workers):
-        err = (await run_in_threadpool(rt.manager.model_state)).get("error") or {}
-        return JSONResponse({"status": "failed", "error": err.get("message", "workers failed"),
-                             "hint": err.get("hint", "see the server log"), **body}, 503)
-    ready = sum(w["state"] == "ready" for w in workers)
-    return JSONResponse({"status": "loading", "error": "the model is still loading",
-                         "hint": "retry in a few seconds", "progress": f"{ready}/{len(workers)}"
-                         " workers ready", **body}, 503, headers={"Retry-After": "5"})
-
-
 @router.get("/v1/models")
 async def models(request: Request) -> dict[str, Any]:
     """The served model, as OpenAI's ``/v1/models`` lists models."""

@@ -256,10 +256,11 @@ def test_warm_up_prepares_every_padded_batch_size(lm, monkeypatch):
     from chord_core.analysis.engine import Engine
 
     asked = []
-    monkeypatch.setattr(lm.decoder, "prepare", lambda sizes, max_len: asked.append(
+    monkeypatch.setattr(lm.decoder, "prepare", lambda sizes, max_len, **kw: asked.append(
         ({batch_bucket(b) for b in sizes}, max_len)))
     Engine(ModelConfig(model="test", device="cpu", batch_size=32), loaded=lm).warmup()
-    assert asked == [({1}, 16_384), ({2, 4, 8, 16, 32}, 4_096)]  # 16: batches of 9–16
+    # 16: batches of 9–16; every one up to the default visual-token budget's length
+    assert asked == [({r}, 32_768) for r in (1, 2, 4, 8, 16, 32)]
 
 
 def test_span_bounds_are_read_once_per_tensor_and_never_stale():

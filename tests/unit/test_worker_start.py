@@ -9,7 +9,7 @@ from importlib.machinery import ModuleSpec
 
 import pytest
 
-from chord_core.runtime import workers
+from chord_core.runtime import startup
 
 
 @pytest.fixture
@@ -20,12 +20,12 @@ def source(tmp_path):
 
 
 def test_bytecode_validity_follows_the_source(source):
-    assert not workers._bytecode_valid(str(source))  # never compiled
+    assert not startup.bytecode_valid(str(source))  # never compiled
     py_compile.compile(str(source), doraise=True)
-    assert workers._bytecode_valid(str(source))
+    assert startup.bytecode_valid(str(source))
     st = source.stat()
     os.utime(source, (st.st_atime, st.st_mtime + 10))  # a copy that did not keep times
-    assert not workers._bytecode_valid(str(source))
+    assert not startup.bytecode_valid(str(source))
 
 
 @pytest.mark.parametrize("compiled, want_prefix", [(True, False), (False, True)],
@@ -41,7 +41,7 @@ def test_worker_caches_bytecode_only_where_the_install_has_none(
     monkeypatch.setenv("CHORD_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(sys, "pycache_prefix", None)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    workers._bytecode_cache()
+    startup.bytecode_cache()
     if want_prefix:
         assert sys.pycache_prefix == str(tmp_path / "cache" / "pycache")
         assert not sys.dont_write_bytecode

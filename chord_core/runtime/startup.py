@@ -1,0 +1,224 @@
+"""A worker's start: load the start-up model, warm it up as ``CHORD_WARMUP`` says, and say
+what it is doing while it does (``Warming`` messages: ``/health`` and the app show them).
+
+    imports ─▶ loading the model ─▶ warm-up steps (analysis/warmup.py) ─▶ Ready
+                                └─ lazy: Ready ─▶ warm-up steps between requests
+
+Modes: ``auto`` (the default: GPU workers warm up before they say ready, CPU workers do not —
+they have no graphs to capture), ``full``, ``lazy`` (ready as soon as the model is loaded;
+the warm-up steps run while the worker has nothing queued, one at a time, so a request waits
+at most for the step in hand and captures only the shapes it needs itself) and ``off``.
+
+How long is left comes from the last start of the same model, devices and mode on this
+machine (a small JSON file under the Chord cache); the first start has no estimate (None).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from chord_core.config import warmup_mode
+from chord_core.errors import ChordError
+from chord_core.runtime.messages import Ready, Warming
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import EngineFactory, WorkerEngine
+
+WorkerSpec = Any  # runtime.workers.WorkerSpec (which imports this module)
+
+log = logging.getLogger(__name__)
+
+
+class StartReport:
+    """Sends the worker's start-up step to the manager, with the time left when the last
+    start (same key) says how long the whole start took."""
+
+    def __init__(self, spec: WorkerSpec, outbox: Any, t0: float, mode: str) -> None:
+        self.spec, self.outbox, self.t0, self.mode = spec, outbox, t0, mode
+        self.background = False
+        self.last = _read_history(self._file())
+        self.startup: dict[str, float] = {}  # this start's split, as Ready carried it
+
+    def _file(self) -> Any:
+        from chord_core.config import default_cache_dir
+
+        where = "cpu" if self.spec.is_cpu else f"gpu{len(self.spec.devices)}"
+        key = f"{self.spec.model_cfg.model}|{where}|{self.mode}"
+        return default_cache_dir() / "startup" / (
+            hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
+
+    def step(self, detail: str, done: int | None = None, total: int | None = None) -> None:
+        elapsed = time.perf_counter() - self.t0
+        if self.background:  # against the last background warm-up, from this ready
+            last, spent = self.last.get("warmup_total_s"), elapsed - self.startup["ready_s"]
+        else:
+            last, spent = self.last.get("total_s"), elapsed
+        left = None if last is None else round(max(0.0, float(last) - spent), 1)
+        self.outbox.put(Warming(self.spec.worker_id, {
+            "step": detail.split(":")[0], "detail": detail, "elapsed_s": round(elapsed, 1),
+            "left_s": left, "done": done, "total": total, "background": self.background}))
+
+    def save(self, startup: dict[str, float]) -> None:
+        """Remember this start's split for the next start's estimate."""
+        path = self._file()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(startup))
+            os.replace(tmp, path)
+        except OSError as exc:  # an estimate is a nicety: never a reason to fail a start
+            log.info("could not keep the start-up times in %s (%s)", path, exc)
+
+
+def _read_history(path: Any) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def resolve_mode(spec: WorkerSpec) -> str:
+    """The warm-up this worker runs: full, lazy or off."""
+    if not spec.warmup:
+        return "off"
+    mode = warmup_mode()
+    if mode == "auto":
+        return "off" if spec.is_cpu else "full"
+    return mode
+
+
+def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactory,
+                 model_cfg: Any) -> tuple[WorkerEngine | None, list[Any], StartReport]:
+    """Load the start-up model and warm it up (mode ``resolve_mode``), then tell the manager
+    — with where the start-up time went (seconds per step, ``total_s`` since the process
+    began its work). ``model_cfg``: the engine's (the worker's placement applied). Returns
+    (the engine or None when the model could not be loaded, the
+    warm-up steps left for the background, the reporter)."""
+    mode = resolve_mode(spec)
+    report = StartReport(spec, outbox, t0, mode)
+    startup: dict[str, float] = {"imports_s": time.perf_counter() - t0}
+    report.step("loading the model: weights, processor, fast decoder")
+    engine = factory(model_cfg)
+    try:
+        lm = engine.load()
+    except ChordError as exc:
+        # The worker stays up: jobs that name another model (e.g. the test model, or one
+        # downloaded later) can still run here; jobs for this model fail with this error.
+        outbox.put(Ready(spec.worker_id, None, exc.to_dict(), startup))
+        return None, [], report
+    startup["load_s"] = lm.load_s
+    startup.update({f"load_{k}": v for k, v in lm.phases.items()})
+    steps = _steps(engine) if mode != "off" else []
+    if mode == "full":
+        try:
+            startup.update({f"warmup_{k}": v for k, v in engine.warmup(
+                on_step=report.step).items()})
+        except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
+            log.warning("warm-up failed (%s); the first request will be slower", exc)
+        steps = []
+    startup["total_s"] = startup["ready_s"] = time.perf_counter() - t0
+    log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f%s)", startup["total_s"],
+             startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0),
+             ", the rest in the background" if steps else "")
+    report.startup = startup
+    if steps:
+        report.background = True
+        startup["warmup_background"] = 1.0
+        report.step(f"{steps[0].detail} (in the background)", None, None)
+    else:
+        report.save(startup)
+    outbox.put(Ready(spec.worker_id, engine.model_info.to_dict(), None, startup))
+    report.startup = startup
+    return engine, steps, report
+
+
+def _steps(engine: WorkerEngine) -> list[Any]:
+    """The warm-up as separate steps (an engine without them: one step, its warmup())."""
+    from chord_core.analysis.warmup import WarmStep
+
+    steps = getattr(engine, "warmup_steps", None)
+    if steps is None:
+        return [WarmStep("total_s", "warm-up", lambda _: engine.warmup())]
+    return list(steps())
+
+
+def idle(inbox: Any) -> bool:
+    """Nothing waits in the worker's inbox (a queue without ``empty``: never idle)."""
+    try:
+        return bool(inbox.empty())
+    except (AttributeError, NotImplementedError, OSError):
+        return False
+
+
+def background_step(engine: WorkerEngine, steps: list[Any], report: StartReport) -> list[Any]:
+    """Run the next background warm-up step; returns the steps left. After the last one the
+    manager gets the warm-up's split (and ``/health`` stops saying it is warming)."""
+    step, rest = steps[0], steps[1:]
+    startup = report.startup
+    t = time.perf_counter()
+    try:
+        step.run(lambda done, total: report.step(f"{step.detail} (in the background)",
+                                                 done, total))
+    except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
+        log.warning("background warm-up step failed (%s); requests capture their own", exc)
+        rest = []
+    startup[f"warmup_{step.name}"] = time.perf_counter() - t
+    if rest:
+        report.step(f"{rest[0].detail} (in the background)")
+        return rest
+    from chord_core.analysis.warmup import finish_stats
+
+    lm = engine.load()
+    startup.update({f"warmup_{k}": v for k, v in finish_stats(lm).items()})
+    startup["warmup_total_s"] = time.perf_counter() - report.t0 - startup["ready_s"]
+    startup["total_s"] = time.perf_counter() - report.t0
+    report.save(startup)
+    report.outbox.put(Warming(report.spec.worker_id, {"startup": dict(startup)}))
+    log.info("background warm-up done in %.1f s", startup["warmup_total_s"])
+    return rest
+
+
+def bytecode_cache() -> None:
+    """Keep compiled Python bytecode for this worker's imports under the Chord cache when the
+    installed packages carry none that is valid (a read-only or copied environment, or
+    PYTHONDONTWRITEBYTECODE): otherwise every worker start compiles torch, transformers and
+    the compiler stack from source again — seconds of each start. Call before importing
+    them. A normal install (valid ``__pycache__`` next to the sources) is left alone."""
+    import importlib.util
+    import sys
+
+    if sys.pycache_prefix:
+        return
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin or bytecode_valid(spec.origin):
+        return
+    from chord_core.config import default_cache_dir
+
+    sys.pycache_prefix = str(default_cache_dir() / "pycache")
+    sys.dont_write_bytecode = False  # into Chord's cache, never next to the sources
+    log.info("installed packages have no valid bytecode; caching it in %s", sys.pycache_prefix)
+
+
+def bytecode_valid(source: str) -> bool:
+    """Whether the bytecode Python would read for ``source`` exists and matches it (the
+    timestamp check importlib does)."""
+    import importlib.util
+
+    try:
+        with open(importlib.util.cache_from_source(source), "rb") as f:
+            head = f.read(16)
+        st = os.stat(source)
+    except OSError:
+        return False
+    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(head[4:8], "little") & 1:  # hash-based bytecode: checked differently
+        return True
+    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)

@@ -1,0 +1,91 @@
+"""The service's start as a client sees it, through a real ``serve`` on 127.0.0.1: a model
+that cannot load makes ``/health`` say ``failed`` with the loader's error (never ready), and
+a starting worker says which step it is on; ``--warmup lazy`` answers ready at once and
+warms up between requests, saying so in ``/health``."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import httpx
+import pytest
+from service_server import start_server, stop_server
+
+
+def _poll(url: str, until, timeout: float = 120.0) -> tuple[httpx.Response, list[dict]]:
+    """GET /health until ``until(response)``; returns it and every body seen."""
+    seen: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(url + "/health", timeout=5)
+        except httpx.TransportError:
+            time.sleep(0.1)
+            continue
+        seen.append(r.json())
+        if until(r):
+            return r, seen
+        time.sleep(0.1)
+    raise AssertionError(f"/health never got there: {seen[-1:]}")
+
+
+def test_health_says_failed_with_the_error_when_the_model_cannot_load(tmp_path, tiny_model_dir):
+    broken = tmp_path / "broken-model"
+    shutil.copytree(tiny_model_dir, broken)
+    for f in broken.glob("*.safetensors"):
+        f.write_bytes(f.read_bytes()[:1000])  # a truncated download
+    srv = start_server(tmp_path, "--model", str(broken), "--cpu-workers", "1",
+                       wait_ready=False)
+    try:
+        r, seen = _poll(srv.url, lambda r: r.json().get("status") != "loading")
+        doc = r.json()
+        assert r.status_code == 503 and doc["status"] == "failed", doc
+        assert "could not load the weights" in doc["error"] and doc["hint"]
+        assert doc["workers"][0]["state"] == "failed"
+        assert "could not load the weights" in doc["workers"][0]["error"]
+        # while it started it said what it was doing
+        steps = {w["warming"]["step"] for d in seen for w in d["workers"] if w.get("warming")}
+        assert steps & {"importing", "loading the model"}, seen[:3]
+        clip = srv.media / "c.mp4"
+        from chord_core.testing.videos import make_video
+
+        make_video(clip, duration_s=1.0, fps=4.0, size_wh=(64, 48))
+        job = httpx.post(srv.url + "/v1/jobs", json={"task": "describe",
+                                                     "video_path": str(clip)}).json()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            st = httpx.get(f"{srv.url}/v1/jobs/{job['job_id']}").json()
+            if st["state"] in ("done", "failed"):
+                break
+            time.sleep(0.2)
+        assert st["state"] == "failed" and "could not load" in str(st.get("error")), st
+        assert httpx.get(srv.url + "/health").json()["status"] == "failed"  # still
+    finally:
+        stop_server(srv)
+
+
+@pytest.mark.slow
+def test_lazy_warmup_is_ready_at_once_and_warms_between_requests(tmp_path, tiny_model_dir):
+    srv = start_server(tmp_path, "--cpu-workers", "1", "--warmup", "lazy")
+    try:
+        first = httpx.get(srv.url + "/health").json()
+        assert first["status"] == "ready"
+        clip = srv.media / "c.mp4"
+        from chord_core.testing.videos import make_video
+
+        make_video(clip, duration_s=1.0, fps=4.0, size_wh=(64, 48))
+        sub = httpx.post(srv.url + "/v1/jobs", json={"task": "describe", "video_path": str(clip),
+                                                     "max_new_tokens": 4})
+        assert sub.status_code == 202
+        r, seen = _poll(srv.url, lambda r: "warm_up" not in r.json()
+                        and (r.json()["workers"][0].get("startup") or {}).get("warmup_total_s"))
+        background = [d["warm_up"] for d in [first, *seen] if "warm_up" in d]
+        assert background and all(d["status"] == "ready" for d in seen)
+        assert any("capturing decode graphs" in b["stage"] for b in background), background
+        startup = r.json()["workers"][0]["startup"]
+        assert startup["warmup_total_s"] > 0 and startup["total_s"] > startup["ready_s"]
+        st = httpx.get(f"{srv.url}/v1/jobs/{sub.json()['job_id']}").json()
+        assert st["state"] in ("running", "queued", "done"), st
+    finally:
+        stop_server(srv)
