@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU evidence run (device machine, 2 × H200). Writes everything under $OUT.
-#   bash benchmarks/run_device.sh
+#   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -31,6 +31,20 @@ if [ "${1:-}" = throughput ]; then
         --out "$OUT/thinking.json"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/throughput.log"
   exit 0
+fi
+if [ "${1:-}" = startup ]; then  # issue 35: start-up on one H200, random-weight 7B
+  {
+    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    python3 -c "from chord_core.testing.videos import make_video as m; m('/tmp/c10.mp4', duration_s=10, fps=10, size_wh=(1280, 720))"
+    # what a worker imports, and what each import costs (docs/benchmarks.md)
+    # (the second with the bytecode the first wrote: the hosts set PYTHONDONTWRITEBYTECODE)
+    imp="import torch, transformers; from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration; from chord_core.model import fastgen, loading"
+    for run in cold warm; do PYTHONPYCACHEPREFIX=/tmp/pyc python3 -X importtime -c "$imp" 2> "$OUT/importtime_$run.txt"; done
+    python3 benchmarks/startup.py --model /tmp/chord-rand-7b --clip /tmp/c10.mp4 --timeout 240 \
+        --out "$OUT/startup.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/startup.log"
+  exit
 fi
 {
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv

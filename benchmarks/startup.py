@@ -12,7 +12,14 @@ Every figure comes from one run of this script, so the ratios are same-run ratio
   running (it finds it through the data dir), wall clock of the whole process;
 - the CLI in-process: the same with ``--local`` (loads the model itself), and its load time;
 - weight load: the checkpoint's safetensors bytes over the worker's load seconds (the whole
-  load step, imports included) and over its weights step alone (``weights_gb_per_s``).
+  load step, imports included) and over its weights step alone (``weights_gb_per_s``);
+- ``serve --warmup lazy``: until ``/health`` is 200 (ready once loaded), and its first request
+  while the warm-up runs in the background;
+- in-process: ``Engine.warmup()``, then two ``describe_many`` calls of two different clips
+  each: the first one's extra time and the decode graphs a request captured (0 is the goal).
+
+``serve`` is started with no warm-up flags: its defaults are what is measured (one number,
+the user's). The compile cache's hits and misses come from ``/health`` (``compile_cache``).
 
   python3 benchmarks/startup.py --smoke                 # CPU, the test model (this machine)
   python3 benchmarks/startup.py --model /ckpt/7b --clip clip10s.mp4   # a GPU host
@@ -127,7 +134,7 @@ def _clips(args: argparse.Namespace, work: Path) -> list[str]:
         import shutil
 
         out = []
-        for i in range(3):  # the same frames, a different file: a byte appended at the end
+        for i in range(7):  # the same frames, a different file: a byte appended at the end
             dst = work / f"clip{i}{Path(args.clip).suffix}"
             shutil.copyfile(args.clip, dst)
             with dst.open("ab") as fh:
@@ -137,7 +144,12 @@ def _clips(args: argparse.Namespace, work: Path) -> list[str]:
     from chord_core.testing.videos import make_video
 
     return [str(make_video(work / f"clip{i}.mp4", duration_s=10.0, fps=10.0,
-                           size_wh=(320, 240), seed=i).path) for i in range(3)]
+                           size_wh=(320, 240), seed=i).path) for i in range(7)]
+
+
+def _save(args: argparse.Namespace, res: dict[str, Any]) -> None:
+    """Write what was measured so far (a run cut short keeps its figures)."""
+    Path(args.out).write_text(json.dumps(res, indent=2))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -154,6 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                    work / f"serve-{name}.log", args.timeout)
         res[f"worker_ready_{name}_s"] = round(ready_s, 2)
         res[f"worker_startup_{name}"] = health["workers"][0].get("startup")
+        res[f"compile_cache_{name}"] = health["workers"][0].get("compile_cache")
         if name == "warm":
             first = request_latency(url, clips[0], args.timeout)
             second = request_latency(url, clips[1], args.timeout)
@@ -163,6 +176,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             assert "running on the Chord service" in err, err[-500:]
             res["cli_through_service_s"] = round(wall, 2)
         stop(proc)
+        _save(args, res)
+    proc, url, ready_s, health = start_service(args.model, env, [*extra, "--warmup", "lazy"],
+                                               work / "serve-lazy.log", args.timeout)
+    res["serve_lazy_ready_s"] = round(ready_s, 2)
+    res["serve_lazy_warming_at_ready"] = health.get("warm_up")
+    res["serve_lazy_first_request_s"] = round(request_latency(url, clips[3], args.timeout), 3)
+    stop(proc)
+    _save(args, res)
     wall, doc, _ = cli_wall(["describe", clips[2], "--local", "--model", args.model], env)
     res["cli_in_process_s"] = round(wall, 2)
     res["cli_in_process_load_s"] = doc["timing"]["load_s"]
@@ -174,9 +195,46 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # the H200 the step was 8.0 s of which 4.2 s imports and 3.0 s weights (2026-12-02)
     res["load_gb_per_s"] = round(size / 1e9 / load, 4) if load else None
     res["weights_gb_per_s"] = round(size / 1e9 / weights, 4) if weights else None
+    _save(args, res)
+    res.update(in_process(args, clips[3:7], env))
     res["cli_ratio_in_process_over_service"] = round(res["cli_in_process_s"] /
                                                      res["cli_through_service_s"], 2)
     return res
+
+
+def in_process(args: argparse.Namespace, clips: list[str], env: dict[str, str]
+               ) -> dict[str, Any]:
+    """``Engine.warmup()`` then two ``describe_many`` calls of two new clips each, in a fresh
+    process (this one has not imported torch): seconds, and graphs captured on a request."""
+    code = f"""
+import json, time
+from chord_core.analysis.engine import Engine
+from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import ModelConfig
+e = Engine(ModelConfig(model={args.model!r}, device={"cpu" if args.smoke else "auto"!r}))
+t = time.perf_counter(); e.load(); load = time.perf_counter() - t
+t = time.perf_counter(); w = e.warmup(); warm = time.perf_counter() - t
+dec = e.load().decoder
+times = []
+for pair in ({clips[:2]!r}, {clips[2:]!r}):
+    t = time.perf_counter()
+    e.describe_many([AnalysisRequest(c, "describe") for c in pair], batch_size=2)
+    times.append(time.perf_counter() - t)
+print(json.dumps({{"load_s": load, "warmup_s": warm, "warmup": w, "first": times[0],
+                  "second": times[1], "captured_on_request":
+                  dec.stats["captured_on_request"] if dec else None}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"in-process run exited {out.returncode}: {out.stderr[-2000:]}")
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"engine_warmup_s": round(doc["warmup_s"], 2),
+            "engine_warmup_split": doc["warmup"],
+            "first_describe_many_s": round(doc["first"], 3),
+            "second_describe_many_s": round(doc["second"], 3),
+            "first_describe_many_extra_s": round(doc["first"] - doc["second"], 3),
+            "describe_many_graphs_captured_on_request": doc["captured_on_request"]}
 
 
 def main() -> None:
@@ -188,6 +246,7 @@ def main() -> None:
     p.add_argument("--out", default=None, help="JSON file (default $OUT/startup.json)")
     args = p.parse_args()
     args.model = args.model or "test"
+    args.out = str(args.out or Path(os.environ.get("OUT", ".")) / "startup.json")
     res = run(args)
     for key, value in res.items():
         if not isinstance(value, dict):
@@ -196,9 +255,8 @@ def main() -> None:
         split = res.get(f"worker_startup_{name}") or {}
         print(f"split {name:30} " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()
                                              if isinstance(v, (int, float))))
-    out = Path(args.out or Path(os.environ.get("OUT", ".")) / "startup.json")
-    out.write_text(json.dumps(res, indent=2))
-    print(f"wrote {out}")
+    _save(args, res)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

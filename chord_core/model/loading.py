@@ -173,7 +173,9 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
 def _load_model(cfg: ModelConfig) -> LoadedModel:
     laps = Laps()
     lap = laps.lap
+    from chord_core.model.bytecode import bytecode_cache
 
+    bytecode_cache()  # before the first import of transformers (and torch) in this process
     import torch
     from transformers import AutoProcessor
 

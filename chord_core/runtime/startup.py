@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from chord_core.config import warmup_mode
 from chord_core.errors import ChordError
+from chord_core.model.bytecode import bytecode_cache, bytecode_valid
 from chord_core.runtime.messages import Ready, Warming
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 WorkerSpec = Any  # runtime.workers.WorkerSpec (which imports this module)
 
 log = logging.getLogger(__name__)
+__all__ = ["StartReport", "background_step", "bytecode_cache", "bytecode_valid", "idle",
+           "prefetch_weights", "resolve_mode", "start_engine"]
 
 
 class StartReport:
@@ -184,41 +187,29 @@ def background_step(engine: WorkerEngine, steps: list[Any], report: StartReport)
     return rest
 
 
-def bytecode_cache() -> None:
-    """Keep compiled Python bytecode for this worker's imports under the Chord cache when the
-    installed packages carry none that is valid (a read-only or copied environment, or
-    PYTHONDONTWRITEBYTECODE): otherwise every worker start compiles torch, transformers and
-    the compiler stack from source again — seconds of each start. Call before importing
-    them. A normal install (valid ``__pycache__`` next to the sources) is left alone."""
-    import importlib.util
-    import sys
+def prefetch_weights(model: str) -> int:
+    """Ask the kernel to read the checkpoint's safetensors files into the page cache now
+    (``posix_fadvise`` WILLNEED: it returns at once, the disk works while the worker imports
+    torch and transformers). A hub id, or a system without fadvise: nothing. Returns the
+    bytes asked for."""
+    from pathlib import Path
 
-    if sys.pycache_prefix:
-        return
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.origin or bytecode_valid(spec.origin):
-        return
-    from chord_core.config import default_cache_dir
+    from chord_core.config import TEST_MODELS, default_cache_dir
 
-    sys.pycache_prefix = str(default_cache_dir() / "pycache")
-    sys.dont_write_bytecode = False  # into Chord's cache, never next to the sources
-    log.info("installed packages have no valid bytecode; caching it in %s", sys.pycache_prefix)
-
-
-def bytecode_valid(source: str) -> bool:
-    """Whether the bytecode Python would read for ``source`` exists and matches it (the
-    timestamp check importlib does)."""
-    import importlib.util
-
-    try:
-        with open(importlib.util.cache_from_source(source), "rb") as f:
-            head = f.read(16)
-        st = os.stat(source)
-    except OSError:
-        return False
-    if len(head) < 16 or head[:4] != importlib.util.MAGIC_NUMBER:
-        return False
-    if int.from_bytes(head[4:8], "little") & 1:  # hash-based bytecode: checked differently
-        return True
-    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
-            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+    folder = default_cache_dir() / "models" if model in TEST_MODELS else Path(model)
+    if not hasattr(os, "posix_fadvise") or not folder.is_dir():
+        return 0
+    asked = 0
+    for path in folder.rglob("*.safetensors"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            asked += os.fstat(fd).st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return asked

@@ -136,8 +136,9 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (
         spec.visible or ",".join(str(d) for d in spec.devices))
-    from chord_core.runtime.startup import StartReport, resolve_mode
+    from chord_core.runtime.startup import StartReport, prefetch_weights, resolve_mode
 
+    prefetch_weights(spec.model_cfg.model)  # the disk reads while torch imports
     StartReport(spec, outbox, t0, resolve_mode(spec)).step("importing: torch, transformers")
     prepare_process(spec)
     serve(spec, inbox, outbox, control, t0=t0)

@@ -108,6 +108,10 @@ def test_startup_benchmark_smoke_mode(tmp_path, tiny_model_dir):
     for name in ("cold", "warm"):  # the worker's own split, from /health
         assert {"imports_s", "load_s", "total_s"} <= set(res[f"worker_startup_{name}"])
     assert res["weights_mb"] > 0 and res["cli_in_process_load_s"] > 0
+    assert res["serve_lazy_ready_s"] > 0 and res["serve_lazy_first_request_s"] > 0
+    # in-process: after Engine.warmup() no describe_many request captured a decode step
+    assert res["describe_many_graphs_captured_on_request"] == 0
+    assert res["first_describe_many_s"] > 0 and res["engine_warmup_s"] > 0
 
 
 def test_thinking_entail_harness_cpu_mode(tmp_path):

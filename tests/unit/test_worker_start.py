@@ -47,3 +47,11 @@ def test_worker_caches_bytecode_only_where_the_install_has_none(
         assert not sys.dont_write_bytecode
     else:
         assert sys.pycache_prefix is None and sys.dont_write_bytecode
+
+
+def test_weights_are_prefetched_for_a_folder_and_not_for_a_hub_id(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "model-00001.safetensors").write_bytes(b"x" * 5000)
+    (tmp_path / "config.json").write_text("{}")
+    assert startup.prefetch_weights(str(tmp_path)) == 5000
+    assert startup.prefetch_weights("Qwen/Qwen2.5-VL-7B-Instruct") == 0
