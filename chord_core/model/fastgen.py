@@ -369,8 +369,9 @@ class FastDecoder:
             return self._graphs[key]
         try:
             if not self.use_graphs:  # CPU: the same flow, the step replayed eagerly
-                self._park(buf, length)
-                self._step(buf, length)
+                if on_request:  # (ahead of time, prepare only registers it: nothing to warm)
+                    self._park(buf, length)
+                    self._step(buf, length)
                 self._graphs[key] = _EagerStep(self, buf, length)
                 self.stats["captured_on_request"] += int(on_request)
                 return self._graphs[key]
