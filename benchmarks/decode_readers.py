@@ -245,6 +245,7 @@ def main() -> int:
                     help="rows: opencv,pyav,nvdec,sparse,chord")
     ap.add_argument("--reader", default="all", help="chord rows: nvdec|cpu-pool|default|all")
     ap.add_argument("--kinds", default="dense,sparse,keyframes", help="chord rows' reads")
+    ap.add_argument("--nvdec-decoders", default="4,8", help="chord nvdec rows: sessions per GPU")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                   "decode_readers.json"))
     args = ap.parse_args()
@@ -266,10 +267,15 @@ def main() -> int:
         sampler = _sampler()
         names = ["nvdec", "cpu-pool", "default"] if args.reader == "all" else [args.reader]
         for name in names:
-            for kind in args.kinds.split(","):
-                res[f"chord_{name}_{kind}"] = attempt(chord_reader, args.clip, args.frames,
-                                                      args.every, name, kind, sampler)
-                Path(args.out).write_text(json.dumps(res, indent=2))
+            counts = args.nvdec_decoders.split(",") if name == "nvdec" else [""]
+            for n in counts:
+                if n:
+                    os.environ["CHORD_NVDEC_DECODERS"] = n
+                for kind in args.kinds.split(","):
+                    row = f"chord_{name}_{kind}" + (f"_x{n}" if n else "")
+                    res[row] = attempt(chord_reader, args.clip, args.frames, args.every, name,
+                                       kind, sampler)
+                    Path(args.out).write_text(json.dumps(res, indent=2))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=1))
     return 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU evidence run (device machine, 2 × H200). Writes everything under $OUT.
 #   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
+#   bash benchmarks/run_device.sh decode     # issue 34 only (one H200), see its section
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -45,6 +46,39 @@ if [ "${1:-}" = startup ]; then  # issue 35: start-up on one H200, random-weight
         --out "$OUT/startup.json"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/startup.log"
   exit
+fi
+
+# --- issue 34: readers (NVDEC / CPU pool / default), the real-footage hour ----------------
+# Carried (device README's wheel recipe, all ignored paths of the checkout): .whl/av (PyAV
+# 18.1.0, 36 MB), .whl/nvc (pynvvideocodec 2.2.4 with its FFmpeg source tarball, samples and
+# benchmarks left out of the wheel: 10 MB), .devtmp/seg (the H.264 segment that
+# `benchmarks/footage.py --minutes 2 --source vtest.avi` encodes from opencv-doc's vtest.avi).
+#   run: bash benchmarks/run_device.sh decode     carry: .whl/av .whl/nvc .devtmp/seg
+if [[ "${1:-}" == decode ]]; then
+  {
+    t0=$SECONDS
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/av/*.whl .whl/nvc/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+    python3 benchmarks/footage.py --segment .devtmp/seg/real.segment.mp4 --minutes 60 \
+        --out /tmp/real_hour.mp4
+    python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvdec_reader.py -rs
+    python3 benchmarks/decode_readers.py --clip /tmp/real_hour.mp4 --frames 9000 \
+        --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 \
+        --out "$OUT/decode_readers.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/decode_readers.json')); [print(k, v) for k, v in d.items()]"
+    echo "device s so far: $((SECONDS - t0))"
+    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
+        --clip /tmp/real_hour.mp4 --task both --chunk-s 60 --chapter-s 300 \
+        --frames-per-chunk 16 --chunk-tokens 192 --ground-max-pixels 112896 --tokens 32 \
+        --ground-batch 32 --batch-size 16 --warmup --decode-only-fraction 0.1 \
+        --out "$OUT/long_video.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/long_video.json')); [print(json.dumps(r)) for r in d['runs']]"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode.log"
+  exit 0
 fi
 {
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Protocol, Sequence
 import numpy as np
 
 from chord_core.errors import JobCancelled
+from chord_core.media.av_reader import NONREF_CODECS
 from chord_core.media.gop import GopRead
 from chord_core.media.probe import rotated_wh, upright
 
@@ -41,7 +42,9 @@ class GopFailed(Exception):
 class GopDecoder(Protocol):
     """The decoder boundary of keyframe-to-keyframe reading (see module docstring)."""
 
-    def frames_from(self, key_pts: int, keyframes_only: bool) -> Iterator[tuple[int | None, Any]]:
+    def frames_from(self, key_pts: int, keyframes_only: bool,
+                    wanted_pts: frozenset[int] = frozenset()
+                    ) -> Iterator[tuple[int | None, Any]]:
         ...
 
     def convert(self, frame: Any, size_wh: tuple[int, int] | None, rotation: int) -> np.ndarray:
@@ -81,11 +84,15 @@ def _one_read(decoder: GopDecoder, pts_of: Sequence[int], read: GopRead,
     want = {pts_of[k]: k for k in read.wanted}
     last = pts_of[read.wanted[-1]]
     past = False  # a frame after the last wanted one came out
+    prev: int | None = None
     out.seeks += 1
-    frames = decoder.frames_from(pts_of[read.key], read.keyframe_only)
+    frames = decoder.frames_from(pts_of[read.key], read.keyframe_only, frozenset(want))
     try:
         for pts, frame in frames:
             out.decoded += 1
+            if pts is not None and prev is not None and pts <= prev:
+                raise GopFailed(f"decoded frames are out of order (pts {pts} after {prev})")
+            prev = pts if pts is not None else prev
             k = want.pop(pts, None) if pts is not None else None
             if k is not None:
                 out.frames[k] = decoder.convert(frame, size_wh, rotation)
@@ -132,13 +139,24 @@ class AvGopDecoder:
         self.stream.codec_context.thread_count = threads or _threads()
         self.ctx = self.stream.codec_context
 
-    def frames_from(self, key_pts: int, keyframes_only: bool) -> Iterator[tuple[int | None, Any]]:
+    def frames_from(self, key_pts: int, keyframes_only: bool,
+                    wanted_pts: frozenset[int] = frozenset()
+                    ) -> Iterator[tuple[int | None, Any]]:
+        """Frames from the keyframe at ``key_pts`` on; packets of frames not in
+        ``wanted_pts`` are decoded with ``skip_frame="NONREF"`` (frames nothing refers to
+        are skipped: the codecs of ``av_reader.NONREF_CODECS``)."""
         av = self.av
         self.box.seek(key_pts, stream=self.stream, backward=True, any_frame=False)
         self.ctx.flush_buffers()
-        self.ctx.skip_frame = "NONKEY" if keyframes_only else "DEFAULT"
+        skip_other = "NONKEY" if keyframes_only else \
+            "NONREF" if wanted_pts and self.ctx.name in NONREF_CODECS else "DEFAULT"
+        current = None
         try:
             for packet in self.box.demux(self.stream):
+                skip = "DEFAULT" if packet.pts in wanted_pts and not keyframes_only \
+                    else skip_other
+                if skip != current:
+                    self.ctx.skip_frame = current = skip
                 try:
                     frames = packet.decode()
                 except av.error.InvalidDataError:  # a damaged packet: the next may decode

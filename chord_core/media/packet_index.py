@@ -32,6 +32,7 @@ __all__ = ["PacketIndex", "index_from_packets", "packet_index"]
 log = logging.getLogger(__name__)
 
 CACHE_ENTRIES = 8
+INTRA_ONLY = frozenset({"mjpeg", "rawvideo", "ffv1", "huffyuv", "png", "prores", "dnxhd"})
 _cache: OrderedDict[tuple, PacketIndex | None] = OrderedDict()
 _cache_lock = threading.Lock()
 
@@ -142,6 +143,7 @@ def _scan(p: Path) -> PacketIndex | None:
                 return None
             stream = box.streams.video[0]
             codec, pix_fmt, size = _stream_facts(stream)
+            fmt = str(box.format.name or "").split(",")[0]
             tb = Fraction(stream.time_base or 0)
             try:
                 for packet in box.demux(stream):
@@ -159,5 +161,12 @@ def _scan(p: Path) -> PacketIndex | None:
         return None
     if not tb:
         return None
-    return index_from_packets(found, tb, codec=codec, pix_fmt=pix_fmt, size_wh=size,
-                              complete=complete)
+    got = index_from_packets(found, tb, codec=codec, pix_fmt=pix_fmt, size_wh=size,
+                             complete=complete)
+    if got.usable and fmt == "avi" and codec not in INTRA_ONLY:
+        # AVI stores no presentation times: FFmpeg numbers packets in decode order, so with
+        # B-frames (MPEG-4 Part 2, packed or not) sorted "pts" are not display order
+        from dataclasses import replace
+
+        got = replace(got, usable=False, why="AVI stores no presentation times")
+    return got

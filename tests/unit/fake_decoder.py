@@ -58,7 +58,9 @@ class FakeGopDecoder:
     def __init__(self, stream: FakeStream) -> None:
         self.s = stream
 
-    def frames_from(self, key_pts: int, keyframes_only: bool) -> Iterator[tuple[int | None, Any]]:
+    def frames_from(self, key_pts: int, keyframes_only: bool,
+                    wanted_pts: frozenset[int] = frozenset()
+                    ) -> Iterator[tuple[int | None, Any]]:
         s = self.s
         k = (key_pts - s.pts0) // s.step
         k += s.gop if s.land_late else 0
