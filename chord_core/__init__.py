@@ -17,6 +17,7 @@ from chord_core.analysis.engine import Engine, analyze
 from chord_core.analysis.request import AnalysisRequest, plan
 from chord_core.config import DEFAULT_MODEL, TEST_MODEL, ModelConfig, SamplingConfig
 from chord_core.errors import (
+    AlreadyRunning,
     BatchStopped,
     ChordError,
     ConfigError,
@@ -51,6 +52,7 @@ from chord_core.types import (
 )
 
 __all__ = [
+    "AlreadyRunning",
     "RemoteError",
     "OutOfMemory",
     "InternalError",

@@ -16,6 +16,7 @@
     ├── WorkerCrashed               a worker process died (a poisoned clip; none could start)
     ├── ResumeError                 a job left by a dead process could not be taken up again
     ├── GroupFailed                 children of a group (a batch, a long video) failed
+    ├── AlreadyRunning              another live process runs this same job (a long video)
     ├── RemoteError                 a running service answered the CLI with an error
     ├── InternalError               a bug in Chord (any other exception, stored)
     ├── BatchStopped                the CLI batch was stopped by Ctrl-C / SIGTERM
@@ -131,6 +132,11 @@ class GroupFailed(ChordError):
     answers 424 (Failed Dependency: the parent failed because its children did)."""
 
 
+class AlreadyRunning(ChordError):
+    """Another live process runs this very job (the same long-video run, started twice): it
+    is not taken over, nor run twice. The service answers 409."""
+
+
 class RemoteError(ChordError):
     """The service answered the CLI with an error; ``exit_code`` follows its status (4xx:
     bad input, exit 2). The service itself never raises it (502 if one is ever mapped)."""
@@ -183,7 +189,8 @@ def store_failure(exc: BaseException) -> StoreError:
 EXIT_CODES: tuple[tuple[type[ChordError], int], ...] = (
     (DiskFullError, 2), (StoreError, 2), (InputError, 2),  # fix the input or the disk
     (JobCancelled, 1), (ModelError, 1), (ResourceError, 1), (WorkerCrashed, 1),
-    (ResumeError, 1), (GroupFailed, 1), (RemoteError, 1), (InternalError, 1),
+    (ResumeError, 1), (GroupFailed, 1), (AlreadyRunning, 1), (RemoteError, 1),
+    (InternalError, 1),
     (BatchStopped, 130),
     (ChordError, 1),
 )

@@ -64,13 +64,12 @@ class _Producer(threading.Thread):
             self._put(_END)
 
     def _put(self, item: Any) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.out.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+        """Hand ``item`` over (blocking while the queue is full); False once stopped. A put
+        blocked when the consumer stops is freed by its drain (``stream_frames``)."""
+        if self.stop.is_set():
+            return False
+        self.out.put(item)
+        return True
 
     def _decode(self) -> None:
         import av
@@ -114,10 +113,7 @@ def stream_frames(info: VideoInfo, size_wh: tuple[int, int], *, keyframes_only: 
             if cancel is not None and cancel.is_set():
                 raise JobCancelled("reading the video was cancelled",
                                    hint="run it again; finished chunks are kept")
-            try:
-                item = q.get(timeout=0.2)
-            except queue.Empty:
-                continue
+            item = q.get()  # the producer always ends with _END (or its error)
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -125,6 +121,11 @@ def stream_frames(info: VideoInfo, size_wh: tuple[int, int], *, keyframes_only: 
             yield item
     finally:
         stop.set()
+        try:  # free a put blocked on the full queue: its next put sees stop (one fits)
+            while True:
+                q.get_nowait()
+        except queue.Empty:
+            pass
         producer.join(timeout=5)
 
 

@@ -12,9 +12,17 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chord_core.errors import WorkerCrashed
+
+if TYPE_CHECKING:
+    from chord_core.runtime.scheduling import WorkerSlot
+
+log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 MAX_START_FAILURES = 3
@@ -59,3 +67,21 @@ def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
         f"no worker is left to run this job: all {len(worker_errors)} worker(s) failed{why}",
         hint=((first or {}).get("hint") or "run with -v to see the workers' log")
         + "; then start the app or the service again (its workers start anew)").to_dict()
+
+
+def count_death(w: WorkerSlot, starting: bool, exitcode: int | None) -> bool:
+    """Count a worker's death on its slot: restart it after the back-off (True), or give it
+    up (False, ``w.error`` says why) when it died ``MAX_START_FAILURES`` times starting."""
+    from chord_core.runtime.scheduling import WorkerState
+
+    wid = w.spec.worker_id
+    w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
+    w.start_failures = w.start_failures + 1 if starting else 0
+    if w.start_failures >= MAX_START_FAILURES:
+        w.state, w.error = WorkerState.FAILED, start_failure_error(wid, w.start_failures)
+        log.error("%s", w.error["message"])
+        return False
+    delay = restart_delay_s(w.deaths_in_row)
+    w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
+    log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid, exitcode, delay)
+    return True

@@ -10,6 +10,12 @@ worker's death, from the executor's ``events``.
   the same worker loop, no process set-up, no model isolation.
 * ``RayExecutor`` (``ray_executor.py``) — workers as Ray actors across machines.
 
+The dispatcher blocks in ``events`` until something happens: a worker's message or death,
+or ``wake()`` from another thread (a submit, a cancel, a shutdown). It passes the time left
+to its next timer (a restart's back-off, the lease's renewal) as the timeout, capped at the
+executor's ``max_wait_s`` — None for the two executors here, which see every death as it
+happens; Ray's cannot wait on its queue and its actors together (``ray_executor.py``).
+
 The worker side of every executor is ``workers.serve``; what crosses is ``messages.py``.
 """
 
@@ -89,16 +95,24 @@ class WorkerHandle(ABC):
 
 
 class Executor(ABC):
-    """Starts workers and reports what they say and when they die."""
+    """Starts workers and reports what they say and when they die. ``events`` must return
+    early on ``wake()``; one that cannot wait on everything at once says for how long it may
+    be left waiting (``max_wait_s``: the dispatcher never passes a longer timeout)."""
+
+    max_wait_s: float | None = 0.05  # an executor that cannot be woken: the old poll
 
     @abstractmethod
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         """Start a worker for ``spec``; it reports ``Ready`` when its model is loaded."""
 
     @abstractmethod
-    def events(self, timeout: float) -> list[Event]:
+    def events(self, timeout: float | None) -> list[Event]:
         """Every message and death since the last call, in order per worker; waits up to
-        ``timeout`` s for the first. A death comes after the worker's last message."""
+        ``timeout`` s (None: until something happens) for the first, or until ``wake``. A
+        death comes after the worker's last message."""
+
+    def wake(self) -> None:
+        """Make a waiting (or the next) ``events`` call return now (any thread)."""
 
     def close(self) -> None:
         """Release what the executor itself holds (workers are stopped by the manager)."""
@@ -205,11 +219,22 @@ class ProcessExecutor(Executor):
     """Workers as spawned processes (``worker_main``: CUDA_VISIBLE_DEVICES, parent-death
     signal, threads, then ``serve``). ``target`` replaces ``worker_main`` (tests)."""
 
+    max_wait_s = None  # woken by a message, a death (the sentinel) or ``wake``
+
     def __init__(self, target: Callable[..., None] | None = None) -> None:
         self._ctx = mp.get_context("spawn")
         self._target = target
         self._handles: list[_ProcessHandle] = []
         self._lock = threading.Lock()
+        self._bell, self._ring = mp.Pipe(duplex=False)  # wake(): a byte to wait on
+        self._ring_lock = threading.Lock()
+        self._rung = False  # one byte at most waits in the pipe: a wake never blocks
+
+    def wake(self) -> None:
+        with self._ring_lock:
+            if not self._rung:
+                self._ring.send_bytes(b"!")
+                self._rung = True
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         reader, writer = self._ctx.Pipe(duplex=False)
@@ -224,15 +249,19 @@ class ProcessExecutor(Executor):
             self._handles.append(handle)
         return handle
 
-    def events(self, timeout: float) -> list[Event]:
+    def events(self, timeout: float | None) -> list[Event]:
         with self._lock:
             handles = list(self._handles)
-        waitables = [h.reader for h in handles if h.reader is not None]
+        waitables: list[Any] = [h.reader for h in handles if h.reader is not None]
         waitables += [h.proc.sentinel for h in handles]
+        waitables.append(self._bell)
         out: list[Event] = []
-        if not waitables:
-            return out
         ready = set(wait_ready(waitables, timeout))
+        if self._bell in ready:  # rung: whatever woke us is looked at by the caller
+            with self._ring_lock:
+                while self._bell.poll():
+                    self._bell.recv_bytes()
+                self._rung = False
         for h in handles:
             h.read_all(out)
             if h.proc.sentinel in ready:
@@ -250,6 +279,21 @@ class ProcessExecutor(Executor):
 
 
 # -- threads of this process ----------------------------------------------------------------
+
+class _Ended:
+    """Put on a ThreadExecutor's outbox by a worker thread as it ends."""
+
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id = worker_id
+
+
+class _Wake:
+    """Put on an outbox by ``wake``: it only ends the wait (picklable, for Ray's queue)."""
+
+    worker_id = ""
+
+
+_WAKE = _Wake()
 
 class _ThreadHandle(QueueHandle):
     def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue,
@@ -277,36 +321,50 @@ class ThreadExecutor(Executor):
     """Workers as threads running ``serve`` in this process. ``engine_factory`` builds each
     worker's engine from a ModelConfig (default ``Engine``; tests pass a scripted one)."""
 
+    max_wait_s = None  # a thread's end is told on the outbox (``_Ended``), like a message
+
     def __init__(self, engine_factory: Callable[[Any], Any] | None = None) -> None:
         self._factory = engine_factory
         self._outbox: queue.Queue = queue.Queue()
         self._handles: list[_ThreadHandle] = []
         self._lock = threading.Lock()
 
+    def _serve(self, spec: WorkerSpec, inbox: queue.Queue, control: queue.Queue) -> None:
+        try:
+            serve(spec, inbox, self._outbox, control, engine_factory=self._factory)
+        finally:  # however it ends (SystemExit in tests), the dispatcher hears of it
+            self._outbox.put(_Ended(spec.worker_id))
+
     def start(self, spec: WorkerSpec) -> WorkerHandle:
         inbox: queue.Queue = queue.Queue()
         control: queue.Queue = queue.Queue()
-        thread = threading.Thread(target=serve, name=f"chord-{spec.worker_id}", daemon=True,
-                                  args=(spec, inbox, self._outbox, control),
-                                  kwargs={"engine_factory": self._factory})
+        thread = threading.Thread(target=self._serve, name=f"chord-{spec.worker_id}",
+                                  daemon=True, args=(spec, inbox, control))
         handle = _ThreadHandle(spec.worker_id, thread, inbox, control)
         with self._lock:
             self._handles.append(handle)
         thread.start()
         return handle
 
-    def events(self, timeout: float) -> list[Event]:
-        out: list[Event] = []
+    def wake(self) -> None:
+        self._outbox.put(_WAKE)
+
+    def events(self, timeout: float | None) -> list[Event]:
+        out: list[Any] = []
         try:
             out.append(self._outbox.get(timeout=timeout))
             while True:
                 out.append(self._outbox.get_nowait())
         except queue.Empty:
             pass
+        ended = {m.worker_id for m in out if isinstance(m, _Ended)}
+        out = [m for m in out if m is not _WAKE and not isinstance(m, _Ended)]
         with self._lock:
             for h in list(self._handles):
                 if any(isinstance(m, Stopped) and m.worker_id == h.worker_id for m in out):
                     h.reported = True
+                if h.worker_id in ended:
+                    h.thread.join(5.0)  # it said so on its way out: it ends now
                 if not h.thread.is_alive():
                     while True:  # its last words come before its death
                         try:

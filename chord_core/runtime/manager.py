@@ -9,9 +9,13 @@ model, splits long grounding jobs over the workers, and feeds idle workers
 that an unfinished or done job has returns that job. Workers are started and stopped from
 the dispatcher thread: their parent-death signal (``lifeline.py``) follows it.
 
-``submit`` returns a ``handles.JobHandle`` (await it, or ``result()``), resolved after the
-tick that finished the job. With a store, the manager holds a lease (``leases.py``): it
-resumes only the jobs whose owner is gone, and renews the lease from the dispatcher's tick.
+The dispatcher has no fixed tick: it blocks in ``executor.events`` until a worker's message
+or death, a ``wake`` (``submit``, ``cancel``, ``shutdown``) or its next timer (``_wait_s``:
+a restart's back-off, a cancel's settle deadline, the lease's renewal, a refused write's
+retry). ``submit`` returns a ``handles.JobHandle`` (await it, or ``result()``), resolved
+after the round that finished the job. With a store, the manager holds a lease
+(``leases.py``): it resumes only the jobs whose owner is gone, and renews the lease every
+``HEARTBEAT_S`` from the dispatcher.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, S
 from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
-                                           WorkerState, batch_mates, hand_out, hint_busy,
-                                           job_event, make_tasks, requeue_after_death, steal,
+                                           WorkerState, feed_idle, hint_busy, job_event,
+                                           make_tasks, next_timer, requeue_after_death,
                                            workers_model_state)
 from chord_core.runtime.store_link import StoreLink, mark_pending_writes
 from chord_core.runtime.tasks import BATCHED_TASKS
@@ -47,6 +51,7 @@ from chord_core.types import ModelInfo, ProgressEvent, Result
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = crashes.MAX_ATTEMPTS
+ERROR_RETRY_S = 0.05  # a dispatcher round cut short by an error is run again after this
 
 
 class JobManager(JobTable):
@@ -75,9 +80,12 @@ class JobManager(JobTable):
         self._by_key: dict[str, str] = {}  # content key → its unfinished or done job
         self._stop, self._abort, self._stop_timeout = threading.Event(), False, 10.0
         self._ready = threading.Event()  # every worker loaded its model (or failed to)
-        self._finished_now: list[JobEntry] = []  # their handles resolve after the tick
+        self._finished_now: list[JobEntry] = []  # their handles resolve after the round
+        self._retry_at: float | None = None  # a round an error cut short goes again then
         if store is not None and resume:  # resume False: a tool that resumes only its own
             self._resume_from_store()
+        elif store is not None:
+            self._link.take_lease()
         self._thread = threading.Thread(target=self._dispatch, name="chord-dispatch", daemon=True)
         self._thread.start()
 
@@ -102,6 +110,7 @@ class JobManager(JobTable):
                 self._link.write("add_job", job_id, video_path=req.video_path, task=req.task,
                                  query=req.query, model=model, key=spec.key,
                                  batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
+        self._executor.wake()  # the dispatcher plans it now
         return self.handle(job_id)
 
     def _resume_from_store(self) -> None:
@@ -109,6 +118,12 @@ class JobManager(JobTable):
         again, same ids; a live process's jobs are left alone (``leases.py``)."""
         for job_id, spec in self._link.resumable(self._by_key):
             self.submit(spec, job_id=job_id)
+
+    @property
+    def owner_id(self) -> str | None:
+        """This manager's lease on its store (``leases.py``; None without a store): what
+        its job rows, parent rows and the library's claims name as their owner."""
+        return self._link.lease.owner_id if self._link.lease is not None else None
 
     def store_problem(self) -> dict | None:
         """The last error from the job store (e.g. its disk is full), for the UI and CLI to
@@ -123,6 +138,7 @@ class JobManager(JobTable):
             drop_tasks(job, self._tasks, self._workers, keep=True)
             self._finish(job, JobState.CANCELLED)
             settle(job, self._tasks, self._workers, self._link)  # now, or when tasks answer
+        self._executor.wake()  # its workers' next tasks go out now
         self._resolve_finished()
         return True
 
@@ -160,6 +176,7 @@ class JobManager(JobTable):
         not finish are left queued in the store, for the next start to resume."""
         self._abort, self._stop_timeout = abort, timeout
         self._stop.set()
+        self._executor.wake()
         self._thread.join(timeout + 10)
         if self._thread.is_alive():  # the dispatcher is stuck: stop the workers from here
             self._stop_workers()
@@ -193,20 +210,10 @@ class JobManager(JobTable):
         """Re-queue (or give up) the tasks the worker held; restart it after a back-off, or
         give it up when it keeps dying before it is ready (see ``crashes.py``). The
         executor told its last messages first: a result sent just before dying counts."""
-        wid = w.spec.worker_id
         starting = w.state == "starting"
         self._requeue_after_death(w)
-        w.batch, w.restarts, w.deaths_in_row = [], w.restarts + 1, w.deaths_in_row + 1
-        w.start_failures = w.start_failures + 1 if starting else 0
-        if w.start_failures >= crashes.MAX_START_FAILURES:
-            w.state, w.error = WorkerState.FAILED, crashes.start_failure_error(wid, w.start_failures)
-            log.error("%s", w.error["message"])
-            self._fail_orphans()
-            return
-        delay = crashes.restart_delay_s(w.deaths_in_row)
-        w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
-        log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid,
-                    exitcode, delay)
+        if not crashes.count_death(w, starting, exitcode):
+            self._fail_orphans()  # given up: nothing may wait for it
 
     def _requeue_after_death(self, w: WorkerSlot) -> None:
         """Re-queue what the dead worker ran (``scheduling.requeue_after_death``); the jobs of
@@ -231,7 +238,9 @@ class JobManager(JobTable):
                 self._spawn(w)
         while not self._stop.is_set():
             try:
-                events = self._executor.events(timeout=0.05)  # wakes on a message or a death
+                # blocks until a message, a death, a wake (submit, cancel, shutdown) or the
+                # next timer: no fixed tick
+                events = self._executor.events(timeout=self._wait_s())
                 with self._lock, self._link.deferred():  # store writes after the feeding
                     retention.evict_finished(self, self._tasks, self._link)  # writes all made
                     for event in events:
@@ -242,10 +251,20 @@ class JobManager(JobTable):
                     self._feed_idle_workers()
                     self._fail_orphans()  # no worker left: nothing queued waits forever
                     hint_busy(self._workers, self._tasks)  # jobs queued behind a call
-                self._after_tick()
             except Exception:  # noqa: BLE001 — the dispatcher must survive any one bad job
                 log.exception("dispatcher error")
+                self._retry_at = time.monotonic() + ERROR_RETRY_S  # the rest of the round
+            try:  # the jobs finished before an error are resolved all the same
+                self._after_tick()
+            except Exception:  # noqa: BLE001
+                log.exception("dispatcher error")
         self._stop_workers()
+
+    def _wait_s(self) -> float | None:
+        """Seconds to the dispatcher's next timer (``scheduling.next_timer``; None: none)."""
+        retry, self._retry_at = self._retry_at, None  # a round an error cut short: soon
+        return next_timer(self._workers, self._jobs, self._link.next_due()
+                          + ([retry] if retry is not None else []), self._executor.max_wait_s)
 
     def _after_tick(self) -> None:
         """Outside the lock, once the tick's writes were made: resolve the handles of the
@@ -312,20 +331,7 @@ class JobManager(JobTable):
                 self._feed_idle_workers()
 
     def _feed_idle_workers(self) -> None:
-        for wid, w in self._workers.items():
-            if w.state != "ready" or w.current is not None:
-                continue
-            tid = w.queue.popleft() if w.queue else steal(self._workers, self._tasks,
-                                                          self.balancer, wid)
-            if tid is None:
-                continue
-            batch = [tid] + batch_mates(self._workers, self._tasks, self.balancer, wid,
-                                        self._tasks[tid].task)
-            for t in batch:
-                ts = self._tasks[t]
-                ts.worker, ts.state = wid, TaskPhase.RUNNING
-                self._start_job(ts.task.job_id, wid)
-            hand_out(w, self._tasks, batch)
+        feed_idle(self._workers, self._tasks, self.balancer, self._start_job)
 
     def _fail_orphans(self) -> None:
         """If no worker can run anything, unfinished jobs fail with the workers' error —

@@ -19,7 +19,7 @@ import logging
 import sqlite3
 from typing import Any, Callable, Mapping
 
-from chord_core.errors import ChordError, store_failure
+from chord_core.errors import AlreadyRunning, ChordError, store_failure
 from chord_core.runtime import store_parents
 from chord_core.types import Result
 
@@ -40,6 +40,8 @@ class ParentJobs:
             return None
         try:
             return fn(self.store, *args, **kwargs)
+        except AlreadyRunning:
+            raise  # not a store problem: the caller is told, the run is not started
         except (ChordError, sqlite3.Error) as exc:
             self.problem = (exc if isinstance(exc, ChordError) else store_failure(exc)).to_dict()
             log.error("store: parent row not written: %s", self.problem["message"])
@@ -51,7 +53,8 @@ class ParentJobs:
              query: str = "", spec: Mapping[str, Any] | None = None,
              parent: str | None = None) -> dict[str, Any]:
         """Start (or take up again) the parent ``job_id``; returns its stored row ({} without
-        a store). ``spec`` is what the run was started with (``long_run``: its kind)."""
+        a store). ``spec`` is what the run was started with (``long_run``: its kind).
+        Raises ``AlreadyRunning`` when another live process drives it."""
         doc = {**dict(spec or {}), "long_run": kind, "label": label}
         row = self._write(store_parents.open_parent, job_id, video_path=video_path,
                                task=kind, query=query, model=model, spec=doc,

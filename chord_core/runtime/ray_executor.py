@@ -24,7 +24,7 @@ import socket
 import threading
 from typing import Any
 
-from chord_core.runtime.executors import Executor, QueueHandle, WorkerHandle
+from chord_core.runtime.executors import _WAKE, Executor, QueueHandle, WorkerHandle, _Wake
 from chord_core.runtime.messages import (
     Event,
     Progress,
@@ -190,7 +190,14 @@ class RayExecutor(Executor):
             self._handles.append(handle)
         return handle
 
-    def events(self, timeout: float) -> list[Event]:
+    # an actor's end is seen by ``ray.wait`` on its run, which cannot wait on the outbox
+    # queue at the same time: the dispatcher looks at least this often
+    max_wait_s = 1.0
+
+    def wake(self) -> None:
+        self._outbox.put(_WAKE)
+
+    def events(self, timeout: float | None) -> list[Event]:
         ray = self._ray
         with self._lock:
             handles = [h for h in self._handles if not h.reported]
@@ -203,6 +210,7 @@ class RayExecutor(Executor):
             except Exception:  # noqa: BLE001 — ray.util.queue.Empty: nothing within timeout
                 pass
             out += self._drain()
+        out = [m for m in out if not isinstance(m, _Wake)]
         for msg in out:
             if isinstance(msg, Stopped):
                 for h in handles:

@@ -188,6 +188,38 @@ def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> No
     w.handle.run([tasks[t].task for t in batch], ahead)
 
 
+def feed_idle(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer: Balancer,
+              start_job: Any) -> None:
+    """Hand each idle ready worker its next task (its own queue, else one stolen) with the
+    batch mates that go with it; ``start_job(job_id, worker_id)`` marks each job running."""
+    for wid, w in workers.items():
+        if w.state != "ready" or w.current is not None:
+            continue
+        tid = w.queue.popleft() if w.queue else steal(workers, tasks, balancer, wid)
+        if tid is None:
+            continue
+        batch = [tid] + batch_mates(workers, tasks, balancer, wid, tasks[tid].task)
+        for t in batch:
+            ts = tasks[t]
+            ts.worker, ts.state = wid, TaskPhase.RUNNING
+            start_job(ts.task.job_id, wid)
+        hand_out(w, tasks, batch)
+
+
+def next_timer(workers: dict[str, WorkerSlot], jobs: dict[str, Any], due: list[float],
+               cap: float | None) -> float | None:
+    """Seconds to the dispatcher's next timer — a worker's restart after its back-off, a
+    cancelled job's settle deadline, and ``due`` (``time.monotonic`` stamps: the lease's
+    renewal, a refused write's retry) — at most ``cap`` (what the executor may be left
+    waiting); None when there is none: the dispatcher sleeps until it is woken."""
+    now = time.monotonic()
+    due = due + [w.respawn_at for w in workers.values() if w.state == "restarting"]
+    due += [job.settle_by for job in jobs.values() if job.status.settling]
+    if cap is not None:
+        due.append(now + cap)
+    return None if not due else max(0.0, min(due) - now)
+
+
 def hint_busy(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState]) -> None:
     """Tell each busy worker the tasks queued behind its call when they changed since it
     was told: jobs queued while it runs (a service's next requests) get their frames read

@@ -122,6 +122,12 @@ class StoreLink:
             log.info("store: %d delayed write(s) went through", len(waiting))
         return sorted({str(a[0]) for _, a, _ in waiting if a} - self.unwritten_jobs())
 
+    def next_due(self) -> list[float]:
+        """When (``time.monotonic``) the lease is next renewed and refused writes next tried:
+        the dispatcher's timers (it sleeps until the first)."""
+        due = [self._next_beat] if self.lease is not None else []
+        return due + ([self._next_retry] if self.unwritten else [])
+
     def heartbeat(self) -> None:
         """Renew the lease every ``HEARTBEAT_S`` (from the dispatcher's tick)."""
         now = time.monotonic()
@@ -137,6 +143,19 @@ class StoreLink:
             self._beat_failing = True
         else:
             self._beat_failing = False
+
+    def take_lease(self) -> bool:
+        """Write this process's lease (at start, before any job row names it: a lease first
+        written at the first renewal was logged as "lapsed"); False when the store refused."""
+        if self.lease is None:
+            return False
+        try:
+            self.lease.acquire()
+        except (ChordError, sqlite3.Error) as exc:  # a full disk: run, resume next time
+            log.error("store: could not take a lease: %s", exc)
+            return False
+        self._next_beat = time.monotonic() + HEARTBEAT_S
+        return True
 
     def release(self) -> None:
         """Give the lease back (clean shutdown): this process's unfinished jobs become
@@ -154,10 +173,9 @@ class StoreLink:
         ``by_key`` is the caller's live content-key → job table: a claimed job whose key is
         already there is a duplicate left by an older Chord and is cancelled; one whose spec
         cannot be read is marked failed."""
-        if self.lease is None:
+        if self.lease is None or not self.take_lease():
             return
         try:
-            self.lease.acquire()
             claimed = self.lease.claim_orphans()
         except (ChordError, sqlite3.Error) as exc:  # a full disk: run, resume next time
             log.error("store: could not take a lease or claim unfinished jobs: %s", exc)

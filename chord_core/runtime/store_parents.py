@@ -13,10 +13,13 @@ Only the job runtime writes these rows (``runtime.parents.ParentJobs``).
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import Any, Mapping
 
+from chord_core.errors import AlreadyRunning
 from chord_core.runtime.jobs import FINISHED_STATES
+from chord_core.runtime.leases import owner_gone
 
 
 def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: str = "",
@@ -26,7 +29,9 @@ def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: s
     """The parent's row, made ``running`` (a new row, or one a previous run left unfinished:
     its summary is kept); a done one is left as it is. Returns the row. A ``parent`` the
     store does not have (chapters read from a file) is left out. ``owner``: the lease of the
-    process that drives it, so another live process never claims it as an orphan."""
+    process that drives it, so another live process never claims it as an orphan; a row
+    another live process drives is not taken (``AlreadyRunning``: the same run started twice
+    would run its chunks twice), one whose owner is gone is."""
     parent = parent if parent and store.get_job(parent) is not None else None
     if store.get_job(job_id) is None:
         try:
@@ -35,11 +40,30 @@ def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: s
         except ValueError:
             pass  # another process made it meanwhile
     with store.transaction() as conn:
+        live = _live_owner(conn, job_id, owner)
+        if live is not None:
+            raise AlreadyRunning(
+                f"{video_name or job_id}: this {task} run is already going in another process "
+                f"(pid {live['pid']} on {live['host']}: {live['label'] or '?'})",
+                hint="wait for it to finish, then run this again: its result is read back "
+                     "at once; or stop that process (its finished chunks are kept)")
         conn.execute("UPDATE jobs SET state = 'running', started_at = ?, finished_at = NULL, "
                      "error_json = NULL, attempts = attempts + 1, parent = ?, owner = ? "
                      "WHERE job_id = ? AND state <> 'done'",
                      (time.time(), parent, owner, job_id))
     return store.get_job(job_id) or {}
+
+
+def _live_owner(conn: Any, job_id: str, owner: str | None) -> Any:
+    """The ``owners`` row of the live process that drives the unfinished parent ``job_id``
+    when that is not ``owner``; None when it may be taken (no owner, ours, or gone)."""
+    row = conn.execute("SELECT owner, state FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+    if row is None or row["owner"] in (None, owner) or row["state"] == "done":
+        return None
+    lease = conn.execute("SELECT * FROM owners WHERE owner_id = ?", (row["owner"],)).fetchone()
+    if lease is None or owner_gone(lease, time.time(), socket.gethostname()):
+        return None
+    return lease
 
 
 def set_summary(store: Any, job_id: str, summary: Mapping[str, Any], *,

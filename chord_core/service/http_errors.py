@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 STATUS_BY_CLASS: tuple[tuple[type[E.ChordError], int], ...] = (
     (E.VideoError, 422), (E.ModelNotFoundError, 404), (E.ConfigError, 400),
     (E.OutputError, 400), (E.InputError, 400), (E.JobCancelled, 409),
-    (E.BatchStopped, 409), (E.PlacementError, 503), (E.ModelError, 503),
+    (E.BatchStopped, 409), (E.AlreadyRunning, 409), (E.PlacementError, 503), (E.ModelError, 503),
     (E.ResourceError, 503), (E.StoreError, 503), (E.WorkerCrashed, 503),
     (E.ResumeError, 503), (E.DiskFullError, 507), (E.GroupFailed, 424),
     (E.RemoteError, 502), (E.InternalError, 500),

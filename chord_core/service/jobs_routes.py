@@ -234,7 +234,11 @@ async def get_result(request: Request, job_id: str) -> Any:
 async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
     rt = _runtime(request)
     view = job_view(request, job_id)
-    if rt.live_status(job_id) is None or not await run_in_threadpool(rt.manager.cancel, job_id):
+    if rt.live_status(job_id) is not None:  # a job of this process
+        cancelled = await run_in_threadpool(rt.manager.cancel, job_id)
+    else:  # a parent (a /batch_predict request): its children stop
+        cancelled = bool(await run_in_threadpool(rt.cancel_children, job_id))
+    if not cancelled:
         raise ApiError(409, f"job {job_id} is {view['state']}; only a queued or running job "
                             "of this service can be cancelled", "")
     return job_view(request, job_id)

@@ -151,6 +151,19 @@ class ServiceRuntime:
             self.manager.cancel(job_id)
         log.info("cancelled %d unfinished job(s): %s", len(job_ids), ", ".join(job_ids))
 
+    def cancel_children(self, parent_id: str) -> int:
+        """Cancel the unfinished children this process runs of the parent ``parent_id`` (a
+        ``/batch_predict`` request's tasks); returns how many. The request waiting on them
+        answers with their errors; the parent's row ends cancelled now."""
+        kids = [st.job_id for st in self.manager.jobs()
+                if st.spec.parent == parent_id and not st.state.finished]
+        cancelled = sum(bool(self.manager.cancel(k)) for k in kids)
+        if cancelled:
+            log.info("%s: cancelled %d child job(s)", parent_id, cancelled)
+            self.manager.parents.finish(parent_id, "cancelled", {
+                "progress": {"stage": "tasks", "cancelled": cancelled}})
+        return cancelled
+
     def live_status(self, job_id: str) -> JobStatus | None:
         """The job as this process's manager knows it, or None."""
         try:
@@ -222,13 +235,18 @@ def handle_of(manager: JobRunner, store: JobStore | None, job_id: str) -> JobHan
 
 def end_parent(manager: JobRunner, parent_id: str,
                statuses: Sequence[JobStatus] | None) -> None:
-    """Write how a ``/batch_predict`` parent ended, with its children's counts."""
+    """Write how a ``/batch_predict`` parent ended, with its children's counts (one its
+    DELETE cancelled stays so)."""
     if statuses is None:
         manager.parents.finish(parent_id, "cancelled", {"progress": {"stage": "tasks"}})
         return
     counts: dict[str, int] = {}
     for st in statuses:
         counts[st.state.value] = counts.get(st.state.value, 0) + 1
+    store = manager.parents.store
+    row = store.get_job(parent_id) if store is not None else None
+    if row is not None and row["state"] == "cancelled":  # DELETEd: it ended then
+        return
     manager.parents.finish(parent_id, "done", {
         "counts": counts, "progress": {"stage": "tasks", "done": len(statuses),
                                        "total": len(statuses)}})

@@ -27,7 +27,7 @@ EXPECTED: dict[type[E.ChordError], tuple[int, int]] = {
     E.OutOfMemory: (503, 1), E.StoreError: (503, 2), E.DiskFullError: (507, 2),
     E.WorkerCrashed: (503, 1), E.ResumeError: (503, 1), E.GroupFailed: (424, 1),
     E.RemoteError: (502, 1), E.InternalError: (500, 1), E.BatchStopped: (409, 130),
-    E.JobCancelled: (409, 1), E.DuplicateJob: (409, 1),
+    E.JobCancelled: (409, 1), E.DuplicateJob: (409, 1), E.AlreadyRunning: (409, 1),
 }
 
 
