@@ -152,13 +152,9 @@ def _batches_ahead(info: VideoInfo, keys: list[int], cancel: threading.Event | N
     q: queue.Queue = queue.Queue(maxsize=SCAN_QUEUE)
     stop = threading.Event()
 
-    def put(item: object) -> None:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+    def put(item: object) -> None:  # a put blocked when the consumer stops: freed below
+        if not stop.is_set():
+            q.put(item)
 
     def produce() -> None:
         try:
@@ -185,6 +181,11 @@ def _batches_ahead(info: VideoInfo, keys: list[int], cancel: threading.Event | N
                 yield k, t, rgb
     finally:
         stop.set()
+        try:  # free a put blocked on the full queue: the producer's next put sees stop
+            while True:
+                q.get_nowait()
+        except queue.Empty:
+            pass
 
 
 def _peaks(dists: list[tuple[int, float]], threshold: float) -> list[tuple[int, float]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from chord_core.errors import WorkerCrashed
 
@@ -67,6 +67,12 @@ def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
         f"no worker is left to run this job: all {len(worker_errors)} worker(s) failed{why}",
         hint=((first or {}).get("hint") or "run with -v to see the workers' log")
         + "; then start the app or the service again (its workers start anew)").to_dict()
+
+
+def due_restarts(workers: Iterable[WorkerSlot]) -> list[WorkerSlot]:
+    """The restarting workers whose back-off is over."""
+    now = time.monotonic()
+    return [w for w in workers if w.state == "restarting" and now >= w.respawn_at]
 
 
 def count_death(w: WorkerSlot, starting: bool, exitcode: int | None) -> bool:

@@ -9,13 +9,10 @@ model, splits long grounding jobs over the workers, and feeds idle workers
 that an unfinished or done job has returns that job. Workers are started and stopped from
 the dispatcher thread: their parent-death signal (``lifeline.py``) follows it.
 
-The dispatcher has no fixed tick: it blocks in ``executor.events`` until a worker's message
-or death, a ``wake`` (``submit``, ``cancel``, ``shutdown``) or its next timer (``_wait_s``:
-a restart's back-off, a cancel's settle deadline, the lease's renewal, a refused write's
-retry). ``submit`` returns a ``handles.JobHandle`` (await it, or ``result()``), resolved
-after the round that finished the job. With a store, the manager holds a lease
-(``leases.py``): it resumes only the jobs whose owner is gone, and renews the lease every
-``HEARTBEAT_S`` from the dispatcher.
+No fixed tick: the dispatcher blocks in ``executor.events`` until a message, a death, a
+``wake`` (submit, cancel, shutdown) or its next timer (``scheduling.next_timer``).
+``submit`` returns a ``handles.JobHandle``. With a store the manager holds a lease from the
+start (``leases.py``), resumes only the jobs whose owner is gone, and renews it every 2 s.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from chord_core.analysis.ground_chunks import GroundChunk, merge_chunks
+from chord_core.analysis.ground_chunks import merge_chunks
 from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
 from chord_core.runtime import crashes, retention
 from chord_core.runtime.balancer import Balancer
@@ -121,8 +118,7 @@ class JobManager(JobTable):
 
     @property
     def owner_id(self) -> str | None:
-        """This manager's lease on its store (``leases.py``; None without a store): what
-        its job rows, parent rows and the library's claims name as their owner."""
+        """This manager's lease id (``leases.py``; None without a store): its rows' owner."""
         return self._link.lease.owner_id if self._link.lease is not None else None
 
     def store_problem(self) -> dict | None:
@@ -201,10 +197,8 @@ class JobManager(JobTable):
         self._link.release()  # its unfinished jobs are orphans now: the next start takes them
 
     def _respawn_due(self) -> None:
-        now = time.monotonic()
-        for w in self._workers.values():
-            if w.state == "restarting" and now >= w.respawn_at:
-                self._spawn(w)
+        for w in crashes.due_restarts(self._workers.values()):
+            self._spawn(w)
 
     def _on_worker_died(self, w: WorkerSlot, exitcode: int | None) -> None:
         """Re-queue (or give up) the tasks the worker held; restart it after a back-off, or
@@ -407,9 +401,9 @@ class JobManager(JobTable):
         settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
 
     def _merge(self, job: JobEntry, w: WorkerSlot) -> Result:
-        chunks: list[GroundChunk] = [self._tasks[t].payload for t in job.tasks]
-        info = ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""})
-        return merge_chunks(job.status.spec.request, job.info, job.plan, chunks, info,
+        return merge_chunks(job.status.spec.request, job.info, job.plan,
+                            [self._tasks[t].payload for t in job.tasks],
+                            ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""}),
                             probe_s=job.probe_s, t0=job.t0)
 
     def _finish(self, job: JobEntry, state: JobState, *, result: Result | None = None,

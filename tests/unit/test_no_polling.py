@@ -99,13 +99,7 @@ def polls(folder: str) -> list[str]:
     return found
 
 
-# the library's and the CLI's watch loops are the "watch" helper's part of issue 38: strict,
-# so this fails (XPASS) the moment they are gone — then the mark must go
-_WATCH = pytest.mark.xfail(strict=True, reason="watch folders still poll (issue 38, w4-watch)")
-
-
-@pytest.mark.parametrize("folder", [pytest.param(f, marks=_WATCH) if f in ("library", "cli")
-                                    else f for f in FOLDERS])
+@pytest.mark.parametrize("folder", FOLDERS)
 def test_nothing_sleeps_in_a_loop(folder: str) -> None:
     assert polls(folder) == []
 
