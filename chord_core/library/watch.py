@@ -47,6 +47,9 @@ __all__ = ["FolderWatcher", "WatchSettings", "WATCH_TASKS", "lease_owner", "utf8
 log = logging.getLogger(__name__)
 
 RETRY_S = 2.0  # a step that failed (a store busy past its timeout) is tried again after this
+# A rescan lists up to this many files, for this long (a page's listing stops at 1,000: a
+# folder of 1,500 new files had its last 500 never taken)
+RESCAN_MAX, RESCAN_S = 50_000, 60.0
 RECHECK_S = 30.0  # a file another live process claimed is looked at again this often
 
 
@@ -174,16 +177,21 @@ class FolderWatcher:
         self.inbox.post(lambda: self._note(path))
 
     def _rescan(self) -> None:
-        from chord_core.media.roots import list_videos
+        from chord_core.media.roots import MAX_DEPTH, list_videos
 
         self._scanned = True
         if not self.once:
             self.inbox.after(self.settings.rescan_s, self._rescan)
         try:
-            paths = list(list_videos(str(self.folder)).paths)
+            listing = list_videos(str(self.folder), limit=RESCAN_MAX, max_seconds=RESCAN_S)
         except ChordError:
             return  # an empty folder (or one gone): nothing to take
-        for path in paths:
+        if listing.truncated:
+            log.warning("watch %s: the rescan stopped at %d files (%d at most, %.0f s, %d "
+                        "folder levels): split the folder, or files past that are taken only "
+                        "when they change", self.folder, len(listing.paths), RESCAN_MAX,
+                        RESCAN_S, MAX_DEPTH)
+        for path in listing.paths:
             self._note(str(path))
 
     def _note(self, path: str) -> None:

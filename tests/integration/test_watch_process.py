@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,3 +38,36 @@ def test_watch_once_skips_an_empty_file_and_a_non_utf8_name_and_exits(tmp_path):
     with sqlite3.connect(data / "chord.sqlite3") as conn:
         assert conn.execute("SELECT COUNT(*) FROM library_watch_files").fetchone() == (0,)
         assert conn.execute("SELECT COUNT(*) FROM jobs").fetchone() == (0,)
+
+
+@pytest.mark.slow
+def test_a_folder_of_1500_new_files_is_claimed_whole(tmp_path):
+    """The rescan is not a page's listing (stopped at 1,000: the last 500 files of a
+    folder were never taken). Every file is claimed, in one transaction, in seconds."""
+    import time
+
+    media, data = tmp_path / "media", tmp_path / "data"
+    folder = media / "cams"
+    folder.mkdir(parents=True)
+    for i in range(1500):
+        (folder / f"cam-{i:05d}.mp4").write_bytes(b"not a video %d" % i)
+    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
+    log = tmp_path / "watch.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chord_core", "watch", str(folder), "--settle-s", "0",
+         "--model", "test", "--cpu-workers", "1", "--rescan-s", "3600"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    try:
+        deadline, count = time.monotonic() + 90, 0
+        while count < 1500 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                with sqlite3.connect(data / "chord.sqlite3", timeout=5) as conn:
+                    count = conn.execute("SELECT COUNT(*) FROM library_watch_files"
+                                         ).fetchone()[0]
+            except sqlite3.OperationalError:  # not made yet
+                continue
+        assert count == 1500, log.read_text()[-3000:]
+    finally:
+        proc.terminate()
+        proc.wait(30)
