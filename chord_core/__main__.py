@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="write a stored result (a job id) as JSON")
     p.add_argument("job_id", help="as named by an error, the History page or summary.json")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+    p.add_argument("--coco", default=None, metavar="DIR", help="a grounding result as a COCO "
+                   "dataset: the sampled frames and their boxes, under DIR/coco/")
+    p.add_argument("--yolo", default=None, metavar="DIR", help="…as a YOLO dataset, under "
+                   "DIR/yolo/ (images, labels, data.yaml)")
 
     from chord_core.longvideo.cli import add_parsers as add_long_video_parsers
     from chord_core.service.cli import (
@@ -278,7 +282,24 @@ def cmd_export(args: argparse.Namespace) -> int:
     if doc is None:
         raise ChordError(f"no stored result for job {args.job_id} in {where}",
                          hint="check the job id; CHORD_DATA_DIR must be the same as when it ran")
+    if args.coco or args.yolo:
+        return _export_datasets(doc, args)
     emit(doc, args.json_out)
+    return 0
+
+
+def _export_datasets(doc: dict, args: argparse.Namespace) -> int:
+    """``export JOB --coco DIR / --yolo DIR``: the clip read again under the media roots."""
+    from chord_core.analysis.dataset_export import export
+    from chord_core.media.roots import check_regular_video
+    from chord_core.types import Result
+
+    result = Result.from_dict(doc)
+    clip = check_regular_video(result.video.path)
+    for fmt, out in (("coco", args.coco), ("yolo", args.yolo)):
+        if out:
+            folder = export(result, clip, out, fmt)
+            print(f"wrote the {fmt.upper()} dataset to {folder}", file=sys.stderr)
     return 0
 
 

@@ -46,4 +46,5 @@ ZH_REVIEW: dict[str, str] = {
     "None of the {m} checked moment(s) shows it.": "检查的 {m} 个片段都没有显示这一点。",
     "Searched in {s} ms, checked in {c} ms (threshold P ≥ {p})":
         "搜索用时 {s} 毫秒，检查用时 {c} 毫秒（阈值 P ≥ {p}）",
+    "COCO dataset (ZIP)": "COCO 数据集（ZIP）", "YOLO dataset (ZIP)": "YOLO 数据集（ZIP）",
 }

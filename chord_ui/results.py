@@ -149,6 +149,10 @@ def _grounding(result: Result, clip: ClipSource, job_id: str) -> None:
     if has_frames:
         with cols[2]:
             _annotated_video(result, clip, job_id)
+        if result.detections:  # the sampled frames and their boxes, for annotation tools
+            from chord_ui.dataset_downloads import dataset_buttons
+
+            dataset_buttons(cols[1], result, clip, job_id)
 
 
 def _score_filter(result: Result, job_id: str) -> Result:

@@ -45,7 +45,7 @@ def test_placeholders_match(text: str) -> None:
     assert not re.search(r"[A-Za-z]{4,}", re.sub(r"\{\w*\}|\*\*|`[^`]*`|CHORD_\w+|Qwen\S*|"
                                                   r"Hugging Face|Hub|PyAV|H\.264|JSON|CSV|MP4|"
                                                   r"config\.json|safetensors|fps|GiB|GPU|NVIDIA|"
-                                                  r"Chord|NVML|chord batch|chord\.result/v1|summary\.json|"
+                                                  r"Chord|NVML|COCO|YOLO|chord batch|chord\.result/v1|summary\.json|"
                                                   r"mp4|avi|mov|mkv|webm", "",
                                                   ZH[text])), ZH[text]
 
