@@ -80,14 +80,21 @@ def cmd_watch_stream(args: argparse.Namespace) -> int:
 
 
 def _follow(hub: Any, stream_id: str, stop_after: float | None) -> str:
-    """Print states, chunks and alerts until Ctrl-C, ``stop_after`` or a failed stream."""
+    """Print states, chunks and alerts until Ctrl-C, ``stop_after`` or a failed stream
+    (woken by the hub's ``changed`` event: nothing polls)."""
     stop = threading.Event()
-    old = signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    def interrupted(*_: Any) -> None:
+        stop.set()
+        hub.changed.set()
+
+    old = signal.signal(signal.SIGINT, interrupted)
     began, last_state = time.monotonic(), ""
     seen_chunks: set[str] = set()
     seen_alerts: set[int] = set()
     try:
         while not stop.is_set():
+            hub.changed.clear()  # before reading: a change meanwhile wakes the next wait
             info = hub.describe(stream_id)
             if info["state"] != last_state:
                 last_state = info["state"]
@@ -97,7 +104,8 @@ def _follow(hub: Any, stream_id: str, stop_after: float | None) -> str:
             if last_state == "failed" or (stop_after is not None
                                           and time.monotonic() - began >= stop_after):
                 break
-            stop.wait(0.5)
+            left = None if stop_after is None else stop_after - (time.monotonic() - began)
+            hub.changed.wait(left)  # woken by a state change, a finished chunk, Ctrl-C
     finally:
         signal.signal(signal.SIGINT, old)
     return last_state

@@ -91,6 +91,9 @@ class StreamHub:
         self._live: dict[str, _Live] = {}
         self._pending: dict[str, list[Any]] = {}  # chunk path → [jobs not finished, state]
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when no chunk is pending
+        # set on every state change and finished chunk (a follower waits on it, then clears)
+        self.changed = threading.Event()
         self._done: queue.Queue[tuple[str, str, str, Any] | None] = queue.Queue()
         self._follower = threading.Thread(target=self._follow, name="live-chunks", daemon=True)
         self._follower.start()
@@ -157,13 +160,8 @@ class StreamHub:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every recorded chunk's jobs ended (True) or ``timeout`` passed."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._pending:
-                    return True
-            time.sleep(0.1)
-        return False
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._pending, timeout)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -179,6 +177,7 @@ class StreamHub:
             self.table.status(stream_id, status.to_dict())
         except Exception as exc:  # noqa: BLE001 — a busy store never stops the ingest
             log.warning("stream %s: state not stored (%s)", stream_id, exc)
+        self.changed.set()
 
     def _segment(self, seg: Segment) -> None:
         """A closed segment: its chunk jobs, its row, then the retention."""
@@ -259,8 +258,11 @@ class StreamHub:
             finished = left[0] <= 0
             if finished:
                 self._pending.pop(path, None)
+                if not self._pending:
+                    self._idle.notify_all()
         # the chunk's state is set once all of its jobs ended ("failed"/"cancelled": one did)
         self.table.chunk_done(stream_id, path, left[1] if finished else "analysing", fired)
+        self.changed.set()
 
 
 __all__ = ["StreamHub", "StreamSettings"]

@@ -52,6 +52,7 @@ class _Open:
     last_t: float = 0.0
     last_dts: int | None = None
     frame_s: float = 0.0
+    base: int | None = None  # the first packet's decode time, in the source's ticks
 
 
 class SegmentWriter:
@@ -98,14 +99,21 @@ class SegmentWriter:
             if not packet.is_keyframe:
                 return False
             cur = self._open = self._start(source, t, wall)
-        rebased = int(round((t - cur.t0) / float(source.time_base)))
-        dts = rebased if cur.last_dts is None or rebased > cur.last_dts else cur.last_dts + 1
-        packet.pts, packet.dts = dts, dts
+        # times in the source's ticks, less the segment's first decode time; pts keeps its
+        # offset from dts (B-frames are reordered, not retimed); dts only goes forward
+        pts_ticks = int(packet.pts)
+        dts_ticks = int(packet.dts) if packet.dts is not None else pts_ticks
+        if cur.base is None:
+            cur.base = dts_ticks
+        dts = dts_ticks - cur.base
+        if cur.last_dts is not None and dts <= cur.last_dts:
+            dts = cur.last_dts + 1
+        packet.pts, packet.dts = max(dts, pts_ticks - cur.base), dts
         packet.stream = cur.stream
         cur.box.mux(packet)
-        if cur.segment.frames:
+        if cur.segment.frames and t > cur.last_t:
             cur.frame_s = max(1e-3, t - cur.last_t)
-        cur.last_dts, cur.last_t = dts, t
+        cur.last_dts, cur.last_t = dts, max(t, cur.last_t)
         cur.segment.frames += 1
         return True
 
