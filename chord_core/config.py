@@ -127,6 +127,11 @@ ENV_VARS = (
            "ServiceSettings, service/caps.py"),
     EnvVar("CHORD_API_READ_TIMEOUT_S", "seconds a client has to send its headers, and the "
            "longest pause inside a body (10)", "ServiceSettings, service/protocol.py"),
+    EnvVar("CHORD_API_BODY_TIMEOUT_S", "seconds a whole request body may take to arrive, "
+           "however it is paced (300)", "ServiceSettings, service/protocol.py"),
+    EnvVar("CHORD_API_MAX_STREAMS", "event streams (/v1/alerts/events) one key, or one "
+           "address without a key, may hold open (1024; more: 429)",
+           "ServiceSettings, service/alert_stream.py"),
     EnvVar("CHORD_API_UPLOAD_RETENTION_H", "hours the service keeps files clients sent "
            "(uploads/api) after their jobs finished (24; `0`: keep)",
            "ServiceSettings, service/retention.py"),

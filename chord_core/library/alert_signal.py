@@ -17,6 +17,8 @@ inotify limit, a file system without events), the caller keeps its periodic re-r
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -39,11 +41,24 @@ def announce(db: str | Path, alert_id: int) -> None:
     raised: the alert is stored, and streams still find it on their periodic re-read."""
     folder = signal_dir(db)
     try:
-        folder.mkdir(exist_ok=True)
-        (folder / SIGNAL_NAME).write_text(f"{int(alert_id)}\n")
+        private_signal_dir(folder)
+        fd = os.open(folder / SIGNAL_NAME, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                     os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            os.fchmod(fd, 0o600)  # one made before (0644 under umask 022) is tightened
+            fh.write(f"{int(alert_id)}\n")
     except OSError as exc:
         log.warning("alert %s stored; streams in other processes were not woken (%s): they "
                     "find it on their next re-read", alert_id, exc)
+
+
+def private_signal_dir(folder: Path) -> None:
+    """The signal folder, made 0700 (``mkdir``'s mode is cut by the umask only, so under
+    umask 000 it was 0777, under 022 0755: issue 40); a looser one found is tightened (it
+    is Chord's own folder). Its file is 0600: which alert was stored last is the user's."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        os.chmod(folder, 0o700)
 
 
 def listen(db: str | Path, wake: Callable[[], None]) -> bool:
@@ -71,7 +86,7 @@ def _observe(folder: Path, wake: Callable[[], None]) -> Any:
 
     observer = Observer()
     try:
-        folder.mkdir(exist_ok=True)
+        private_signal_dir(folder)
         observer.schedule(Handler(), str(folder), recursive=False)
         observer.start()
     except OSError as exc:

@@ -74,6 +74,7 @@ class LibraryIndex:
         self.path = Path(path)
         Store(self.path).close()  # the store's tables exist (a fresh or damaged file is fixed)
         self._lock = threading.RLock()
+        self.sync_lock = threading.Lock()  # one catch-up at a time (library/catch_up.py)
         self._runs_checked = -RUNS_CHECK_S
         # search.doc_freq's counts, by word: (passages in all when counted, count)
         self.df_cache: dict[str, tuple[int, int]] = {}
@@ -194,21 +195,28 @@ class LibraryIndex:
         """Index what the store saved since the last sync; returns passages added.
         Long-video chapters runs are looked for when ``runs``, or (None) every
         RUNS_CHECK_S seconds."""
-        added = 0
-        while True:
-            at, job = self._watermark()
-            rows = self.read(
-                "SELECT r.job_id, r.created_at, r.result_json, j.state, j.video_path, j.task, "
-                "j.finished_at FROM results r JOIN jobs j ON j.job_id = r.job_id "
-                "WHERE (r.created_at, r.job_id) > (?, ?) "  # a row value: one index seek
-                "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, SYNC_BATCH))
-            if not rows:
-                break
-            added += self._index_results(rows)
+        added, more = 0, True
+        while more:
+            step, more = self.sync_step()
+            added += step
         if runs or (runs is None and time.monotonic() - self._runs_checked >= RUNS_CHECK_S):
             self._runs_checked = time.monotonic()
             added += self._sync_runs()
         return added
+
+    def sync_step(self) -> tuple[int, bool]:
+        """Index at most SYNC_BATCH of the results saved since the last sync (one
+        transaction): (passages added, whether more may be waiting). A caller that must
+        stay responsive takes these steps one at a time (``library.catch_up``)."""
+        at, job = self._watermark()
+        rows = self.read(
+            "SELECT r.job_id, r.created_at, r.result_json, j.state, j.video_path, j.task, "
+            "j.finished_at FROM results r JOIN jobs j ON j.job_id = r.job_id "
+            "WHERE (r.created_at, r.job_id) > (?, ?) "  # a row value: one index seek
+            "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, SYNC_BATCH))
+        if not rows:
+            return 0, False
+        return self._index_results(rows), len(rows) >= SYNC_BATCH
 
     def _index_results(self, rows: Sequence[sqlite3.Row]) -> int:
         added = 0

@@ -112,7 +112,7 @@ def _http_limits(settings: Any) -> dict[str, Any]:
     (protocol.py; uvicorn's own parsers bound neither)."""
     from chord_core.service.protocol import MAX_HEADER_BYTES, protocol_class
 
-    return {"http": protocol_class(settings.read_timeout_s),
+    return {"http": protocol_class(settings.read_timeout_s, settings.body_timeout_s),
             "h11_max_incomplete_event_size": MAX_HEADER_BYTES, "timeout_keep_alive": 5}
 
 

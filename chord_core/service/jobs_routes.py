@@ -64,8 +64,14 @@ async def models(request: Request) -> dict[str, Any]:
 
 async def _body_and_upload(request: Request) -> tuple[dict[str, Any], Any]:
     """The job fields and the uploaded file (None for JSON bodies)."""
-    ctype = request.headers.get("content-type", "")
-    if ctype.startswith(("multipart/form-data", "application/x-www-form-urlencoded")):
+    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if ctype and ctype != "multipart/form-data" and ctype != "application/json" and \
+            not ctype.endswith("+json"):  # issue 40: a urlencoded form was taken (202)
+        raise ApiError(415, f"a job is JSON or a multipart upload, not {ctype[:80]}",
+                       "send 'Content-Type: application/json' with a JSON object (curl: -H "
+                       "'content-type: application/json' -d '{...}'), or upload the clip "
+                       "as multipart/form-data (curl -F task=describe -F file=@clip.mp4)")
+    if ctype == "multipart/form-data":
         form = await request.form(max_files=1, max_fields=32)
         upload = form.get(UPLOAD_FIELD)
         fields = {k: v for k, v in form.items() if k != UPLOAD_FIELD and isinstance(v, str)}

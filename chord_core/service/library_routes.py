@@ -1,7 +1,9 @@
 """The library over HTTP: ``GET /v1/search``, a hit's thumbnail, and the alerts.
 
     GET /v1/search?q=…&folder=…&date_from=YYYY-MM-DD&date_to=…&task=…&limit=20
-        → chord.library-search/v1 (hits ranked by bm25; see chord_core/library/search.py)
+        → chord.library-search/v1 (hits ranked by bm25; see chord_core/library/search.py),
+          with ``index``: whether it is complete (a big backlog is indexed behind, in steps:
+          library/catch_up.py)
     GET /v1/library/thumbnail?source=<job or run id>&t=<seconds>   → image/jpeg
     GET /v1/alerts                  the newest alerts of the watch folders' standing checks
     GET /v1/alerts/events?after=ID  the alerts as server-sent events, as they are stored
@@ -14,9 +16,7 @@ the media roots, checked where the file is opened (a clip swapped for a link is 
 
 from __future__ import annotations
 
-import json
-import time
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -51,11 +51,15 @@ async def search_library(request: Request, q: str = Query(..., max_length=200),
                          limit: int = Query(20, ge=1, le=100)) -> Any:
     """Ranked hits across every clip analysed (description, chapters, targets, statements,
     file names), filtered by folder, date and task."""
+    from chord_core.library.catch_up import behind_note, catch_up
     from chord_core.library.search import Filters, search
 
     index = library_index(request)
     filters = Filters(folder=folder, date_from=date_from, date_to=date_to, task=task)
-    return await run_in_threadpool(search, index, q, filters=filters, limit=limit)
+    complete = await run_in_threadpool(catch_up, index)  # bounded: the rest goes behind
+    doc = await run_in_threadpool(lambda: search(index, q, filters=filters, limit=limit,
+                                                 sync=False))
+    return {**doc, "index": behind_note(complete)}
 
 
 @router.get("/v1/library/thumbnail")
@@ -78,14 +82,6 @@ async def hit_thumbnail(request: Request, source: str = Query(..., max_length=64
                     headers={"Cache-Control": "private, max-age=3600"})
 
 
-# Alerts another process stores (a `watch` command on the same store) wake a stream through
-# its signal file (library/alert_signal.py); the table is re-read this often only when
-# file events are not available, and every ALERT_FALLBACK_S regardless (a lost event).
-ALERT_RECHECK_S = 1.0
-ALERT_FALLBACK_S = 15.0
-DISCONNECT_CHECK_S = 2.0
-
-
 @router.get("/v1/alerts")
 async def alerts(request: Request, limit: int = Query(50, ge=1, le=500)) -> Any:
     """The newest alerts of the watch folders' standing checks, newest first."""
@@ -96,43 +92,20 @@ async def alerts(request: Request, limit: int = Query(50, ge=1, le=500)) -> Any:
 
 
 @router.get("/v1/alerts/events")
-async def alert_events(request: Request, after: int = Query(0, ge=0),
+async def alert_events(request: Request, after: str = Query("0", max_length=64),
                        timeout: float = Query(3600.0, gt=0, le=3600.0)) -> StreamingResponse:
     """Server-sent events: one ``alert`` event per alert with an id over ``after`` (or the
     ``Last-Event-ID`` a reconnecting client sends), as they are stored, until ``timeout``
-    seconds have passed; a ``ping`` comment every 15 s keeps proxies from closing it."""
-    index = library_index(request)
+    seconds have passed (or 15 minutes without an alert); a ``ping`` comment every 15 s
+    keeps proxies from closing it. Held by the event loop, not a thread (alert_stream.py);
+    at most CHORD_API_MAX_STREAMS per key (429)."""
+    from chord_core.service import alert_stream
+
     last_id = request.headers.get("last-event-id", "")
-    start = int(last_id) if last_id.isdigit() else after
-    return StreamingResponse(_alert_stream(request, index, start, timeout),
+    start = alert_stream.alert_id("Last-Event-ID", last_id) if last_id.strip() else \
+        alert_stream.alert_id("after", after)
+    index = library_index(request)
+    slot = alert_stream.take(request)
+    ring = await alert_stream.bell(request, index)
+    return StreamingResponse(alert_stream.events(request, index, start, timeout, ring, slot),
                              media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-
-
-async def _alert_stream(request: Request, index: Any, start: int,
-                        timeout: float) -> AsyncIterator[str]:
-    """The events of ``alert_events``. The table is read when a signal says an alert was
-    stored (by any process on the store) or every ``recheck`` seconds; between reads the
-    stream sleeps on the signal, waking every DISCONNECT_CHECK_S only to see whether the
-    client left (a thread of the pool is held while it sleeps)."""
-    from chord_core.library.alerts import (alerts_stored, list_alerts, listen_for_alerts,
-                                           wait_for_alert)
-
-    now = time.monotonic()
-    deadline, ping = now + timeout, now + 15.0
-    seen = alerts_stored()
-    live = await run_in_threadpool(listen_for_alerts, index)
-    recheck = ALERT_FALLBACK_S if live else ALERT_RECHECK_S
-    read_at, signalled = now, True
-    while time.monotonic() < deadline and not await request.is_disconnected():
-        if signalled or time.monotonic() >= read_at:
-            read_at = time.monotonic() + recheck
-            for alert in await run_in_threadpool(list_alerts, index, after_id=start):
-                start = int(alert["id"])
-                yield f"id: {start}\nevent: alert\ndata: {json.dumps(alert)}\n\n"
-        if time.monotonic() > ping:
-            ping = time.monotonic() + 15.0
-            yield ": ping\n\n"
-        wait = min(DISCONNECT_CHECK_S, read_at - time.monotonic(), deadline - time.monotonic())
-        cursor = await run_in_threadpool(wait_for_alert, seen, max(0.0, wait))
-        signalled, seen = cursor > seen, cursor
-    yield "event: end\ndata: {}\n\n"

@@ -11,6 +11,10 @@ connections, not a request being read. Here:
 - a client has ``read_timeout_s`` from connecting (or from its previous answer) to finish
   its headers, and may pause at most that long inside a body; then it gets a 408 when no
   answer was started, and the connection closes;
+- a whole body must arrive within ``body_timeout_s`` of its first byte, however it is paced
+  (issue 40: one byte every 2 s never paused long enough, and held the request open with no
+  end); past it, the same 408. Time the service itself stops reading (the app is behind)
+  is not counted against the client;
 - a request h11 cannot parse gets a 400 in JSON, not uvicorn's text/plain.
 
 h11 (pure Python) parses slower than httptools, but a request's cost here is the model's:
@@ -32,7 +36,8 @@ HEADERS_HINT = (f"send fewer or shorter headers (at most {MAX_HEADERS} fields, "
                 f"{MAX_HEADER_BYTES // 1024} KiB in all)")
 _HINTS = {
     400: "send a well-formed HTTP/1.1 request (an HTTP client library does)",
-    408: "send the whole request without pausing; the limit is CHORD_API_READ_TIMEOUT_S",
+    408: "send the whole request without pausing; the limits are CHORD_API_READ_TIMEOUT_S "
+         "(a pause) and CHORD_API_BODY_TIMEOUT_S (a whole body)",
     431: HEADERS_HINT,
 }
 
@@ -63,11 +68,13 @@ class GuardedH11Protocol(H11Protocol):
     is set on the class by ``protocol_class`` (uvicorn builds the protocol itself)."""
 
     read_timeout_s: float = 10.0
+    body_timeout_s: float = 300.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.conn = _Connection(h11.SERVER, MAX_HEADER_BYTES)
         self._deadline: Any = None
+        self._body_until: float | None = None  # when the body being read must be in
 
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -77,9 +84,10 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
+    def _arm(self, delay: float | None = None) -> None:
         self._disarm()
-        self._deadline = self.loop.call_later(self.read_timeout_s, self._timed_out)
+        self._deadline = self.loop.call_later(
+            self.read_timeout_s if delay is None else delay, self._timed_out)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -91,13 +99,19 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.conn.their_state is h11.SEND_BODY:
-            self._arm()  # a body may pause, but never longer than the limit
+            now = self.loop.time()
+            if self._body_until is None:
+                self._body_until = now + self.body_timeout_s
+            # a body may pause, but never longer than the limit, nor last past its own
+            self._arm(min(self.read_timeout_s, max(0.0, self._body_until - now)))
         elif self.conn.their_state in _REQUEST_IN:
             self._disarm()  # the request is in: the app takes its time
+            self._body_until = None
         # IDLE: still in the headers; the deadline armed when they began holds
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self._body_until = None
         if not self.transport.is_closing():
             self._arm()  # the next request's headers (the keep-alive timer also runs)
 
@@ -106,6 +120,8 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.flow.read_paused:  # we stopped reading (the app is behind), not the client
+            if self._body_until is not None:  # that wait is not the client's
+                self._body_until += self.read_timeout_s
             return self._arm()
         cycle = self.cycle
         answered = cycle is not None and cycle.response_started
@@ -115,6 +131,9 @@ class GuardedH11Protocol(H11Protocol):
         if answered or (self.conn.their_state is h11.IDLE and not self.conn.trailing_data[0]):
             self.transport.close()  # nothing was asked, or an answer is under way
             return
+        if self._body_until is not None and self.loop.time() >= self._body_until:
+            return self._answer(408, f"the request body was not received within "
+                                     f"{self.body_timeout_s:g} s")
         self._answer(408, f"the request was not received within {self.read_timeout_s:g} s")
 
     def send_400_response(self, msg: str) -> None:
@@ -140,6 +159,8 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def protocol_class(read_timeout_s: float) -> type[GuardedH11Protocol]:
-    """The protocol class for uvicorn's ``http=`` with this read timeout."""
-    return type("ChordH11Protocol", (GuardedH11Protocol,), {"read_timeout_s": read_timeout_s})
+def protocol_class(read_timeout_s: float,
+                   body_timeout_s: float = 300.0) -> type[GuardedH11Protocol]:
+    """The protocol class for uvicorn's ``http=`` with these read timeouts."""
+    return type("ChordH11Protocol", (GuardedH11Protocol,),
+                {"read_timeout_s": read_timeout_s, "body_timeout_s": body_timeout_s})

@@ -7,7 +7,9 @@ default: it binds 127.0.0.1; any other address needs an API key (Bearer) or an e
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -29,6 +31,8 @@ DEFAULT_MAX_PIXELS = 1280 * 28 * 28  # ≈ 1 MP a frame: grounding's default siz
 DEFAULT_MAX_VISUAL_TOKENS = 24_000
 DEFAULT_MAX_NEW_TOKENS = 2048
 DEFAULT_READ_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 300.0
+DEFAULT_MAX_STREAMS = 1024  # event streams one key (or, without a key, one address) holds
 DEFAULT_UPLOAD_RETENTION_H = 24.0
 
 
@@ -57,6 +61,8 @@ class ServiceSettings:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
     upload_retention_h: float = DEFAULT_UPLOAD_RETENTION_H
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    max_streams: int = DEFAULT_MAX_STREAMS
 
     def __post_init__(self) -> None:
         self._check_caps()
@@ -96,6 +102,13 @@ class ServiceSettings:
         if not self.read_timeout_s > 0:
             raise ConfigError(f"the read timeout must be positive, got {self.read_timeout_s}",
                               hint="set CHORD_API_READ_TIMEOUT_S, e.g. 10")
+        if not self.body_timeout_s >= self.read_timeout_s:
+            raise ConfigError(f"the body timeout ({self.body_timeout_s} s) must be at least "
+                              f"the read timeout ({self.read_timeout_s} s)",
+                              hint="set CHORD_API_BODY_TIMEOUT_S, e.g. 300")
+        if self.max_streams < 1:
+            raise ConfigError(f"event streams per key must be at least 1, got "
+                              f"{self.max_streams}", hint="set CHORD_API_MAX_STREAMS, e.g. 1024")
         if self.upload_retention_h < 0:
             raise ConfigError(f"the upload retention must be 0 or more hours, got "
                               f"{self.upload_retention_h}",
@@ -165,6 +178,9 @@ def _caps_from_env(env: Mapping[str, str] | None) -> dict[str, object]:
                                   DEFAULT_READ_TIMEOUT_S),
         "upload_retention_h": _number(env, "CHORD_API_UPLOAD_RETENTION_H", float,
                                       DEFAULT_UPLOAD_RETENTION_H),
+        "body_timeout_s": _number(env, "CHORD_API_BODY_TIMEOUT_S", float,
+                                  DEFAULT_BODY_TIMEOUT_S),
+        "max_streams": int(_number(env, "CHORD_API_MAX_STREAMS", int, DEFAULT_MAX_STREAMS)),
     }
 
 
@@ -174,6 +190,7 @@ def read_key_file(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as fh:
             key = fh.readline().strip()
+            mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the API key file {path!r}: "
                           f"{getattr(exc, 'strerror', None) or exc}",
@@ -184,4 +201,8 @@ def read_key_file(path: str) -> str:
                           hint="write the key on its first line (CHORD_API_KEY_FILE / "
                                "--api-key-file), e.g. openssl rand -hex 24 > FILE; chmod 600 "
                                "FILE")
+    if mode & 0o077:  # issue 40: a key others may read was taken silently
+        logging.getLogger(__name__).warning(
+            "the API key file %s may be read by other users of this machine (mode %o): "
+            "anyone who reads it can call this service; chmod 600 %s", path, mode, path)
     return key

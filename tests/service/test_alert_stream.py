@@ -44,13 +44,13 @@ def _write_elsewhere(db: Path, n: int) -> int:
 def service(tmp_path, monkeypatch):
     import uvicorn
 
-    from chord_core.service import library_routes
+    from chord_core.service import alert_stream
     from chord_core.service.app import create_app
     from chord_core.service.runtime import ServiceRuntime
     from chord_core.service.settings import ServiceSettings
 
-    monkeypatch.setattr(library_routes, "ALERT_FALLBACK_S", 120.0)
-    monkeypatch.setattr(library_routes, "ALERT_RECHECK_S", 120.0)
+    monkeypatch.setattr(alert_stream, "ALERT_FALLBACK_S", 120.0)
+    monkeypatch.setattr(alert_stream, "ALERT_RECHECK_S", 120.0)
     store = Store(tmp_path / "chord.sqlite3")
     port = free_port()
     app = create_app(ServiceRuntime(manager=None, store=store), ServiceSettings(port=port))
@@ -76,7 +76,7 @@ def _read_events(url: str, out: queue.Queue) -> None:
                 out.put(json.loads(line[6:]))
                 got += 1
             if got == 2:
-                return  # hangs up: the stream sees it within DISCONNECT_CHECK_S
+                return  # hangs up: Starlette cancels the stream
     out.put(None)
 
 

@@ -68,3 +68,26 @@ def test_a_filter_token_is_no_word_of_the_query(url):
         assert r.json()["hits"] == [], token  # it matched every passage of that filter
         both = _search(url, q=f"forklift {token}").json()
         assert both["matched"] == "any" and len(both["hits"]) == 2  # the word alone counts
+
+
+def test_a_big_backlog_is_indexed_behind_and_the_answer_says_so(tmp_path, monkeypatch):
+    """The first search of an unindexed store answers at once from what is indexed, says
+    the index is not complete, and a background thread indexes the rest in steps."""
+    from chord_core.library import catch_up, index
+
+    monkeypatch.setattr(index, "SYNC_BATCH", 20)
+    monkeypatch.setattr(catch_up, "INLINE_BUDGET_S", 0.0)  # nothing inline: all behind
+    store = Store(tmp_path / "chord.sqlite3")
+    for i in range(100):
+        store_result(store, f"j-{i:03d}", result_doc(
+            "describe", f"/media/yard/c{i}.mp4", text=f"A crane lifts crate{i} slowly."))
+    with served(store, KEY) as (base, _):
+        first = _search(base, q="crate99").json()
+        assert first["index"]["complete"] is False and "background" in first["index"]["note"]
+        deadline = time.monotonic() + 30
+        while not (doc := _search(base, q="crate99").json())["index"]["complete"]:
+            assert time.monotonic() < deadline, "the background indexing did not finish"
+            time.sleep(0.1)
+        assert [h["source"] for h in doc["hits"]] == ["j-099"]
+        assert len(_search(base, q="crane", limit="100").json()["hits"]) == 100
+    store.close()

@@ -160,8 +160,9 @@ def test_a_nul_byte_in_any_path_field_is_a_400(hard, where, value) -> None:
     if where == "json":
         r = _job(hard, {"task": "describe", "video_path": value})
     elif where == "form":
-        r = httpx.post(hard.url + "/v1/jobs", headers=AUTH,
-                       data={"task": "describe", "video_path": value})
+        r = httpx.post(hard.url + "/v1/jobs", headers=AUTH,  # multipart (a form is 415)
+                       data={"task": "describe", "video_path": value},
+                       files={"note": ("note.txt", b"")})
     else:
         r = httpx.post(hard.url + "/v1/chat/completions", headers=AUTH, json={
             "messages": [{"role": "user", "content": [

@@ -20,10 +20,13 @@ def served(store: Any, key: str, **settings: Any) -> Iterator[tuple[str, Any]]:
     from chord_core.service.runtime import ServiceRuntime
     from chord_core.service.settings import ServiceSettings
 
+    from chord_core.service.cli import _http_limits
+
     port = free_port()
-    app = create_app(ServiceRuntime(manager=None, store=store),
-                     ServiceSettings(port=port, api_key=key, **settings))
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    config = ServiceSettings(port=port, api_key=key, **settings)
+    app = create_app(ServiceRuntime(manager=None, store=store), config)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
+                                        **_http_limits(config)))  # serve's own protocol
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
