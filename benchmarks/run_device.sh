@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
 OUT=${OUT:-/tmp/chord-out}; mkdir -p "$OUT"
-if [ "${1:-}" = throughput ]; then
+if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
   # Issue 36 (one H200): the OFA-VE seed client's loop through serve (32 tasks a request, one
   # request after another, UNIQUE pairs) against the naive path; W1 via describe_many (default
   # batches of 8 and one batch of 24) and batch-1/8 decode against the bandwidth bound; the
@@ -14,7 +14,7 @@ if [ "${1:-}" = throughput ]; then
   # random-weight 7B is built with Qwen's vocabulary (qwen.tiktoken from the dashscope wheel);
   # the service's wheels are carried (the device has no FastAPI):
   #   here: pip download --no-deps … -d .devtmp/tp/whl fastapi starlette pydantic pydantic_core
-  #         typing-inspection annotated-types uvicorn httptools python-multipart
+  #         typing-inspection annotated-types uvicorn httptools python-multipart opentelemetry-api
   #         unzip -j dashscope-*.whl dashscope/resources/qwen.tiktoken -d .devtmp/tp/vocab
   #   run:  bash benchmarks/run_device.sh throughput      (carry .devtmp/tp)
   TP=${TP:-.devtmp/tp}
@@ -24,8 +24,10 @@ if [ "${1:-}" = throughput ]; then
   {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
-    CHORD_COMPILE=0 python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" --pairs 384 --naive-pairs 16 \
+    CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
+        --pairs 384 --naive-pairs 16 \
         --gpus 1 --parts naive,ofa-loop --out "$OUT/entail.json"
+    [ "$1" = throughput-entail ] && exit 0   # the entailment rows alone
     python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode,w1 --clips 24 \
         --naive-clips 2 --repeats 1 --describe-batches 24 --out "$OUT/speed.json"
     python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
