@@ -36,9 +36,17 @@ if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
   exit 0
 fi
 if [ "${1:-}" = startup ]; then  # issue 35: start-up on one H200, random-weight 7B
+  # serve needs the service's wheels (the device has no FastAPI; FastAPI needs
+  # opentelemetry-api): here, pip download --no-deps … -d .devtmp/startup/whl fastapi starlette
+  # pydantic pydantic_core typing-inspection annotated-types uvicorn httptools python-multipart
+  # opentelemetry-api importlib-metadata; run: bash benchmarks/run_device.sh startup
+  # (carry .devtmp/startup/whl)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+      .devtmp/startup/whl/*.whl && export PYTHONPATH=/tmp/site
   {
     nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
-    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    [ -f /tmp/chord-rand-7b/config.json ] || \
+        python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
     python3 -c "from chord_core.testing.videos import make_video as m; m('/tmp/c10.mp4', duration_s=10, fps=10, size_wh=(1280, 720))"
     # what a worker imports, and what each import costs (docs/benchmarks.md)
     # (the second with the bytecode the first wrote: the hosts set PYTHONDONTWRITEBYTECODE)
