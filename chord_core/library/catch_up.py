@@ -5,7 +5,7 @@ all of it inside the request, 232 s, while ``/health`` slowed to 4.9 s (the inde
 the interpreter and the database in long stretches). Now a search indexes what is new for
 at most INLINE_BUDGET_S (a job that just finished is found by the next search, as before),
 and what is left is indexed by one background thread per index in steps of
-``SYNC_BATCH`` results with a pause of STEP_PAUSE_S between them; the search answers at once
+STEP_RESULTS results with a pause of STEP_PAUSE_S between them; the search answers at once
 from what is indexed and says so (``index.complete`` false, with a note), until the thread
 has caught up.
 """
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 INLINE_BUDGET_S = 0.25
 STEP_PAUSE_S = 0.05
+STEP_RESULTS = 50  # results per step (≈ 500 passages): a step holds the interpreter briefly
 
 
 def catch_up(index: Any) -> bool:
@@ -30,9 +31,9 @@ def catch_up(index: Any) -> bool:
         return False  # the background thread holds it: it is catching up
     try:
         deadline = time.monotonic() + INLINE_BUDGET_S
-        _, more = index.sync_step()  # one step at least, then steps while time is left
+        _, more = index.sync_step(STEP_RESULTS)  # one step at least, then while time is left
         while more and time.monotonic() < deadline:
-            _, more = index.sync_step()
+            _, more = index.sync_step(STEP_RESULTS)
         if not more:
             index.sync()  # nothing is left: only the chapters runs, when they are due
             return True
@@ -57,7 +58,7 @@ def _behind(index: Any) -> None:
     try:
         while more:
             with index.sync_lock:
-                step, more = index.sync_step()
+                step, more = index.sync_step(STEP_RESULTS)
             added += step
             time.sleep(STEP_PAUSE_S)  # others' requests run between the steps
     except Exception:  # noqa: BLE001 — a damaged store: the next search tries again

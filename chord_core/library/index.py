@@ -204,19 +204,20 @@ class LibraryIndex:
             added += self._sync_runs()
         return added
 
-    def sync_step(self) -> tuple[int, bool]:
-        """Index at most SYNC_BATCH of the results saved since the last sync (one
+    def sync_step(self, batch: int | None = None) -> tuple[int, bool]:
+        """Index at most ``batch`` (SYNC_BATCH) of the results saved since the last sync (one
         transaction): (passages added, whether more may be waiting). A caller that must
-        stay responsive takes these steps one at a time (``library.catch_up``)."""
+        stay responsive takes small steps one at a time (``library.catch_up``)."""
+        batch = SYNC_BATCH if batch is None else batch
         at, job = self._watermark()
         rows = self.read(
             "SELECT r.job_id, r.created_at, r.result_json, j.state, j.video_path, j.task, "
             "j.finished_at FROM results r JOIN jobs j ON j.job_id = r.job_id "
             "WHERE (r.created_at, r.job_id) > (?, ?) "  # a row value: one index seek
-            "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, SYNC_BATCH))
+            "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, batch))
         if not rows:
             return 0, False
-        return self._index_results(rows), len(rows) >= SYNC_BATCH
+        return self._index_results(rows), len(rows) >= batch
 
     def _index_results(self, rows: Sequence[sqlite3.Row]) -> int:
         added = 0

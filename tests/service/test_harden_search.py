@@ -73,9 +73,9 @@ def test_a_filter_token_is_no_word_of_the_query(url):
 def test_a_big_backlog_is_indexed_behind_and_the_answer_says_so(tmp_path, monkeypatch):
     """The first search of an unindexed store answers at once from what is indexed, says
     the index is not complete, and a background thread indexes the rest in steps."""
-    from chord_core.library import catch_up, index
+    from chord_core.library import catch_up
 
-    monkeypatch.setattr(index, "SYNC_BATCH", 20)
+    monkeypatch.setattr(catch_up, "STEP_RESULTS", 20)
     monkeypatch.setattr(catch_up, "INLINE_BUDGET_S", 0.0)  # nothing inline: all behind
     store = Store(tmp_path / "chord.sqlite3")
     for i in range(100):
