@@ -23,6 +23,9 @@ Starts Chord's browser app (streamlit run app.py) from this folder.
                   script exits non-zero (a container's restart policy starts both again)
   --api-gpus LIST GPUs for the service's workers (default: the same as the app's: each
                   process then holds its own copy of the model on them)
+  --cpu-torch     install the CPU build of PyTorch (about 200 MB) before requirements.txt,
+                  instead of the default CUDA build (several GB): for machines without an
+                  NVIDIA GPU. Same as CHORD_CPU_TORCH=1
   --no-install    do not create .venv or install requirements; use the current python
   --dry-run       print the settings and the command it would run, then exit
   -h, --help      show this help
@@ -51,6 +54,8 @@ HOST="${CHORD_HOST:-localhost}"
 PORT="${CHORD_PORT:-8501}"
 INSTALL=1
 DRY=0
+CPU_TORCH="${CHORD_CPU_TORCH:-0}"
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 EXTRA=()
 API_PORT=""
 API_GPUS=""
@@ -69,6 +74,7 @@ while [[ $# -gt 0 ]]; do
         --api-port=*) API_PORT="${1#*=}"; shift ;;
         --api-gpus) API_GPUS="${2:?--api-gpus needs a value}"; shift 2 ;;
         --api-gpus=*) API_GPUS="${1#*=}"; shift ;;
+        --cpu-torch) CPU_TORCH=1; shift ;;
         --no-install) INSTALL=0; shift ;;
         --dry-run) DRY=1; INSTALL=0; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -107,9 +113,21 @@ PYTHON=python3
 if (( INSTALL )); then
     if [[ ! -x .venv/bin/python ]]; then
         echo "creating virtual environment in .venv" >&2
-        python3 -m venv .venv
+        if ! python3 -m venv .venv; then
+            rm -rf .venv
+            echo "error: python3 cannot make a virtual environment here" >&2
+            echo "hint: on Debian/Ubuntu install it first: sudo apt-get install python3-venv" >&2
+            exit 1
+        fi
     fi
     PYTHON=.venv/bin/python
+    # the CPU build first (once): pip then keeps it, since it satisfies requirements.txt
+    if [[ "$CPU_TORCH" == 1 ]] && ! "$PYTHON" -c \
+            "import sys, torch; sys.exit('+cpu' not in torch.__version__)" 2>/dev/null; then
+        echo "installing the CPU build of PyTorch ($TORCH_CPU_INDEX)" >&2
+        "$PYTHON" -m pip install --upgrade pip >/dev/null
+        "$PYTHON" -m pip install --force-reinstall torch torchvision --index-url "$TORCH_CPU_INDEX"
+    fi
     STAMP=.venv/.chord-requirements.sha256
     WANT="$(sha256sum requirements.txt | cut -d' ' -f1)"
     if [[ ! -f "$STAMP" ]] || [[ "$(cat "$STAMP")" != "$WANT" ]]; then

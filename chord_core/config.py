@@ -140,6 +140,8 @@ ENV_VARS = (
     EnvVar("CHORD_HOST", "address the browser app binds (launcher; localhost)",
            "start_service.sh"),
     EnvVar("CHORD_PORT", "port of the browser app (launcher; 8501)", "start_service.sh"),
+    EnvVar("CHORD_CPU_TORCH", "`1`: the launcher installs the CPU build of PyTorch "
+           "(`--cpu-torch`)", "start_service.sh"),
     EnvVar("CHORD_APP_GPU", "GPU of the app container (compose.yaml)", "compose.yaml"),
     EnvVar("CHORD_API_GPU", "GPU of the service container (compose.yaml)", "compose.yaml"),
     EnvVar("CHORD_UID", "user id the image runs as (Docker build argument)", "Dockerfile"),
