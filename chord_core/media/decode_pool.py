@@ -44,8 +44,8 @@ def decode_part(path: str, roots: tuple[str, ...] | None, pts_of: dict[int, int]
 
     if roots is not None:
         confine(path, roots)
-    with source(path) as name:
-        decoder = AvGopDecoder(name, threads)
+    with source(path) as name:  # keyframes alone: slice threads, each frame out at once
+        decoder = AvGopDecoder(name, threads, slice_only=all(r.keyframe_only for r in reads))
     try:
         return read_gops(decoder, pts_of, reads, size_wh, rotation, cancel)
     finally:
@@ -96,6 +96,17 @@ def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
     if len(parts) <= 1:
         need = {k: pts[k] for r in reads for k in (r.key, *r.wanted)}
         return decode_part(path, roots, need, reads, size_wh, rotation, 0, cancel)
+    import multiprocessing as mp
+
+    if mp.current_process().daemon:  # a worker process may have no children: threads
+        # (PyAV decodes and scales without the GIL; measured on an H200, workers are daemonic)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(parts), thread_name_prefix="chord-decode") as tp:
+            futures = [tp.submit(decode_part, path, roots,
+                                 {k: pts[k] for r in part for k in (r.key, *r.wanted)}, part,
+                                 size_wh, rotation, threads, cancel) for part in parts]
+            return _gather(futures, cancel)
     pool = _get_pool(procs)
     futures: list[Future] = []
     for part in parts:

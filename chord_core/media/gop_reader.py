@@ -126,7 +126,7 @@ def _threads() -> int:
 class AvGopDecoder:
     """PyAV: seek to a keyframe, flush, decode forward (the real :class:`GopDecoder`)."""
 
-    def __init__(self, name: str, threads: int = 0) -> None:
+    def __init__(self, name: str, threads: int = 0, slice_only: bool = False) -> None:
         import av
 
         self.av = av
@@ -135,7 +135,9 @@ class AvGopDecoder:
             self.box.close()
             raise GopFailed("no video stream")
         self.stream = self.box.streams.video[0]
-        self.stream.thread_type = "AUTO"
+        # frame threads hold frames back (a seek then waits for the pipeline to fill):
+        # reads of keyframes alone use slice threads, each frame out as its packet goes in
+        self.stream.thread_type = "SLICE" if slice_only else "AUTO"
         self.stream.codec_context.thread_count = threads or _threads()
         self.ctx = self.stream.codec_context
 

@@ -9,8 +9,9 @@ decode calls release the GIL). Frames arrive as DLPack tensors on the GPU; they 
 decoder — and with ``keep_on_device`` they stay a torch CUDA tensor (T×H×W×3 uint8).
 
 Every frame's pts (``getPTS()``, the stream's time base) is checked against the packet
-index: frame k must carry frame k's pts, so a frame NVDEC numbers differently is caught, not
-misplaced; its time is that pts minus frame 0's (start time and edit list cancel out).
+index: after one constant per file (NVDEC's frame 0 minus the index's: PyNvVideoCodec does not
+apply an MP4 edit list as PyAV does), frame k must carry frame k's pts, so a frame NVDEC numbers
+differently is caught, not misplaced; its time is that pts minus frame 0's.
 A stream NVDEC does not decode (MPEG-4 Part 2, 10-bit, 4:2:2/4:4:4, odd sizes) is refused
 up front (:class:`~chord_core.media.readers.ReaderUnavailable`), and the next reader reads it.
 """
@@ -82,6 +83,7 @@ class NvdecReader:
                  device: str | None = None) -> None:
         self.decoders, self.factory, self.device = decoders, factory, device
         self._sessions: OrderedDict[tuple, list[Any]] = OrderedDict()
+        self._shifts: dict[tuple, int] = {}
         self._lock = threading.Lock()
 
     def read(self, req: ReadRequest) -> FrameRead:
@@ -96,13 +98,14 @@ class NvdecReader:
         count = self.decoders or nvdec_decoders()
         parts = split_reads(plan_gops(inside(req.indices, index), index.keyframes), count)
         sessions = self._open(req.info.path, factory, len(parts))
+        shift = self._shift(req.info.path, sessions[0], index)
         got: list[Any] = [None] * len(parts)
         errors: list[BaseException] = []
 
         def work(i: int) -> None:
             try:
                 wanted = [k for r in parts[i] for k in r.wanted]
-                got[i] = self._decode(sessions[i], wanted, index, req)
+                got[i] = self._decode(sessions[i], wanted, index, req, shift)
             except BaseException as exc:  # noqa: BLE001 — re-raised below, in the caller
                 errors.append(exc)
 
@@ -117,6 +120,19 @@ class NvdecReader:
                 raise errors[0]
             raise ReaderFailed(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
         return self._assemble(req, index, got, len(parts))
+
+    def _shift(self, path: str, session: Any, index: Any) -> int:
+        """NVDEC's pts of frame 0 minus the packet index's (once per file). PyNvVideoCodec's
+        demuxer does not apply an MP4 edit list the way PyAV's does (measured on an H200:
+        frame 0 at −1024 in 1/15360 against PyAV's 0), so pts are compared after this one
+        constant; every frame must then carry exactly its index entry's pts."""
+        key = (os.path.realpath(path), index.pts[0], len(index.pts))
+        if key not in self._shifts:
+            first = session.get_batch_frames_by_index([0])
+            if not first:
+                raise ReaderFailed("NVDEC decoded no frame 0")
+            self._shifts[key] = int(first[0].getPTS()) - index.pts[0]
+        return self._shifts[key]
 
     def _device(self) -> Any:
         import torch
@@ -144,9 +160,10 @@ class NvdecReader:
                     raise ReaderUnavailable(f"NVDEC cannot open it ({exc})") from exc
             return have[:n]
 
-    def _decode(self, session: Any, wanted: Sequence[int], index: Any, req: ReadRequest
-                ) -> tuple[list[int], list[int], Any]:
-        """(indices, pts, frames on the device at the request's size) of one session."""
+    def _decode(self, session: Any, wanted: Sequence[int], index: Any, req: ReadRequest,
+                shift: int = 0) -> tuple[list[int], list[int], Any]:
+        """(indices, pts, frames on the device at the request's size) of one session;
+        ``shift``: NVDEC's pts minus the packet index's (see :meth:`_shift`)."""
         import torch
 
         ks: list[int] = []
@@ -162,10 +179,10 @@ class NvdecReader:
             frames = session.get_batch_frames_by_index(asked)
             pics = []
             for k, frame in zip(asked, frames):
-                p = int(frame.getPTS())
+                p = int(frame.getPTS()) - shift
                 if p != index.pts[k]:
-                    raise ReaderFailed(f"NVDEC's frame {k} has pts {p}, the packet index "
-                                       f"says {index.pts[k]}")
+                    raise ReaderFailed(f"NVDEC's frame {k} has pts {p + shift} (shifted by "
+                                       f"{shift}: {p}), the packet index says {index.pts[k]}")
                 ks.append(k)
                 pts.append(p)
                 pics.append(torch.from_dlpack(frame))

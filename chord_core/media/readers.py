@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 READER_NAMES = ("nvdec", "cpu-pool", "default")
 POOL_MIN_COST = 240  # frames to decode before the work is spread over processes
+SEEK_COST = 16  # a seek and a decoder flush, counted as frames
 
 
 class FrameReader(Protocol):
@@ -90,7 +91,7 @@ class CpuPoolReader:
         index = usable_index(req.info)
         reads = plan_gops(inside(req.indices, index), index.keyframes)
         procs = self.procs or decode_procs()
-        if sum(r.cost for r in reads) < POOL_MIN_COST:
+        if sum(max(r.cost, SEEK_COST) for r in reads) < POOL_MIN_COST:
             procs = 1
         try:
             if self.decoder_factory is not None:

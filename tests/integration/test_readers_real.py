@@ -128,3 +128,17 @@ def test_keyframe_scan_reads_the_index_not_every_frame(tmp_path):
     info = probe(make_video(tmp_path / "s.mp4", duration_s=30, fps=25, size_wh=(96, 64)).path)
     scan = find_cuts(info, LongVideoSettings(cuts="keyframes"))
     assert scan.frames_examined == len(packet_index(info.path).keyframes)
+
+
+def test_a_daemonic_worker_decodes_its_parts_on_threads(tmp_path, monkeypatch):
+    import multiprocessing
+    from types import SimpleNamespace
+
+    # Chord's GPU workers are daemonic processes, which may not start children (seen on an
+    # H200: "daemonic processes are not allowed to have children")
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: SimpleNamespace(daemon=True))
+    info = probe(make_video(tmp_path / "d.mp4", duration_s=24, fps=25, size_wh=(96, 64)).path)
+    want = tuple(range(2, info.frame_count, 11))
+    got = CpuPoolReader(procs=2).read(ReadRequest(info, want, (48, 32)))
+    assert got.indices == want and got.stats["procs"] == 2
+    assert np.array_equal(got.frames, DefaultReader().read(ReadRequest(info, want, (48, 32))).frames)

@@ -30,7 +30,8 @@ class FakeStream:
     size_wh: tuple[int, int] = (64, 48)
     ends_at: int | None = None
     land_late: bool = False
-    pts_shift: int = 0
+    pts_shift: int = 0  # NVDEC's pts minus the container's (an edit list it does not apply)
+    renumber_from: int | None = None  # NVDEC numbers frames from here one too far
     decoded: list[int] = field(default_factory=list)  # indices the fake decoded, in order
 
     def pts(self, k: int) -> int:
@@ -110,5 +111,6 @@ class FakeNvSession:
             if k >= end:
                 break
             self.s.decoded.append(k)
-            out.append(FakeNvFrame(self.s.picture(k), self.s.pts(k) + self.s.pts_shift))
+            j = k + 1 if self.s.renumber_from is not None and k >= self.s.renumber_from else k
+            out.append(FakeNvFrame(self.s.picture(j), self.s.pts(j) + self.s.pts_shift))
         return out

@@ -166,8 +166,9 @@ def test_nvdec_reader_spreads_gops_over_sessions_and_checks_pts(fake_file):
     assert isinstance(got.frames, np.ndarray) and got.frames.shape == (20, 24, 32, 3)
     assert [int(f[0, 0, 0]) for f in got.frames] == [k % 256 for k in want]
     assert got.times_s == pytest.approx([k / FPS for k in want], abs=1e-6)
-    assert len(sessions) == 4 and sorted(k for x in sessions for a in x.asked for k in a) \
-        == list(want)
+    assert sessions[0].asked[0] == [0]  # frame 0 once: NVDEC's pts shift for this file
+    asked = [a for x in sessions for a in x.asked][1:]
+    assert len(sessions) == 4 and sorted(k for a in asked for k in a) == list(want)
 
 
 def test_nvdec_frames_can_stay_a_tensor_on_the_device(fake_file):
@@ -180,9 +181,17 @@ def test_nvdec_frames_can_stay_a_tensor_on_the_device(fake_file):
 
 
 def test_nvdec_numbering_that_disagrees_with_the_index_fails_over(fake_file):
-    s = FakeStream(frames=60, gop=30, pts_shift=512)
-    with pytest.raises(ReaderFailed, match="pts"):
-        nvdec(s, []).read(ReadRequest(fake_file(s), (1, 2), (32, 24)))
+    s = FakeStream(frames=60, gop=30, renumber_from=20)
+    with pytest.raises(ReaderFailed, match="frame 25 has pts"):
+        nvdec(s, []).read(ReadRequest(fake_file(s), (1, 25), (32, 24)))
+
+
+def test_nvdec_edit_list_shift_is_one_constant_not_a_failure(fake_file):
+    # on an H200, PyNvVideoCodec gave frame 0 pts −1024 where PyAV's index says 0
+    s = FakeStream(frames=90, gop=30, pts0=0, pts_shift=-1024)
+    got = nvdec(s, []).read(ReadRequest(fake_file(s), (3, 40, 80), (32, 24)))
+    assert got.indices == (3, 40, 80)
+    assert got.times_s == pytest.approx((3 / FPS, 40 / FPS, 80 / FPS), abs=1e-6)
 
 
 def test_nvdec_truncated_stream_stops_where_the_file_ends(fake_file):
