@@ -50,11 +50,13 @@ def start_form() -> None:
         statements = st.text_area(t("Standing checks, one per line (optional)"),
                                   max_chars=16 * 500, key="live_checks",
                                   placeholder=t("a person climbs the fence"))
+        describe = st.checkbox(t("Describe each chunk"), value=True, key="live_describe")
         if st.form_submit_button(t("Start"), icon=":material/play_arrow:") and url.strip():
-            _start(url, chunk_s, threshold, target, statements)
+            _start(url, chunk_s, threshold, target, statements, describe)
 
 
-def _start(url: str, chunk_s: float, threshold: float, target: str, statements: str) -> None:
+def _start(url: str, chunk_s: float, threshold: float, target: str, statements: str,
+           describe: bool) -> None:
     from chord_core.streams.background import live_settings
     from chord_ui import resources
 
@@ -62,7 +64,7 @@ def _start(url: str, chunk_s: float, threshold: float, target: str, statements: 
     try:
         settings = live_settings(resources.cluster().startup_model, chunk_s=chunk_s,
                                  threshold=threshold, target=target.strip(),
-                                 statements=lines or None)
+                                 statements=lines or None, describe=describe)
         row = hub().start(url, settings)
     except ChordError as exc:
         st.error(f"{exc.message}\n\n{exc.hint}")

@@ -20,6 +20,7 @@ ZH_LIVE: dict[str, str] = {
     "Standing checks, one per line (optional)": "常驻检查，每行一条（可选）",
     "a person climbs the fence": "有人翻越围栏",
     "Start": "开始",
+    "Describe each chunk": "描述每个分段",
     "Started {url}": "已开始 {url}",
     "No stream yet: start one above.": "还没有视频流：请在上方添加一路。",
     "Stop": "停止",

@@ -45,6 +45,7 @@ class StreamSettings:
     target: str = ""
     model: str | None = None
     max_new_tokens: int = 128
+    fps: float | None = None  # frames sampled per second of a chunk (None: the task's own)
     max_age_s: float | None = 7 * 86400.0
     max_bytes: int | None = 20 * 2**30
     ingest: IngestSettings = field(default_factory=IngestSettings)
@@ -194,6 +195,7 @@ class StreamHub:
 
     def _submit(self, live: _Live, seg: Segment) -> dict[str, Any]:
         from chord_core.analysis.request import AnalysisRequest
+        from chord_core.config import SamplingConfig
         from chord_core.runtime.jobs import JobSpec
 
         s, base = live.settings, f"{live.parent}-c{seg.seq:06d}"
@@ -207,7 +209,8 @@ class StreamHub:
         with self._lock:
             self._pending[seg.path] = [len(todo), "done"]
         for task, query, job_id in todo:
-            spec = JobSpec(AnalysisRequest(seg.path, task, query, max_new_tokens=s.max_new_tokens,
+            spec = JobSpec(AnalysisRequest(seg.path, task, query, SamplingConfig(fps=s.fps),
+                                           max_new_tokens=s.max_new_tokens,
                                            media_roots=(str(live.folder),)),
                            model=s.model, label=f"{live.source.shown} #{seg.seq}",
                            parent=live.parent)

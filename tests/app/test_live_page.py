@@ -34,6 +34,7 @@ def test_a_stream_from_the_live_page_runs_alerts_plays_and_stops(new_app, poll, 
         at.number_input(key="live_chunk").set_value(2.0)
         at.number_input(key="live_threshold").set_value(0.0)
         at.text_area(key="live_checks").input("a person crosses the street")
+        at.checkbox(key="live_describe").uncheck()  # the alerts are what this test reads
         at = at.button[0].click().run()
         assert not at.exception, at.exception
         at = poll(at, lambda a: any("🔔" in t for t in _texts(a)), timeout=120)

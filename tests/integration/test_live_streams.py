@@ -91,25 +91,27 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
     caplog.set_level(logging.DEBUG, logger="chord_core")
     store = Store(tmp_path / "data" / "chord.sqlite3")
     manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store)
+    manager.wait_ready(180)  # the model loaded first: chunks are not queued behind its load
     hub = StreamHub(manager, store, tmp_path / "data")
     try:
         with rtsp.RtspServer(clips["good"], user="cam", password=PASSWORD) as server:
-            settings = StreamSettings(chunk_s=2.0, statements=("a person crosses",),
-                                      threshold=0.0, model="test", max_new_tokens=4,
-                                      ingest=_settings())
+            settings = StreamSettings(chunk_s=3.0, statements=("a person crosses",),
+                                      threshold=0.0, target="a pedestrian", model="test",
+                                      max_new_tokens=4, fps=1.0, ingest=_settings())
             started = hub.start(server.url(0), settings)
             sid = started["id"]
             assert PASSWORD not in json.dumps(started)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 alerts = latest_alerts(hub.index)
-                if len({a["path"] for a in alerts}) >= 3:
+                if len(hub.table.chunks(sid)) >= 3:  # recorded; analysed after the stop
                     break
                 time.sleep(0.2)
             health = hub.health()
             assert health[0]["state"] == "live" and health[0]["reconnects"] == 0
             assert PASSWORD not in json.dumps(health) and "***@" in health[0]["url"]
             hub.stop(sid)
+        assert hub.wait_idle(120)  # every recorded chunk's jobs ended
         alerts = latest_alerts(hub.index)
         assert len({a["path"] for a in alerts}) >= 3, alerts
         chunks = {c["path"]: c for c in hub.table.chunks(sid, limit=100)}
@@ -117,7 +119,7 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
             chunk = chunks[alert["path"]]
             frames, last_t = _playable(alert["path"])
             assert 0.0 <= alert["start_s"] <= alert["end_s"] <= last_t + 1e-6
-            assert chunk["duration_s"] == pytest.approx(2.0, abs=0.25) or chunk["cut"]
+            assert chunk["duration_s"] == pytest.approx(3.0, abs=0.25) or chunk["cut"]
             assert alert["created_at"] >= chunk["start_wall"] + alert["start_s"]
         # the stop keeps the stream, its chunks and their results
         row = hub.table.stream(sid)
@@ -127,6 +129,12 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
         assert len(chunks) >= 3 and all(c["state"] == "done" for c in chunks), chunks
         assert all(store.get_result(c["jobs"]["describe"]) for c in chunks)
         assert all(store.get_result(j) for c in chunks for j in c["jobs"]["entail"].values())
+        for c in chunks:  # the target grounded on the chunk's frames, at their stream times
+            doc = store.get_result(c["jobs"]["ground"])
+            assert doc["task"] == "ground" and doc["query"] == "a pedestrian"
+            assert doc["video"]["path"] == c["path"]
+            times = doc["sampling"]["timestamps_s"]
+            assert times and 0.0 <= min(times) and max(times) <= c["duration_s"] + 1e-6
     finally:
         hub.shutdown()
         manager.shutdown()
@@ -180,6 +188,7 @@ def test_corrupt_packets_keep_the_stream_live_and_its_chunks_analysed(clips, tmp
 
     store = Store(tmp_path / "data" / "chord.sqlite3")
     manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store)
+    manager.wait_ready(180)  # the model loaded first: chunks are not queued behind its load
     hub = StreamHub(manager, store, tmp_path / "data")
     try:
         with rtsp.RtspServer(clips["corrupt"]) as server:
