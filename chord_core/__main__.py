@@ -77,6 +77,9 @@ def _output_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--annotated-video", default=None, metavar="OUT.mp4",
                    help="also write an MP4 with the boxes drawn")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--no-store", action="store_true",
+                   help="keep no job of a run in this process (by default it is stored in "
+                        "the data dir: History, export and search find it)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -252,15 +255,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         emit(doc, args.json_out)
         return 0
     log.info("running in this process: %s", why)
-    from chord_core.analysis.engine import Engine
-
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload,
                                 strategy=args.strategy)
     if cfg.compile is None:  # one clip per process: compiling costs more than it saves
         cfg = cfg.with_overrides(compile=False)
     progress = ProgressLine(args.quiet)
-    result = Engine(cfg).analyze(request, on_progress=progress)
+    from chord_core.cli.local_run import run_local
+
+    result = run_local(cfg, request, progress, store=not args.no_store)  # kept: searchable
     try:
         emit(result.to_dict(), args.json_out)
     except OSError as exc:  # e.g. the disk filled up during the analysis

@@ -31,7 +31,7 @@ def fake_score_batches(lm, batches, *, total=0, cancel=None, on_batch=None,  # n
     from chord_core.analysis.entailment import EntailScore
 
     scores = []
-    for images, _statements in batches:
+    for images, *_rest in batches:  # (images, statements[, budgets])
         for image in images:
             rgb = np.asarray(image).astype(int)
             green = (rgb[..., 1] > 150) & (rgb[..., 0] < 100) & (rgb[..., 2] < 100)
