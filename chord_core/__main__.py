@@ -263,11 +263,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     progress = ProgressLine(args.quiet)
     from chord_core.cli.local_run import run_local
 
-    result = run_local(cfg, request, progress, store=not args.no_store)  # kept: searchable
+    result, stored = run_local(cfg, request, progress, store=not args.no_store)  # searchable
     try:
         emit(result.to_dict(), args.json_out)
     except OSError as exc:  # e.g. the disk filled up during the analysis
-        raise outputs.keep_result(result.to_dict(), args.json_out, exc, model=cfg.model) from None
+        raise outputs.keep_result(result.to_dict(), args.json_out, exc, model=cfg.model,
+                                  stored=stored) from None
     if args.annotated_video:  # the result is safe first: a full disk now costs only the video
         outputs.write_annotated_video(result, args.annotated_video, progress,
                                       saved_as=args.json_out or "stdout")

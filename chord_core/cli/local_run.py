@@ -13,6 +13,7 @@ opened (a read-only data dir) is said and the run goes on unstored.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, Callable
 
 from chord_core.errors import ChordError
@@ -21,12 +22,13 @@ log = logging.getLogger(__name__)
 
 
 def run_local(cfg: Any, request: Any, on_progress: Callable[[Any], None], *,
-              store: bool = True) -> Any:
-    """The ``Result`` of ``request`` run here; stored as a job unless ``store`` is False."""
+              store: bool = True) -> tuple[Any, tuple[str, Path] | None]:
+    """The ``Result`` of ``request`` run here, and (job id, store file) where it is kept —
+    None when ``store`` is False or the store could not be opened (then nothing is kept)."""
     from chord_core.analysis.engine import Engine
 
     if not store:
-        return Engine(cfg).analyze(request, on_progress=on_progress)
+        return Engine(cfg).analyze(request, on_progress=on_progress), None
     from chord_core.runtime.store import Store
 
     try:
@@ -34,9 +36,10 @@ def run_local(cfg: Any, request: Any, on_progress: Callable[[Any], None], *,
     except (ChordError, OSError) as exc:
         log.warning("the job store cannot be opened (%s): this run is not kept (search and "
                     "History will not show it)", getattr(exc, "message", exc))
-        return Engine(cfg).analyze(request, on_progress=on_progress)
+        return Engine(cfg).analyze(request, on_progress=on_progress), None
     try:
-        return _managed(cfg, request, on_progress, db)
+        result, job_id, written = _managed(cfg, request, on_progress, db)
+        return result, ((job_id, Path(db.path)) if written else None)
     finally:
         db.close()
 
@@ -65,10 +68,10 @@ def _managed(cfg: Any, request: Any, on_progress: Callable[[Any], None], db: Any
             stop()
         if status.result is not None and status.state.value == "done":
             if status.pending_write:
-                log.warning("job %s: the store refused the result (%s); it is written when "
-                            "it can be", handle.job_id, (manager.store_problem() or {})
+                log.warning("job %s: the store refused the result (%s); this run is not "
+                            "kept", handle.job_id, (manager.store_problem() or {})
                             .get("message", "disk full?"))
-            return status.result
+            return status.result, handle.job_id, not status.pending_write
         err = from_record(status.error) or InternalError(
             f"the analysis ended {status.state.value}", hint="run it again")
         raise err

@@ -127,13 +127,19 @@ def _umask() -> int:
 
 
 def keep_result(doc: dict[str, Any], target: str | Path, exc: OSError, *,
-                model: str = "") -> OutputError:
+                model: str = "", stored: tuple[str, Path] | None = None) -> OutputError:
     """After ``target`` could not be written: keep ``doc`` (a chord.result/v1) in the job
     store and return the error that says where it is. If the store cannot take it either
-    (same full disk), the JSON goes to stdout as the last place left."""
+    (same full disk), the JSON goes to stdout as the last place left. ``stored``: (job id,
+    store path) of a job that already holds it (a CLI run kept as a job): only said."""
     from chord_core.runtime.store import Store
 
     what = f"could not write {target}: {exc.strerror or exc}"
+    if stored is not None:
+        job_id, where = stored
+        return OutputError(f"{what}; the result is kept in the job store {where} as job "
+                           f"{job_id}", hint=f"{hint_for(exc)}; then: python -m chord_core "
+                                             f"export {job_id} --json {target}")
     job_id = f"cli-{uuid.uuid4().hex[:12]}"
     try:
         with Store() as store:

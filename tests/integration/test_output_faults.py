@@ -96,8 +96,9 @@ def test_full_disk_keeps_the_result_in_the_store(tmp_path, clip, data_dir, full_
     assert rc == 2, err
     error = next(line for line in err.splitlines() if line.startswith("error: "))
     assert f"could not write {target}: No space left on device" in error
-    assert f"kept in the job store {data_dir / 'chord.sqlite3'} as job cli-" in error
-    job_id = re.search(r"cli-[0-9a-f]{12}", error).group(0)
+    # the run was kept as its job before the write (a CLI run is stored): that job is named
+    assert f"kept in the job store {data_dir / 'chord.sqlite3'} as job job-" in error
+    job_id = re.search(r"job-[0-9a-f]{12}", error).group(0)
     assert f"python -m chord_core export {job_id} --json {target}" in err
     assert list(out.iterdir()) == []  # no half-written file, no temporary left behind
     full_disk(None)  # space freed: the stored result comes out whole
