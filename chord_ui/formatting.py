@@ -85,14 +85,16 @@ def human_bytes(n: float | int | None) -> str:
 
 
 def human_duration(seconds: float) -> str:
-    """``75.2`` → ``1:15.2``; under a minute → ``12.3 s`` (``12.3 秒`` in Chinese)."""
-    if seconds < 60:
-        return t("{n} s", n=f"{seconds:.1f}")
-    minutes, sec = divmod(seconds, 60)
+    """``75.2`` → ``1:15``; under a minute → ``12.3 s`` (``12.3 秒`` in Chinese), ``12 s``
+    for a whole number."""
+    if seconds < 59.95:  # tenths under a minute, never a bare ".0"
+        return t("{n} s", n=f"{seconds:.1f}".removesuffix(".0"))
+    whole = int(round(seconds))  # past a minute whole seconds: "10:36", not "10:36.0"
+    minutes, sec = divmod(whole, 60)
     if minutes < 60:
-        return f"{int(minutes)}:{sec:04.1f}"
-    hours, minutes = divmod(int(minutes), 60)
-    return f"{hours}:{minutes:02d}:{int(sec):02d}"
+        return f"{minutes}:{sec:02d}"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{sec:02d}"
 
 
 def video_facts(info: VideoInfo) -> list[tuple[str, str]]:

@@ -175,7 +175,9 @@ def _details(row: dict[str, Any]) -> None:
         if row["query"]:
             what = t("Target") if row["task"] == "ground" else t("Prompt")
             st.markdown(f"**{what}:** {md_escape(row['query'])}")
-        if not servable(row["video_path"]):
+        # a batch row names no file of its own (its clips are its children's rows)
+        if row["video_path"] and not history_parents.is_parent(row) and \
+                not servable(row["video_path"]):
             st.caption(":material/warning: " + t(
                 "The video file at {path} is gone or outside the media roots; the stored "
                 "result can still be opened (without frames).", path=md_escape(row["video_path"])))

@@ -74,7 +74,21 @@ def restore() -> None:
     st.session_state[K_TASK] = task
     st.session_state[QUERY_KEYS[task]] = row.get("query") or ""
     session.follow(clip, task, job_id)
+    _seek_from_url(job_id)
     log.info("opened %s from the page's URL", job_id)
+
+
+def _seek_from_url(job_id: str) -> None:
+    """``&t=SECONDS`` (a Library hit's moment): the result's player opens there, not at 0."""
+    from chord_ui.player import seek_to
+
+    raw = str(st.query_params.get("t") or "")[:16]
+    try:
+        t_s = float(raw)
+    except ValueError:
+        return
+    if 0.0 < t_s < 7 * 86400.0:
+        seek_to(job_id, t_s)
 
 
 def _open_parent(row: dict[str, Any] | None) -> bool:

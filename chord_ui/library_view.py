@@ -144,7 +144,8 @@ def card(hit: dict[str, Any], i: int) -> None:
                 buttons.button(t("Play here"), key=f"play-{i}", icon=":material/play_arrow:",
                                   on_click=st.session_state.__setitem__, args=(K_PLAY, i))
             if hit["task"] in ("describe", "ground", "entail"):
-                buttons.link_button(t("Open in Analyze"), f"/?job={quote(hit['source'])}",
+                buttons.link_button(t("Open in Analyze"),  # at the hit's moment
+                                    f"/?job={quote(hit['source'])}&t={hit['start_s']:g}",
                                        icon=":material/open_in_new:")
             if not shown:
                 st.caption(t("The clip is gone or outside the media roots: no thumbnail or "

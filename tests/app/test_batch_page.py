@@ -263,7 +263,7 @@ def test_gpus_page_marks_the_job_on_each_gpu(new_app, monkeypatch) -> None:
     workers = next(d.value for d in at.dataframe if "tasks done" in d.value.columns)
     assert list(workers["devices"]) == ["cuda:0", "cuda:1, cuda:2"]
     assert list(workers["job"]) == ["—", "street.mp4 (ground)"]
-    assert list(workers["busy"]) == ["3.0 s", "1:15.0"]
+    assert list(workers["busy"]) == ["3 s", "1:15"]
     util = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [t["name"] for t in util["data"]] == [
         "GPU 0", "GPU 1 · street.mp4 (ground) on gpu1-2", "GPU 2 · street.mp4 (ground) on gpu1-2"]

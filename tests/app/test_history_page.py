@@ -344,7 +344,7 @@ def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_st
     assert not at.exception and not at.info  # not a long run's "stopped part-way"
     kids = at.dataframe[1].value
     assert list(kids["job"]) == ["clip0.mp4", "clip1.mp4"]
-    assert list(kids["duration"]) == ["3.0 s", "7.0 s"]  # their own, not the batch's
+    assert list(kids["duration"]) == ["3 s", "7 s"]  # their own, not the batch's
     at.session_state["children-batch-0123456789ab"] = {
         "selection": {"rows": [1], "columns": [], "cells": []}}
     at = at.run()

@@ -165,7 +165,7 @@ def test_time_unit_and_worker_states_in_chinese(monkeypatch: pytest.MonkeyPatch)
     from chord_ui.formatting import human_duration
 
     monkeypatch.setattr(i18n, "lang", lambda: "zh")
-    assert human_duration(12.34) == "12.3 秒" and human_duration(75.2) == "1:15.2"
+    assert human_duration(12.34) == "12.3 秒" and human_duration(75.2) == "1:15"
     rows = gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready", "busy_s": 3.0}],
                                       None)
-    assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3.0 秒")
+    assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3 秒")

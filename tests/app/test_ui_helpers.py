@@ -96,8 +96,9 @@ def test_human_bytes(n, text) -> None:
 
 
 @pytest.mark.parametrize(("s", "text"), [
-    (12.34, "12.3 s"), (75.2, "1:15.2"), (3725.0, "1:02:05"),
-], ids=["seconds", "minutes", "hours"])
+    (12.34, "12.3 s"), (75.2, "1:15"), (3725.0, "1:02:05"), (636.0, "10:36"), (3.0, "3 s"),
+    (59.97, "1:00"),
+], ids=["seconds", "minutes", "hours", "no-stray-tenths", "whole-seconds", "rounds-up"])
 def test_human_duration(s, text) -> None:
     assert formatting.human_duration(s) == text
 
