@@ -231,20 +231,20 @@ def _wait(manager: JobRunner, summary: BatchSummary,
     pending = [it for it in summary.items if not it.skipped]
     finished: queue.SimpleQueue[BatchItem] = queue.SimpleQueue()
     for it in pending:
-        manager.handle(it.job_id).add_done_callback(lambda _, it=it: finished.put(it))
+        manager.handle(str(it.job_id)).add_done_callback(_put_on(finished, it))
     left = len(pending)
     while True:
         try:  # the first finished item blocks up to UPDATE_S; those also in, at once
-            it = finished.get(timeout=UPDATE_S) if left else None
-            while it is not None:
-                _finished(manager, it)
+            got = finished.get(timeout=UPDATE_S) if left else None
+            while got is not None:
+                _finished(manager, got)
                 left -= 1
-                it = finished.get_nowait() if left and not finished.empty() else None
+                got = finished.get_nowait() if left and not finished.empty() else None
         except queue.Empty:
             pass
         for it in pending:
             if not JobState(it.state).finished:
-                st = manager.status(it.job_id)
+                st = manager.status(str(it.job_id))
                 it.state, it.worker = st.state.value, st.worker
         _refresh(manager, summary, pending, busy0, t0)
         if on_update is not None:
@@ -253,11 +253,16 @@ def _wait(manager: JobRunner, summary: BatchSummary,
             return
 
 
+def _put_on(q: queue.SimpleQueue[BatchItem], it: BatchItem) -> Callable[[Any], None]:
+    """A done callback that puts ``it`` on ``q``."""
+    return lambda _: q.put(it)
+
+
 def _finished(manager: JobRunner, it: BatchItem) -> None:
     """One finished item: its result file written, or its error noted."""
-    st = manager.status(it.job_id)
+    st = manager.status(str(it.job_id))
     it.state, it.worker = st.state.value, st.worker
-    if st.state is JobState.DONE:
+    if st.state is JobState.DONE and st.result is not None:
         _write_item(it, st.result.to_dict())
     else:
         it.error = st.error or {"message": st.state.value}

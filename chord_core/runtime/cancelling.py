@@ -47,7 +47,7 @@ def drop_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, Wo
         ts = tasks[tid]
         handle = workers[ts.worker].handle if ts.worker else None
         running = ts.state == "running" and handle is not None
-        if running:
+        if running and handle is not None:
             handle.cancel(tid)
         elif ts.state == "pending" and ts.worker:
             dequeue(workers, ts)

@@ -175,7 +175,7 @@ class _PipeOutbox:
         return {"conn": self._conn}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["conn"])
+        _PipeOutbox.__init__(self, state["conn"])
 
 
 class _ProcessHandle(QueueHandle):

@@ -194,4 +194,9 @@ class CancelFlag(threading.Event):
         with self._hooks_lock:
             hooks = list(self._hooks)
         for fn in hooks:
-            _call(lambda _, fn=fn: fn(), None)
+            _call(_drop_arg(fn), None)
+
+
+def _drop_arg(fn: Callable[[], None]) -> Callable[[Any], None]:
+    """``fn`` as a callback that is given (and ignores) one argument."""
+    return lambda _: fn()

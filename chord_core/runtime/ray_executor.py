@@ -72,7 +72,8 @@ class _Outbox:
     FLUSH_S = 0.2
 
     def __init__(self, queue: Any) -> None:
-        self._queue, self._buffer = queue, []
+        self._queue = queue
+        self._buffer: list[Any] = []
         self._lock = threading.Lock()
         self._closed = threading.Event()
         threading.Thread(target=self._flusher, daemon=True, name="chord-outbox").start()
@@ -182,7 +183,7 @@ class RayExecutor(Executor):
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group)
         else:
             options["scheduling_strategy"] = "SPREAD"
-        actor = self._remote.options(**options).remote(spec)
+        actor: Any = self._remote.options(**options).remote(spec)  # Ray's actor proxy
         where = actor.where.remote()  # an actor runs its calls in order: this one before run
         handle = _RayHandle(spec.worker_id, actor, actor.run.remote(inbox, self._outbox, control),
                             inbox, control, where, group)

@@ -185,6 +185,7 @@ def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> No
     """Send ``w`` the call ``batch`` with the tasks queued behind it (read meanwhile)."""
     ahead = upcoming(w, tasks, len(batch))
     w.batch, w.call, w.hinted = batch, (batch[0], len(batch)), tuple(t.task_id for t in ahead)
+    assert w.handle is not None  # a ready worker has one
     w.handle.run([tasks[t].task for t in batch], ahead)
 
 
@@ -248,6 +249,7 @@ def steal(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer:
 
 def dequeue(workers: dict[str, WorkerSlot], ts: TaskState) -> None:
     """Take a pending task off its worker's queue."""
+    assert ts.worker is not None  # pending on a worker
     q = workers[ts.worker].queue
     if ts.task.task_id in q:
         q.remove(ts.task.task_id)
@@ -335,10 +337,10 @@ def job_event(job: JobEntry, tasks: dict[str, TaskState], event: ProgressEvent
     if len(job.tasks) < 2 or event.stage != "grounding_frames":
         return event
     # a finished share counts its frames once (its last event also said them: "frame 24/16")
-    done = sum(tasks[t].last_event.done for t in job.tasks
-               if tasks[t].state != "done" and tasks[t].last_event
-               and tasks[t].last_event.stage == "grounding_frames")
-    done += sum(tasks[t].task.plan.num_frames for t in job.tasks if tasks[t].state == "done")
+    seen = [tasks[t].last_event for t in job.tasks if tasks[t].state != "done"]
+    done = sum(e.done for e in seen if e is not None and e.stage == "grounding_frames")
+    done += sum(p.num_frames for t in job.tasks
+                if tasks[t].state == "done" and (p := tasks[t].task.plan) is not None)
     n = job.plan.num_frames
     done = min(done, n)
     return ProgressEvent("grounding_frames", f"frame {done}/{n} on {len(job.tasks)} workers",

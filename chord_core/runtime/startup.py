@@ -136,7 +136,9 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
         report.step(f"{steps[0].detail} (in the background)", None, None)
     else:
         report.save(startup)
-    outbox.put(Ready(spec.worker_id, engine.model_info.to_dict(), None, startup))
+    info = engine.model_info
+    outbox.put(Ready(spec.worker_id, info.to_dict() if info is not None else None, None,
+                     startup))
     report.startup = startup
     return engine, steps, report
 
@@ -147,7 +149,10 @@ def _steps(engine: WorkerEngine) -> list[Any]:
 
     steps = getattr(engine, "warmup_steps", None)
     if steps is None:
-        return [WarmStep("total_s", "warm-up", lambda _: engine.warmup())]
+        def whole(_: Any) -> None:
+            engine.warmup()
+
+        return [WarmStep("total_s", "warm-up", whole)]
     return list(steps())
 
 

@@ -27,7 +27,7 @@ from chord_core.errors import ChordError, DuplicateJob, ResumeError, store_failu
 from chord_core.runtime.jobs import JobSpec
 from chord_core.runtime.leases import HEARTBEAT_S, Lease
 from chord_core.runtime.protocols import JobStore
-from chord_core.runtime.store import NotOwner
+from chord_core.runtime.store_states import NotOwner
 
 RETRY_S = 2.0  # how often writes a full disk refused are tried again
 OWNED_WRITES = ("add_job", "update_state", "save_result")  # they name the lease (owner=)
@@ -173,7 +173,8 @@ class StoreLink:
         ``by_key`` is the caller's live content-key → job table: a claimed job whose key is
         already there is a duplicate left by an older Chord and is cancelled; one whose spec
         cannot be read is marked failed."""
-        if self.lease is None or not self.take_lease():
+        store = self.store
+        if store is None or self.lease is None or not self.take_lease():
             return
         try:
             claimed = self.lease.claim_orphans()
@@ -181,7 +182,7 @@ class StoreLink:
             log.error("store: could not take a lease or claim unfinished jobs: %s", exc)
             return
         for job_id in claimed:
-            row = self.store.get_job(job_id)
+            row = store.get_job(job_id)
             if row is None or (row["spec"] or {}).get("long_run"):
                 continue  # a parent job: its driver (a long-video run) takes it up again
             try:

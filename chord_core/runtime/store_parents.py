@@ -69,7 +69,8 @@ def _live_owner(conn: Any, job_id: str, owner: str | None) -> Any:
 def set_summary(store: Any, job_id: str, summary: Mapping[str, Any], *,
                 state: str | None = None, error: Mapping[str, Any] | None = None) -> None:
     """Write the parent's summary; with ``state`` (done, failed, cancelled), how it ended."""
-    sets, params = ["summary_json = ?"], [json.dumps(dict(summary), default=str)]
+    sets: list[str] = ["summary_json = ?"]
+    params: list[Any] = [json.dumps(dict(summary), default=str)]
     if state is not None:
         if state not in FINISHED_STATES:
             raise ValueError(f"a parent job ends done, failed or cancelled, not {state!r}")
@@ -89,4 +90,4 @@ def children(store: Any, job_id: str, limit: int = 100_000) -> list[dict[str, An
 
 def is_parent(row: Mapping[str, Any] | None) -> bool:
     """Whether a job row is a parent job (a long-video run), by its spec."""
-    return bool(row) and bool((row.get("spec") or {}).get("long_run"))
+    return row is not None and bool((row.get("spec") or {}).get("long_run"))

@@ -42,7 +42,7 @@ def state_columns(old: str, new: str) -> tuple[list[str], list[Any]]:
     sets, params = ["state = ?"], [new]
     if new == old:
         return sets, params
-    now = time.time()
+    now: Any = time.time()
     if new == "running":
         sets += ["started_at = ?", "finished_at = NULL", "attempts = attempts + 1",
                  "error_json = NULL"]

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from chord_core.analysis.request import AnalysisRequest
 from chord_core.config import (
@@ -172,7 +172,9 @@ def serve(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any, *,
     ``control`` while a task runs. ``engine_factory`` builds an engine from a ModelConfig
     (default ``Engine``)."""
     if engine_factory is None:
-        from chord_core.analysis.engine import Engine as engine_factory
+        from chord_core.analysis.engine import Engine
+
+        engine_factory = cast(EngineFactory, Engine)
     from chord_core.runtime.startup import background_step, idle, start_engine
 
     t0 = time.perf_counter() if t0 is None else t0
@@ -302,7 +304,9 @@ def _run_task(engine: WorkerEngine, task: Task, worker_id: str, outbox: Any,
         outbox.put(Progress(worker_id, task.task_id, event))
 
     try:
+        payload: Any
         if task.kind == "ground_chunk":
+            assert task.info is not None and task.plan is not None  # a chunk is planned
             payload = engine.ground_chunk(task.info, task.plan, task.request,
                                           on_progress=progress, cancel=cancel)
         else:
