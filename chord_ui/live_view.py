@@ -74,7 +74,7 @@ def _start(url: str, chunk_s: float, threshold: float, target: str, statements: 
 
 @st.fragment(run_every=REFRESH_S)
 def streams() -> None:
-    rows = hub().list()
+    rows = hub().list_streams()
     if not rows:
         st.info(t("No stream yet: start one above."))
         return

@@ -91,7 +91,7 @@ async def start_stream(request: Request, body: StreamBody) -> JSONResponse:
 @router.get("/v1/streams")
 async def list_streams(request: Request) -> dict[str, Any]:
     hub = stream_hub(request.app)
-    return {"streams": await run_in_threadpool(hub.list)}
+    return {"streams": await run_in_threadpool(hub.list_streams)}
 
 
 @router.get("/v1/streams/{stream_id}")

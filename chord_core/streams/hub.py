@@ -13,6 +13,7 @@ everything: rows, recordings (until retention takes them), results and alerts.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -114,10 +115,10 @@ class StreamHub:
             folder = self.root / source.stream_id
             parent = f"{source.stream_id}-r{int(time.time())}"
             writer = SegmentWriter(folder, source.stream_id, settings.chunk_s,
-                                   lambda seg: self._segment(seg),
+                                   self._segment,
                                    container="mkv" if source.kind == "device" else "mp4")
             ingest = Ingest(source, writer, settings.ingest,
-                            on_status=lambda st, sid=source.stream_id: self._status(sid, st))
+                            on_status=functools.partial(self._status, source.stream_id))
             self.table.opened(source.stream_id, source.shown, source.kind, settings.to_dict())
             self.manager.parents.open(parent, kind="live", video_path=str(folder),
                                       model=settings.model or "", label=source.shown)
@@ -147,7 +148,7 @@ class StreamHub:
         row["recent"] = self.table.chunks(stream_id, limit=5)
         return row
 
-    def list(self) -> list[dict[str, Any]]:
+    def list_streams(self) -> list[dict[str, Any]]:
         return [self.describe(row["id"]) for row in self.table.streams()]
 
     def health(self) -> list[dict[str, Any]]:

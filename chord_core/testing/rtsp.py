@@ -103,6 +103,8 @@ def _repeat(once: Path, out: Path, loop_s: float, corrupt: bool) -> None:
         packets = [(p.pts, p.dts, bytes(p), p.is_keyframe) for p in src.demux(vin)
                    if p.size and p.pts is not None]
         base = vin.time_base
+        if base is None or not packets:
+            raise RuntimeError(f"{once} has no timed video packets")
         step = packets[1][0] - packets[0][0] if len(packets) > 1 else 1
         span = packets[-1][0] - packets[0][0] + step
         loops = max(1, int(loop_s / float(span * base)) + 1)
