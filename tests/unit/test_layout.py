@@ -150,3 +150,26 @@ def test_the_package_exports_every_error():
     raised = {name for name, obj in vars(errors).items() if inspect.isclass(obj)
               and issubclass(obj, Exception) and obj.__module__ == errors.__name__}
     assert raised and raised <= set(chord_core.__all__), sorted(raised - set(chord_core.__all__))
+
+
+def _drawn_floors() -> dict[str, int]:
+    """The floors as docs/architecture.md draws them: the first code block after "The
+    floors", one line per floor (``N label  names…  (what)``)."""
+    import re
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("## The floors", 1)[1].split("```", 2)[1]
+    drawn: dict[str, int] = {}
+    for line in block.splitlines():
+        m = re.match(r"\s*(\d+)\s+\w+\s+(.*)$", line)
+        if m is None:
+            continue
+        names = m.group(2).split("(")[0].split()
+        drawn.update({n.rstrip("/"): int(m.group(1)) for n in names})
+    return drawn
+
+
+def test_the_architecture_diagram_draws_the_floors_this_test_enforces():
+    drawn = _drawn_floors()
+    assert drawn, "docs/architecture.md has no floors diagram"
+    assert drawn == FLOORS
