@@ -2,10 +2,22 @@
 # The GPU evidence run (device machine, 2 × H200). Writes everything under $OUT.
 #   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
 #   bash benchmarks/run_device.sh decode     # issue 34 only (one H200), see its section
+#   bash benchmarks/run_device.sh ask        # issue 39: ask's latency with the 7B (one H200)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
 OUT=${OUT:-/tmp/chord-out}; mkdir -p "$OUT"
+if [ "${1:-}" = ask ]; then
+  # Issue 39 (one H200, no extra wheels): ask across the library with the random-weight 7B,
+  # 5 hits checked a question (search → entail jobs on the frames → the answer); goal ≤ 3 s
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    python3 benchmarks/ask_latency.py --model /tmp/chord-rand-7b --device cuda --clips 20 \
+        --questions 8 --check 5 --out "$OUT/ask.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/ask.log"
+  exit 0
+fi
 if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
   # Issue 36 (one H200): the OFA-VE seed client's loop through serve (32 tasks a request, one
   # request after another, UNIQUE pairs) against the naive path; W1 via describe_many (default
