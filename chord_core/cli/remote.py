@@ -193,10 +193,11 @@ def run_remote(url: str, why: str, args: argparse.Namespace, query: str,
             except (TypeError, ValueError, KeyError, AttributeError):
                 raise not_chord(url, "a progress event is not one Chord sends") from None
         elif event == "end":
-            final = data
+            final = data if isinstance(data, dict) else {"state": "not a Chord end event"}
     state = final.get("state")
     if state != "done":
-        err = final.get("error") if isinstance(final.get("error"), dict) else {}
+        found = final.get("error")
+        err: dict[str, Any] = found if isinstance(found, dict) else {}
         status = err.get("status", 500)
         raise RemoteError(status if isinstance(status, int) and state == "failed" else 500,
                           f"job {job_id} {state or 'did not finish'}: "
