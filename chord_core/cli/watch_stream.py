@@ -50,7 +50,7 @@ def cmd_watch_stream(args: argparse.Namespace) -> int:
         threshold=args.threshold, max_new_tokens=args.max_new_tokens,
         prompt=args.query if args.task == "describe" else "",
         target=args.query if args.task == "ground" else "",
-        ingest=IngestSettings(stall_s=args.stall_s))
+        ingest=IngestSettings(stall_s=args.stall_s), hook=args.hook or None)
     store = Store()
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":

@@ -82,7 +82,7 @@ async def start_stream(request: Request, body: StreamBody) -> JSONResponse:
     settings = live_settings(
         getattr(rt, "model", None), chunk_s=body.chunk_s, threshold=body.threshold,
         statements=tuple(s for s in body.statements) or None, target=body.target,
-        prompt=body.prompt, describe=body.describe)
+        prompt=body.prompt, describe=body.describe)  # the hook: CHORD_WATCH_HOOK only
     hub = stream_hub(request.app)
     row = await run_in_threadpool(hub.start, body.url, settings)
     return JSONResponse(row, status_code=201)

@@ -38,7 +38,8 @@ def live_settings(model: str | None, env: Mapping[str, str] | None = None,
         chunk_s=_number("CHORD_LIVE_CHUNK_S", 10.0, env), statements=statements,
         threshold=_number("CHORD_WATCH_THRESHOLD", 0.8, env), model=model,
         max_age_s=_number("CHORD_LIVE_MAX_AGE_H", 168.0, env) * 3600.0,
-        max_bytes=int(_number("CHORD_LIVE_MAX_GB", 20.0, env) * 2**30))
+        max_bytes=int(_number("CHORD_LIVE_MAX_GB", 20.0, env) * 2**30),
+        hook=env_value("CHORD_WATCH_HOOK", env))
     base.update({k: v for k, v in given.items() if v is not None})
     return StreamSettings(**base)  # type: ignore[arg-type]
 

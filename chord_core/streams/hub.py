@@ -47,6 +47,7 @@ class StreamSettings:
     model: str | None = None
     max_new_tokens: int = 128
     fps: float | None = None  # frames sampled per second of a chunk (None: the task's own)
+    hook: str = ""  # a local command per alert (library/hooks.py); never from a request
     max_age_s: float | None = 7 * 86400.0
     max_bytes: int | None = 20 * 2**30
     ingest: IngestSettings = field(default_factory=IngestSettings)
@@ -76,6 +77,7 @@ class _Live:
     ingest: Ingest
     folder: Path
     parent: str
+    hooks: Any = None  # a library.hooks.HookRunner when the stream has a hook
 
 
 class StreamHub:
@@ -122,10 +124,20 @@ class StreamHub:
             self.table.opened(source.stream_id, source.shown, source.kind, settings.to_dict())
             self.manager.parents.open(parent, kind="live", video_path=str(folder),
                                       model=settings.model or "", label=source.shown)
-            self._live[source.stream_id] = _Live(source, settings, ingest, folder, parent)
+            self._live[source.stream_id] = _Live(source, settings, ingest, folder, parent,
+                                                 self._hooks(settings.hook))
         ingest.start()
         log.info("stream %s: started (%s)", source.shown, source.stream_id)
         return self.describe(source.stream_id)
+
+    def _hooks(self, command: str) -> Any:
+        from chord_core.library import watch_table
+        from chord_core.library.hooks import HookRunner
+
+        if not command:
+            return None
+        return HookRunner(command, lambda run: watch_table.record_hook_run(
+            self.index, run.to_dict()))
 
     def stop(self, stream_id: str) -> dict[str, Any]:
         with self._lock:
@@ -171,6 +183,10 @@ class StreamHub:
         for sid in items:
             self.stop(sid)
         self._done.put(None)
+        for live in list(self._live.values()):
+            if live.hooks is not None:
+                live.hooks.wait_idle(30)
+                live.hooks.stop()
         self._follower.join(10)
 
     # -- chunks --------------------------------------------------------------------------
@@ -250,10 +266,14 @@ class StreamHub:
             check = {"clip_key": f"{stream_id}:{Path(path).name}", "statement": statement,
                      "path": path, "job_id": str(handle)}
             for m in moments(frames, threshold):
-                if store_alert(self.index, stream_id, check, m) is not None:
-                    fired += 1
-                    log.warning("alert: %s at %.1f s of %s (P=%.2f)", statement, m["start_s"],
-                                Path(path).name, m["probability"])
+                alert_id = store_alert(self.index, stream_id, check, m)
+                if alert_id is None:
+                    continue  # fired before (this chunk, this moment)
+                fired += 1
+                log.warning("alert: %s at %.1f s of %s (P=%.2f)", statement, m["start_s"],
+                            Path(path).name, m["probability"])
+                if live is not None and live.hooks is not None:
+                    live.hooks.put({"id": alert_id, "watch": stream_id, **check, **m})
         with self._lock:
             left = self._pending.get(path, [1, "done"])
             left[0] -= 1

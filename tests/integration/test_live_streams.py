@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -89,6 +90,9 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
     from chord_core.streams.hub import StreamHub, StreamSettings
 
     caplog.set_level(logging.DEBUG, logger="chord_core")
+    hook_out = tmp_path / "hook.jsonl"
+    hook = (f"{sys.executable} -c \"import sys; open({str(hook_out)!r}, 'a')"
+            f".write(sys.stdin.read() + chr(10))\"")
     store = Store(tmp_path / "data" / "chord.sqlite3")
     manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store)
     manager.wait_ready(180)  # the model loaded first: chunks are not queued behind its load
@@ -97,7 +101,8 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
         with rtsp.RtspServer(clips["good"], user="cam", password=PASSWORD) as server:
             settings = StreamSettings(chunk_s=3.0, statements=("a person crosses",),
                                       threshold=0.0, target="a pedestrian", model="test",
-                                      max_new_tokens=4, fps=1.0, ingest=_settings())
+                                      max_new_tokens=4, fps=1.0, hook=hook,
+                                      ingest=_settings())
             started = hub.start(server.url(0), settings)
             sid = started["id"]
             assert PASSWORD not in json.dumps(started)
@@ -135,6 +140,12 @@ def test_a_stream_runs_records_and_alerts_pointing_at_its_segment(clips, tmp_pat
             assert doc["video"]["path"] == c["path"]
             times = doc["sampling"]["timestamps_s"]
             assert times and 0.0 <= min(times) and max(times) <= c["duration_s"] + 1e-6
+        hub.shutdown()  # waits for the hooks queued
+        runs = [json.loads(line) for line in hook_out.read_text().splitlines()]
+        assert sorted(r["id"] for r in runs) == sorted(a["id"] for a in alerts)
+        assert all(r["path"].endswith(".mp4") and "start_s" in r for r in runs)
+        assert all(a["hook_run"] and a["hook_run"]["outcome"] == "exit 0"
+                   for a in latest_alerts(hub.index))
     finally:
         hub.shutdown()
         manager.shutdown()
