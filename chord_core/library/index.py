@@ -34,7 +34,7 @@ from chord_core.library.passages import Passage, chapters_passages, result_passa
 
 log = logging.getLogger(__name__)
 
-LIBRARY_SCHEMA = "3"  # another value in library_meta: the tables are made again (rebuild)
+LIBRARY_SCHEMA = "4"  # 4: an upload is named as uploaded (the job's video_name)  # another value in library_meta: the tables are made again (rebuild)
 SYNC_BATCH = 500  # results read per transaction: a rebuild of 100k results commits often
 # Chapters documents are looked for at most this often: finding the runs not yet indexed
 # walks the store's long-video batch ids, which a search should not pay for every time.
@@ -212,7 +212,7 @@ class LibraryIndex:
         at, job = self._watermark()
         rows = self.read(
             "SELECT r.job_id, r.created_at, r.result_json, j.state, j.video_path, j.task, "
-            "j.finished_at FROM results r JOIN jobs j ON j.job_id = r.job_id "
+            "j.finished_at, j.video_name FROM results r JOIN jobs j ON j.job_id = r.job_id "
             "WHERE (r.created_at, r.job_id) > (?, ?) "  # a row value: one index seek
             "ORDER BY r.created_at, r.job_id LIMIT ?", (at, job, batch))
         if not rows:

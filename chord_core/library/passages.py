@@ -42,10 +42,11 @@ class Passage:
     model: str = ""
     verdict: str = ""
     found: bool = True
+    shown_name: str = ""  # the name the clip was uploaded under (its stored name is a hash)
 
     @property
     def name(self) -> str:
-        return PurePath(self.video_path).name
+        return self.shown_name or PurePath(self.video_path).name
 
     @property
     def folder(self) -> str:
@@ -104,7 +105,10 @@ def result_passages(job: Mapping[str, Any], doc: Mapping[str, Any],
     duration = float(video.get("duration_s") or 0.0)
     path = str(job.get("video_path") or video.get("path") or "")
     task = str(doc.get("task") or job.get("task") or "")
+    stored = PurePath(path).name
+    shown = str(job.get("video_name") or "")
     base = {"source": str(job["job_id"]), "video_path": path, "task": task,
+            "shown_name": shown if shown and shown != stored else "",
             "made_at": float(made_at), "model": str((doc.get("model") or {}).get("id", ""))}
     return [Passage(**base, **fields) for fields in _fields(task, doc, duration)
             if fields["text"]]

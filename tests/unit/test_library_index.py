@@ -336,3 +336,17 @@ def test_a_document_frequency_is_counted_again_once_the_index_has_moved(library)
     assert store.delete_job("j-w1")
     assert search(index, "walrus")["hits"] == []  # a gone job's passages dropped...
     assert doc_freq(index, "walrus", index.totals()[0]) == 0  # ...and counted again
+
+
+def test_an_upload_is_listed_and_found_under_the_name_it_was_uploaded_as(tmp_path):
+    """Uploads are stored under their content hash; the job row keeps the name uploaded."""
+    stored = f"/data/uploads/{'ab' * 32}.mp4"
+    with Store(tmp_path / "chord.sqlite3") as store:
+        doc = result_doc("describe", stored, text="A cyclist at the crossing.")
+        store.add_job("j-up", video_path=stored, task="describe", model="test",
+                      video_name="harbour cam 3.mp4")
+        store.save_result("j-up", doc)
+    with LibraryIndex(tmp_path / "chord.sqlite3") as index:
+        [hit] = search(index, "cyclist")["hits"]
+        assert hit["name"] == "harbour cam 3.mp4" and hit["video_path"] == stored
+        assert [h["source"] for h in search(index, "harbour")["hits"]] == ["j-up"]
