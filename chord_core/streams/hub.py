@@ -136,8 +136,10 @@ class StreamHub:
 
         if not command:
             return None
-        return HookRunner(command, lambda run: watch_table.record_hook_run(
-            self.index, run.to_dict()))
+        def record(run: Any) -> None:
+            watch_table.record_hook_run(self.index, run.to_dict())
+
+        return HookRunner(command, record)
 
     def stop(self, stream_id: str) -> dict[str, Any]:
         with self._lock:
