@@ -161,8 +161,10 @@ def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
     from chord_core.longvideo.chunks import snap_plan
 
     sampling = SamplingConfig(fps=settings.describe_fps, max_frames=settings.describe_max_frames)
-    plans = [chunk_plan(info, Chunk.from_dict(c), "describe", sampling) for c in doc.chunks]
-    plans = [snap_plan(info, p) for p in plans] if settings.snap_keyframes else plans
+    chunks = [Chunk.from_dict(c) for c in doc.chunks]
+    plans = [chunk_plan(info, c, "describe", sampling) for c in chunks]
+    if settings.snap_keyframes:
+        plans = [snap_plan(info, p, c.read_first, c.end_frame) for p, c in zip(plans, chunks)]
     dec = decode_only(info, plans, args.decode_only_fraction, args.reader)
     moves = [abs(m) for p in plans for m in p.keyframe_moves_s]
     model_s = doc.timing.get("map_s", 0) + doc.timing.get("reduce_s", 0) + \

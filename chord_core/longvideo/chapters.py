@@ -142,7 +142,7 @@ class ChaptersRun:
         for c in chunks:
             plan = chunk_plan(self.info, c, "describe", sampling)
             if s.snap_keyframes:
-                plan = snap_plan(self.info, plan)
+                plan = snap_plan(self.info, plan, c.read_first, c.end_frame)
             label = (f"{self.name} chunk {c.index + 1}/{len(chunks)} "
                      f"{P.clock(c.start_s)}–{P.clock(c.end_s)}")
             req = _request(self.info.path, P.chunk_prompt(c.start_s, c.end_s),

@@ -152,11 +152,14 @@ def range_plan(info: VideoInfo, a: int, b: int, task: str, sampling: SamplingCon
                    fps=len(indices) / seconds)
 
 
-def snap_plan(info: VideoInfo, plan: SamplingPlan) -> SamplingPlan:
+def snap_plan(info: VideoInfo, plan: SamplingPlan, first: int | None = None,
+              end: int | None = None) -> SamplingPlan:
     """The plan with every sample moved to the nearest keyframe (at most half a sampling
     interval away, each keyframe once; see ``media.gop.snap_to_keyframes``), so a reader
     decodes one frame per sample; ``keyframe_moves_s`` says how far each moved. Unchanged
-    when the file has no usable packet index (no PyAV, unprovable indices)."""
+    when the file has no usable packet index (no PyAV, unprovable indices). Samples stay in
+    frames ``[first, end)`` (default: the plan's own first to last frame): a chunk's samples
+    never move into another chunk."""
     from chord_core.media.gop import snap_to_keyframes
     from chord_core.media.readers import ReaderUnavailable, usable_index
 
@@ -166,7 +169,9 @@ def snap_plan(info: VideoInfo, plan: SamplingPlan) -> SamplingPlan:
         index = usable_index(info)
     except ReaderUnavailable:
         return plan
-    keys = [k for k in index.keyframes if k < info.frame_count]
+    lo = plan.frame_indices[0] if first is None else first
+    hi = plan.frame_indices[-1] + 1 if end is None else end
+    keys = [k for k in index.keyframes if lo <= k < min(hi, info.frame_count)]
     step = (plan.timestamps_s[-1] - plan.timestamps_s[0]) / max(1, plan.num_frames - 1)
     got, moved = snap_to_keyframes(plan.frame_indices, keys, info.time_of,
                                    max_move_s=0.5 * step if step > 0 else 0.0)

@@ -155,8 +155,9 @@ def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc
         return SearchDoc.from_dict(runs.final() or {})
     jobs, plans = [], []
     for ch, _ in chosen:
-        plan = range_plan(info, ch.first_frame, _end_frame(doc, ch, info), method, sampling)
-        plan = snap_plan(info, plan) if snap_keyframes else plan
+        end = _end_frame(doc, ch, info)
+        plan = range_plan(info, ch.first_frame, end, method, sampling)
+        plan = snap_plan(info, plan, ch.first_frame, end) if snap_keyframes else plan
         plans.append(plan)
         jobs.append(ChunkJob(f"{run}-h{ch.index:04d}", JobSpec(
             request, model=model, info=info, plan=plan,

@@ -109,8 +109,13 @@ def test_chapter_samples_move_to_keyframes_and_say_how_far(tmp_path):
     info = probe(make_video(tmp_path / "k.mp4", duration_s=40, fps=25, size_wh=(96, 64)).path)
     chunk = Chunk(0, 0, info.frame_count, 0.0, info.duration_s)
     plan = chunk_plan(info, chunk, "describe", SamplingConfig(fps=0.5, max_frames=16))
-    snapped = snap_plan(info, plan)
+    snapped = snap_plan(info, plan, 0, info.frame_count)
     keys = set(packet_index(info.path).keyframes)
+    from chord_core.longvideo.chunks import range_plan
+
+    part = range_plan(info, 310, 690, "describe", SamplingConfig(fps=0.5, max_frames=16))
+    inner = snap_plan(info, part, 310, 690)  # a chunk's samples stay inside its frames
+    assert all(310 <= k < 690 for k in inner.frame_indices)
     step = plan.timestamps_s[1] - plan.timestamps_s[0]
     assert len(snapped.keyframe_moves_s) == plan.num_frames
     for k, t0, t, moved in zip(snapped.frame_indices, plan.timestamps_s, snapped.timestamps_s,
