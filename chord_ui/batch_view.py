@@ -137,8 +137,14 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
         st.caption(":material/info: " + t("Choose a model that is available (sidebar) to run."))
     if running:
         st.caption(":material/info: " + t("A batch is running; a new one queues behind it."))
+    signature = _signature(clips, task, query, settings, model)
+    queued = bool(clips) and st.session_state.get(K_QUEUED) == signature
+    if queued:  # a folder stays listed after its run: a second click would queue it again
+        st.caption(":material/check: " + t("These clips are queued already with these "
+                                           "settings; change the clips or a setting to queue "
+                                           "them again."))
     if st.button(label, type="primary", icon=":material/playlist_play:", key="batch_queue",
-                 disabled=not clips or not model_ok or model is None):
+                 disabled=not clips or not model_ok or model is None or queued):
         kept, dropped = recheck(clips)
         try:
             run = submit_batch(_saved_clips(kept), task, query, settings.sampling(task),
@@ -156,10 +162,24 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
                            f"files under the media roots: {', '.join(dropped[:5])}",
                 "hint": "check those files and queue them again"}
             st.session_state[K_RUN] = run
+            st.session_state[K_QUEUED] = signature
         st.rerun()
     err = st.session_state.get(K_SUBMIT_ERROR)
     if err:
         show_error(err)
+
+
+K_QUEUED = "batch_queued_signature"
+
+
+def _signature(clips: Sequence[PendingClip], task: str, query: str, settings: Settings,
+               model: str | None) -> str:
+    """What a Queue click would submit: the same clips, mode, text, settings and model."""
+    import hashlib
+
+    what = repr((sorted(c.path for c in clips), task, query, model,
+                 settings.sampling(task), settings.max_new_tokens))
+    return hashlib.sha256(what.encode()).hexdigest()
 
 
 def _current() -> BatchRun | None:

@@ -47,4 +47,6 @@ ZH_REVIEW: dict[str, str] = {
     "Searched in {s} ms, checked in {c} ms (threshold P ≥ {p})":
         "搜索用时 {s} 毫秒，检查用时 {c} 毫秒（阈值 P ≥ {p}）",
     "COCO dataset (ZIP)": "COCO 数据集（ZIP）", "YOLO dataset (ZIP)": "YOLO 数据集（ZIP）",
+    "These clips are queued already with these settings; change the clips or a setting to "
+    "queue them again.": "这些视频已按当前设置排队；更改视频或任一设置后才能再次排队。",
 }

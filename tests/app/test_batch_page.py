@@ -145,7 +145,10 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     assert {r["parent"] for r in stored} == {first.batch_id}
     assert parent["summary"]["progress"] == {"stage": "clips", "done": 3, "total": 3}
 
-    at.button(key="batch_queue").click().run()  # the same batch again
+    assert at.button(key="batch_queue").disabled  # this session queued these clips already
+    assert any("queued already" in c.value for c in at.caption)
+    at = _batch_page(new_app)  # another session (a reload) queues the same folder again
+    _queue_folder(at, clip_folder)
     poll(at, _finished, timeout=RUN_TIMEOUT_S)
     assert at.session_state["batch_run"].batch_id == first.batch_id  # the same parent
     assert _states(at) == {"a.mp4": "skipped", "sub/b.mp4": "skipped", "notes.mp4": "failed"}
