@@ -75,7 +75,7 @@ def settle(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, Worker
     if result is not None:
         log.info("%s: cancelled; kept %d finished frame(s)", job.status.job_id,
                  result.sampling.num_frames)
-        link.write("save_result", job.status.job_id, result.to_dict(), state="cancelled")
+        link.save_result(job.status.job_id, result.to_dict(), state="cancelled")
 
 
 def settle_overdue(jobs: dict[str, JobEntry], tasks: dict[str, TaskState],

@@ -104,9 +104,9 @@ class JobManager(JobTable):
             if not resumed:  # stored before the dispatcher can start it (and store "running")
                 req = spec.request
                 model = spec.model or self._specs[0].model_cfg.model
-                self._link.write("add_job", job_id, video_path=req.video_path, task=req.task,
-                                 query=req.query, model=model, key=spec.key,
-                                 batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
+                self._link.add_job(job_id, video_path=req.video_path, task=req.task,
+                                   query=req.query, model=model, key=spec.key,
+                                   batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
         self._executor.wake()  # the dispatcher plans it now
         return self.handle(job_id)
 
@@ -119,7 +119,7 @@ class JobManager(JobTable):
     @property
     def owner_id(self) -> str | None:
         """This manager's lease id (``leases.py``; None without a store): its rows' owner."""
-        return self._link.lease.owner_id if self._link.lease is not None else None
+        return self._link.owner()
 
     def store_problem(self) -> dict | None:
         """The last error from the job store (e.g. its disk is full), for the UI and CLI to
@@ -192,7 +192,7 @@ class JobManager(JobTable):
         with self._lock:
             for job in self._jobs.values():
                 if job.status.state is JobState.RUNNING:
-                    self._link.write("update_state", job.status.job_id, "queued")
+                    self._link.update_state(job.status.job_id, "queued")
             self._link.retry_due(force=True)  # space may have come back meanwhile
         self._link.release()  # its unfinished jobs are orphans now: the next start takes them
 
@@ -348,7 +348,7 @@ class JobManager(JobTable):
             job.status = replace(job.status, worker=f"{job.status.worker}+{wid}")
         else:
             return
-        self._link.write("update_state", job_id, "running", worker=job.status.worker)
+        self._link.update_state(job_id, "running", worker=job.status.worker)
         job.completion.changed()
 
     def _on_progress(self, tid: str, event: ProgressEvent) -> None:
@@ -415,6 +415,6 @@ class JobManager(JobTable):
         if state is not JobState.DONE and key and self._by_key.get(key) == job.status.job_id:
             del self._by_key[key]  # a failed or cancelled clip may be submitted again
         if result is not None:
-            self._link.write("save_result", job.status.job_id, result.to_dict())
+            self._link.save_result(job.status.job_id, result.to_dict())
         else:
-            self._link.write("update_state", job.status.job_id, state.value, error=error)
+            self._link.update_state(job.status.job_id, state.value, error=error)

@@ -20,8 +20,8 @@ import logging
 import sqlite3
 from contextlib import contextmanager
 import time
-from dataclasses import replace
-from typing import Any, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, Mapping
 
 from chord_core.errors import ChordError, DuplicateJob, ResumeError, store_failure
 from chord_core.runtime.jobs import JobSpec
@@ -30,11 +30,20 @@ from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.store_states import NotOwner
 
 RETRY_S = 2.0  # how often writes a full disk refused are tried again
-OWNED_WRITES = ("add_job", "update_state", "save_result")  # they name the lease (owner=)
 
 log = logging.getLogger(__name__)
 
 
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """One write of a job row: what it is (for the log), its job, and the call on the store
+    (a typed method of ``JobStore``, bound with its arguments — no method named by string)."""
+
+    what: str
+    job_id: str
+    call: Callable[[JobStore], Any]
 
 
 class StoreLink:
@@ -44,8 +53,8 @@ class StoreLink:
         self.store = store
         self.lease = lease if lease is not None or store is None else Lease(store)
         self.problem: dict | None = None  # the last error, None while writes go through
-        self._held: list[tuple[str, tuple, dict]] | None = None
-        self.unwritten: list[tuple[str, tuple, dict]] = []  # refused; tried again in order
+        self._held: list[StoreWrite] | None = None
+        self.unwritten: list[StoreWrite] = []  # refused; tried again in order
         self._next_retry = self._next_beat = 0.0
         self._beat_failing = False
 
@@ -62,47 +71,69 @@ class StoreLink:
             yield
         finally:
             held, self._held = self._held, None
-            for method, args, kwargs in held:
-                self.write(method, *args, **kwargs)
+            for write in held:
+                self._put(write)
 
-    def write(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call ``store.<method>`` if there is a store; a failure is logged, never raised.
-        Inside ``deferred`` the call is held until the block ends; while earlier writes wait
-        for space it queues behind them (a job's writes stay in order)."""
+    # the three writes of a job row, each under this process's lease (``owner``)
+    def add_job(self, job_id: str, **row: Any) -> None:
+        """``store.add_job`` (a new job row: ``video_path``, ``task``, ``spec`` …)."""
+        owner = self.owner()
+        self._put(StoreWrite("add_job", job_id,
+                             lambda s: s.add_job(job_id, owner=owner, **row)))
+
+    def update_state(self, job_id: str, state: str, *, worker: str | None = None,
+                     error: Mapping[str, Any] | None = None) -> None:
+        """``store.update_state``: the job's new state (with its worker or error)."""
+        owner = self.owner()
+        self._put(StoreWrite("update_state", job_id, lambda s: s.update_state(
+            job_id, state, worker=worker, error=error, owner=owner)))
+
+    def save_result(self, job_id: str, result: Mapping[str, Any], *,
+                    state: str = "done") -> None:
+        """``store.save_result``: the job's result (``state``: done, or a cancelled job's
+        partial result)."""
+        owner = self.owner()
+        self._put(StoreWrite("save_result", job_id, lambda s: s.save_result(
+            job_id, result, state=state, owner=owner)))
+
+    def owner(self) -> str | None:
+        """This process's lease id (None without a store)."""
+        return self.lease.owner_id if self.lease is not None else None
+
+    def _put(self, write: StoreWrite) -> None:
+        """Make ``write`` if there is a store; a failure is logged, never raised. Inside
+        ``deferred`` it is held until the block ends; while earlier writes wait for space it
+        queues behind them (a job's writes stay in order)."""
         if self.store is None:
-            return None
-        if self.lease is not None and method in OWNED_WRITES:
-            kwargs.setdefault("owner", self.lease.owner_id)
+            return
         if self._held is not None:
-            self._held.append((method, args, kwargs))
-            return None
-        if self.unwritten:
-            self.unwritten.append((method, args, kwargs))
-            return None
-        return self._call(method, args, kwargs)
+            self._held.append(write)
+        elif self.unwritten:
+            self.unwritten.append(write)
+        else:
+            self._call(write)
 
-    def _call(self, method: str, args: tuple, kwargs: dict) -> Any:
+    def _call(self, write: StoreWrite) -> None:
+        assert self.store is not None
         try:
-            out = getattr(self.store, method)(*args, **kwargs)
+            write.call(self.store)
         except (ChordError, sqlite3.Error) as exc:
             err = (exc if isinstance(exc, ChordError) else store_failure(exc)).to_dict()
             if err != self.problem:
-                log.error("store: %s failed: %s", method, err["message"])
+                log.error("store: %s failed: %s", write.what, err["message"])
             self.problem = err
-            self.unwritten.append((method, args, kwargs))
+            self.unwritten.append(write)
         except NotOwner as exc:
-            log.warning("store: %s refused: %s (another process owns the job now)", method,
-                        exc)
+            log.warning("store: %s refused: %s (another process owns the job now)",
+                        write.what, exc)
         except (ValueError, KeyError) as exc:
-            log.warning("store: %s failed: %s", method, exc)
+            log.warning("store: %s failed: %s", write.what, exc)
         else:
             self.problem = None
-            return out
-        return None
 
     def unwritten_jobs(self) -> set[str]:
         """The ids of the jobs with a write waiting for space."""
-        return {str(args[0]) for _, args, _ in self.unwritten if args}
+        return {w.job_id for w in self.unwritten}
 
     def retry_due(self, *, force: bool = False) -> list[str]:
         """Try the refused writes again, in order, stopping at the first that still fails
@@ -113,14 +144,14 @@ class StoreLink:
             return []
         self._next_retry = now + RETRY_S
         waiting, self.unwritten = self.unwritten, []
-        for i, (method, args, kwargs) in enumerate(waiting):
-            self._call(method, args, kwargs)
+        for i, write in enumerate(waiting):
+            self._call(write)
             if self.unwritten:  # still refused: it and the rest wait for the next try
                 self.unwritten += waiting[i + 1:]
                 break
         if not self.unwritten:
             log.info("store: %d delayed write(s) went through", len(waiting))
-        return sorted({str(a[0]) for _, a, _ in waiting if a} - self.unwritten_jobs())
+        return sorted({w.job_id for w in waiting} - self.unwritten_jobs())
 
     def next_due(self) -> list[float]:
         """When (``time.monotonic``) the lease is next renewed and refused writes next tried:
@@ -190,11 +221,11 @@ class StoreLink:
             except (KeyError, TypeError, ChordError) as exc:
                 log.warning("stored job %s cannot be resumed (%s); marking it failed",
                             job_id, exc)
-                self.write("update_state", job_id, "failed", error=ResumeError(
+                self.update_state(job_id, "failed", error=ResumeError(
                     f"could not resume: {exc}", hint="submit the clip again").to_dict())
                 continue
             if spec.key and spec.key in by_key:
-                self.write("update_state", job_id, "cancelled", error=DuplicateJob(
+                self.update_state(job_id, "cancelled", error=DuplicateJob(
                     f"same clip and settings as job {by_key[spec.key]}",
                     hint=f"its result is job {by_key[spec.key]}'s").to_dict())
                 continue

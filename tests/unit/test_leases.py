@@ -223,13 +223,13 @@ def test_writes_a_full_disk_refused_are_made_in_order_when_space_returns(tmp_pat
     s = Store(tmp_path / "chord.sqlite3")
     link = StoreLink(s)
     link.lease.acquire()
-    link.write("add_job", "j1", video_path="a.mp4", task="ground")
+    link.add_job("j1", video_path="a.mp4", task="ground")
     conn = s._connection()
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count = {pages}")
     big = make_result("x" * 200_000)
-    link.write("update_state", "j1", "running")
-    link.write("save_result", "j1", big.to_dict())
+    link.update_state("j1", "running")
+    link.save_result("j1", big.to_dict())
     assert link.problem is not None and "full" in link.problem["message"]
     assert link.unwritten_jobs() == {"j1"}
     assert s.get_job("j1")["state"] in ("queued", "running")
