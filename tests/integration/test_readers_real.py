@@ -84,7 +84,9 @@ def test_truncated_file_reads_what_it_can_and_says_where_it_stopped(tmp_path):
     info = probe(cut)  # 61 of the 200 frames the header claims decode
     later = replace(info, frame_count=200)  # as if it was cut after the plan was made
     req = ReadRequest(later, (10, 50, 60, 150, 190), (48, 32))
-    got = CpuPoolReader(procs=1).read(req)
+    # the keyframe-aware reader, or — when the damaged tail's packet times do not match the
+    # probe's (the probe of a truncated file varies with what it decoded) — the default one
+    got = read_frames_auto(req, reader_chain("cpu-pool"))
     ref = DefaultReader().read(req)  # front to back: the frames that decode at all
     assert got.indices == ref.indices and got.indices[:2] == (10, 50)
     assert got.stopped_at == ref.stopped_at == req.indices[len(got.indices)]
