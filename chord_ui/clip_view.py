@@ -78,8 +78,13 @@ def playable_path(clip: ClipSource, info: VideoInfo | None) -> str | None:
     (made now if missing, with a spinner); None when there can be none."""
     if not servable(clip.path):
         return None
-    if plays_in_browser(clip.path, info):
+    from chord_ui.player import undecodable
+
+    if plays_in_browser(clip.path, info) and clip.path not in undecodable():
         return clip.path if Path(clip.path).stat().st_size <= PREVIEW_MAX_BYTES else None
+    if clip.path in undecodable():
+        st.caption(":material/info: " + t("This browser could not decode the file; playing a "
+                                          "transcoded preview of it."))
     from chord_core.media.roots import job_roots
 
     out = preview_file(clip.key)

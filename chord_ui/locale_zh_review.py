@@ -49,4 +49,6 @@ ZH_REVIEW: dict[str, str] = {
     "COCO dataset (ZIP)": "COCO 数据集（ZIP）", "YOLO dataset (ZIP)": "YOLO 数据集（ZIP）",
     "These clips are queued already with these settings; change the clips or a setting to "
     "queue them again.": "这些视频已按当前设置排队；更改视频或任一设置后才能再次排队。",
+    "This browser could not decode the file; playing a transcoded preview of it.":
+        "此浏览器无法解码该文件；正在播放转码后的预览。",
 }

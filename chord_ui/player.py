@@ -163,4 +163,14 @@ def media_url(path: str, coordinates: str) -> str:
 def show_player(result: Result, video_path: str, key: str, start_s: float = 0.0) -> None:
     """Mount the player for ``result`` playing ``video_path`` (browser-playable, servable)."""
     src = media_url(video_path, f"chord-player-{key}")
-    _component()(data=player_data(result, src, key, start_s), key=f"player-{key}")
+    _component()(data=player_data(result, src, key, start_s), key=f"player-{key}",
+                 on_decode_error_change=lambda: undecodable().add(video_path))
+
+
+K_UNDECODABLE = "chord-undecodable"
+
+
+def undecodable() -> set[str]:
+    """Files whose player reported a decode error (the video element's ``error`` event):
+    the clip's view then plays a transcoded preview of them instead."""
+    return st.session_state.setdefault(K_UNDECODABLE, set())

@@ -327,5 +327,13 @@ export default function (component) {
   if (old) old.destroy();
   const root = host.querySelector(".chord-root") || make("div", "chord-root", host);
   host.__chordPlayer = new Player(root, data);
+  // a file the browser cannot decode (a profile or pixel format Chromium lacks) would be a
+  // silent black player: Python is told, and serves a transcoded preview instead
+  const video = host.__chordPlayer.video;
+  video.addEventListener("error", () => {
+    if (component.setTriggerValue) {
+      component.setTriggerValue("decode_error", { src: data.src, code: video.error ? video.error.code : 0 });
+    }
+  }, { once: true });
   return undefined;
 }
