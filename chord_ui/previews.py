@@ -65,7 +65,8 @@ def _even(n: int) -> int:
 
 
 def _preview_times(frames: Any, time_base: Fraction, rate: Fraction, *,
-                   by_index: bool = False) -> Iterator[tuple[Any, int]]:
+                   by_index: bool = False, index_times: Sequence[Fraction] = ()
+                   ) -> Iterator[tuple[Any, int]]:
     """(frame, pts in PREVIEW_TIME_BASE ticks from the first frame), strictly increasing.
 
     The source's own presentation times are kept; a frame without one (AVI's packed B-frames,
@@ -76,11 +77,16 @@ def _preview_times(frames: Any, time_base: Fraction, rate: Fraction, *,
     ``by_index`` (an AVI): frame k is at k frame intervals, the time AVI itself stores (a
     frame number) and the one the analysis gives it. The decoded times are not used: with
     packed B-frames they come out in packet order (OpenCV's Megamind.avi decodes as pts
-    1, 2, 3, 5, 4, …), which put every third frame of its preview one frame off."""
+    1, 2, 3, 5, 4, …), which put every third frame of its preview one frame off. When
+    ``index_times`` is given (the stream's packet times, sorted: ``_avi_times``), frame k is at
+    the k-th of them: a variable-frame-rate AVI (frames skipped in its index) keeps its gaps,
+    where k intervals re-timed a 30 s Cinepak clip into 4.5 s at its nominal 15 fps."""
     start, last = None, -1
     step = Fraction(1) / rate if rate else Fraction(1, 25)
     for k, frame in enumerate(frames):
-        if by_index:
+        if by_index and k < len(index_times):
+            tick = round(index_times[k] / PREVIEW_TIME_BASE)
+        elif by_index:
             tick = round(k * step / PREVIEW_TIME_BASE)
         elif frame.pts is not None:
             t = Fraction(frame.pts) * time_base
@@ -106,8 +112,9 @@ def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, s
         rate = vin.average_rate or vin.guessed_rate or Fraction(25)
         vout = _open_h264(dst, codec, (ow, oh), Fraction(rate))
         by_index = inp.format.name.split(",")[0] == "avi"  # frame numbers, not times
+        times = _avi_times(src) if by_index else []
         for frame, tick in _preview_times(inp.decode(vin), vin.time_base, Fraction(rate),
-                                          by_index=by_index):
+                                          by_index=by_index, index_times=times):
             img = frame.reformat(width=ow, height=oh, format="yuv420p")
             img.pts, img.time_base = tick, PREVIEW_TIME_BASE
             for packet in vout.encode(img):
@@ -116,6 +123,18 @@ def _transcode(src: str, tmp: Path, codec: str, max_w: int, options: dict[str, s
         for packet in vout.encode():
             dst.mux(packet)
     return written
+
+
+def _avi_times(src: str) -> list[Fraction]:
+    """An AVI's frame times from its index: every packet's pts (a frame number, with gaps
+    where a variable-rate file skips frames), sorted (packed B-frames come out of order),
+    from the first. Packets only: nothing is decoded."""
+    import av
+
+    with av.open(src) as inp:
+        vin = inp.streams.video[0]
+        pts = sorted(p.pts for p in inp.demux(vin) if p.pts is not None and p.size)
+    return [Fraction(p - pts[0]) * vin.time_base for p in pts]
 
 
 def _open_h264(dst: Any, codec: str, size_wh: tuple[int, int], rate: Fraction) -> Any:

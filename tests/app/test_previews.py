@@ -192,3 +192,33 @@ def test_a_clip_swapped_for_a_link_outside_the_roots_gets_no_preview(tmp_path: P
     with pytest.raises(InputError, match="not a file under the media roots"):
         make_preview(str(clip), out, roots=[str(root.resolve())])
     assert not out.exists()
+
+
+def test_a_variable_frame_rate_avi_keeps_its_times_in_the_preview(tmp_path) -> None:
+    """Frames skipped in a VFR AVI's index (a 10 s clip of 10 frames at a nominal 15 fps)
+    keep their gaps: the preview's last frame is at 9.93 s, not at 9/15 s."""
+    from fractions import Fraction
+
+    import av
+
+    from chord_ui.previews import make_preview
+
+    pts = [0, 1, 2, 30, 31, 60, 90, 91, 120, 149]
+    src = tmp_path / "vfr.avi"
+    with av.open(str(src), "w") as out:
+        s = out.add_stream("mjpeg", rate=15)
+        s.width, s.height, s.pix_fmt = 160, 120, "yuvj420p"
+        s.codec_context.time_base = Fraction(1, 15)
+        for i, p in enumerate(pts):
+            f = av.VideoFrame.from_ndarray(np.full((120, 160, 3), i * 20, np.uint8),
+                                           format="rgb24").reformat(format="yuvj420p")
+            f.pts, f.time_base = p, Fraction(1, 15)
+            for pk in s.encode(f):
+                out.mux(pk)
+        for pk in s.encode(None):
+            out.mux(pk)
+    prev = make_preview(str(src), tmp_path / "prev.mp4", roots=[str(tmp_path)])
+    with av.open(str(prev)) as c:
+        times = sorted(float(f.time) for f in c.decode(video=0))
+    assert len(times) == len(pts)
+    assert np.allclose(times, [p / 15 for p in pts], atol=0.01), times
