@@ -130,7 +130,9 @@ def cancel(job_id: str) -> None:
 
 
 def delete(store: Any, job_id: str) -> bool:
-    """Delete a run with its children (a chapters run: its searches too)."""
-    for child in children(store, job_id):
-        delete(store, child["job_id"])
-    return bool(store.delete_job(job_id))
+    """Delete a run with its children (a chapters run: its searches too) through the
+    runtime's parent rows (``ParentJobs.delete``): a row still running under a live lease
+    is refused (``errors.AlreadyRunning``: cancel it first)."""
+    from chord_core.runtime.parents import ParentJobs
+
+    return bool(ParentJobs(store).delete(job_id))

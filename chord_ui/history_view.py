@@ -270,6 +270,7 @@ def _delete(job_id: str, name: str) -> None:
         deleted = history_parents.delete(resources.store(), job_id)
     except ChordError as exc:
         log.warning("deleting %s failed: %s", job_id, exc)
+        st.session_state[K_NOTICE] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return
     st.session_state[K_TABLE] = {"selection": {"rows": [], "columns": [], "cells": []}}
     if deleted:

@@ -83,6 +83,11 @@ class ParentJobs:
             log.warning("stored result of %s unreadable (%s); running it again", child_id, exc)
             return None
 
+    def delete(self, job_id: str) -> int:
+        """Delete a job with its children from the store (History's delete); how many rows
+        went. Raises ``AlreadyRunning`` for a row still running under a live lease."""
+        return 0 if self.store is None else store_parents.delete_tree(self.store, job_id)
+
     def children(self, job_id: str) -> list[dict[str, Any]]:
         """The parent's children as stored, oldest first ([] without a store)."""
         return [] if self.store is None else store_parents.children(self.store, job_id)

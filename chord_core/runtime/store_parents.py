@@ -91,3 +91,32 @@ def children(store: Any, job_id: str, limit: int = 100_000) -> list[dict[str, An
 def is_parent(row: Mapping[str, Any] | None) -> bool:
     """Whether a job row is a parent job (a long-video run), by its spec."""
     return row is not None and bool((row.get("spec") or {}).get("long_run"))
+
+
+def delete_tree(store: Any, job_id: str) -> int:
+    """Delete the job ``job_id`` with its children (a run's chunks, its searches), in one
+    transaction; returns how many rows went. A row that is unfinished under a live lease
+    (this process's or another's) is not deleted: ``AlreadyRunning`` (cancel it first) —
+    its driver would write it again, or lose its result."""
+    with store.transaction() as conn:
+        ids, todo = [], [job_id]
+        while todo:
+            jid = todo.pop()
+            ids.append(jid)
+            todo += [str(r["job_id"]) for r in conn.execute(
+                "SELECT job_id FROM jobs WHERE parent = ?", (jid,))]
+        for jid in ids:
+            row = conn.execute("SELECT owner, state, video_name FROM jobs WHERE job_id = ?",
+                               (jid,)).fetchone()
+            if row is None or row["state"] not in ("queued", "running") or not row["owner"]:
+                continue
+            lease = conn.execute("SELECT * FROM owners WHERE owner_id = ?",
+                                 (row["owner"],)).fetchone()
+            if lease is not None and not owner_gone(lease, time.time(), socket.gethostname()):
+                raise AlreadyRunning(
+                    f"{row['video_name'] or jid} is {row['state']} in a live process (pid "
+                    f"{lease['pid']}: {lease['label'] or '?'}); it was not deleted",
+                    hint="cancel it first (or wait for it to finish), then delete it")
+        marks = ", ".join("?" for _ in ids)
+        conn.execute(f"DELETE FROM results WHERE job_id IN ({marks})", ids)
+        return int(conn.execute(f"DELETE FROM jobs WHERE job_id IN ({marks})", ids).rowcount)

@@ -69,3 +69,27 @@ def test_a_manager_that_resumes_nothing_holds_its_lease_from_the_start(store, ca
         assert "lapsed" not in caplog.text
     finally:
         manager.shutdown()
+
+
+def test_history_delete_goes_through_the_lease(store) -> None:
+    """History's delete (``manager.parents.delete``): a finished run goes with its children;
+    one still running under a live lease is refused, one whose owner is gone is deleted."""
+    live, gone = Lease(store), Lease(store)
+    live.acquire()
+    gone.acquire()
+    for run, lease in (("lvc-live", live), ("lvc-gone", gone)):
+        store.add_job(run, video_path="/clips/long.mp4", task="chapters", owner=lease.owner_id)
+        store.add_job(f"{run}-c0000", video_path="/clips/long.mp4", task="describe",
+                      parent=run, owner=lease.owner_id)
+        store.update_state(f"{run}-c0000", "running", owner=lease.owner_id)
+    gone.release()
+    mine = ParentJobs(store, Lease(store).owner_id)
+    with pytest.raises(AlreadyRunning) as err:
+        mine.delete("lvc-live")
+    assert "cancel it first" in err.value.hint
+    assert store.get_job("lvc-live") and store.get_job("lvc-live-c0000")  # all kept
+    assert mine.delete("lvc-gone") == 2
+    assert store.get_job("lvc-gone") is None and store.get_job("lvc-gone-c0000") is None
+    store.update_state("lvc-live-c0000", "failed", owner=live.owner_id)
+    store.update_state("lvc-live", "failed", owner=live.owner_id)
+    assert mine.delete("lvc-live") == 2
