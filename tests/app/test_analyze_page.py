@@ -74,7 +74,7 @@ def test_path_shows_probe_facts_and_plan(new_app, app_clip: Path) -> None:
     at = _set_path(new_app().run(), app_clip)
     assert not at.exception and not at.error
     facts = _texts(at)
-    assert "Duration **3.0 s**" in facts
+    assert "Duration **3 s**" in facts
     assert "Size **320×240**" in facts
     assert "Frame rate **10.00 fps**" in facts
     assert "Plan:" in _texts(at) and "visual tokens" in _texts(at)
