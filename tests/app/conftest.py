@@ -10,6 +10,7 @@ down and no worker process may be left alive.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -148,3 +149,16 @@ def truth_engine(app_env: dict[str, Path]) -> None:
 def slow_engine(app_env: dict[str, Path]) -> None:
     """Make the workers 'work' for up to 60 s, reporting frames, until cancelled."""
     fake.set_mode("slow")
+
+
+@pytest.fixture(autouse=True)
+def _main_module_restored() -> Iterator[None]:
+    """Streamlit's script runner installs the page script as ``sys.modules["__main__"]`` and
+    never puts the old one back. multiprocessing's spawn re-runs ``__main__.__file__`` in every
+    child, so after an ``AppTest.from_function`` test (a temp script that only runs inside
+    AppTest) every later worker, reader pool and request reader of the session died at start
+    ("name '__args' is not defined"). Each app test gets the session's ``__main__`` back."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
