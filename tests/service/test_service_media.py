@@ -84,7 +84,8 @@ def test_a_link_swapped_in_while_the_job_is_queued_is_refused(one_worker, tmp_pa
     assert view["state"] == "failed", view
     assert view["error"]["error"] == (f"{swap} is not a file under the media roots "
                                       f"({os.path.realpath(srv.media)}, "
-                                      f"{os.path.realpath(srv.data / 'uploads')})")
+                                      f"{os.path.realpath(srv.data / 'uploads')}, "
+                                      f"{os.path.realpath(srv.data / 'streams')})")
     assert result.status_code == 409
     text = json.dumps(view) + result.text
     for leak in ("96×80", "96x80", '"width": 96', '"height": 80', '"frame_count": 20',
