@@ -133,8 +133,9 @@ def _avi_times(src: str) -> list[Fraction]:
 
     with av.open(src) as inp:
         vin = inp.streams.video[0]
+        base = Fraction(vin.time_base)  # read while open: a closed stream's time base is garbage
         pts = sorted(p.pts for p in inp.demux(vin) if p.pts is not None and p.size)
-    return [Fraction(p - pts[0]) * vin.time_base for p in pts]
+    return [Fraction(p - pts[0]) * base for p in pts]
 
 
 def _open_h264(dst: Any, codec: str, size_wh: tuple[int, int], rate: Fraction) -> Any:
@@ -174,11 +175,13 @@ def _transcode_opencv(src: str, tmp: Path, codec: str, max_w: int, info: VideoIn
 
 def _write_any(src: str, tmp: Path, codec: str, max_w: int, info: VideoInfo | None) -> int:
     """PyAV's own decode (with the MP4 index first, then without), then OpenCV's frames."""
+    import av
+
     errors = []
     for options in ({"movflags": "+faststart"}, {}):
         try:
             return _transcode(src, tmp, codec, max_w, options)
-        except (OSError, ValueError, IndexError) as exc:  # av.FFmpegError is an OSError
+        except (av.FFmpegError, OSError, ValueError, IndexError) as exc:  # PyAV 18: not OSError
             errors.append(f"{type(exc).__name__}: {exc}")
             log.info("preview of %s (%s) failed: %s", src, options or "no options", exc)
     if info is None or info.width < 2:

@@ -222,3 +222,18 @@ def test_a_variable_frame_rate_avi_keeps_its_times_in_the_preview(tmp_path) -> N
         times = sorted(float(f.time) for f in c.decode(video=0))
     assert len(times) == len(pts)
     assert np.allclose(times, [p / 15 for p in pts], atol=0.01), times
+
+
+def test_an_avi_index_times_are_read_while_the_file_is_open(tmp_path: Path) -> None:
+    """OpenCV's Megamind.avi kind: the index times must be the packets' frame numbers in the
+    stream's time base (read while the container is open; read after it closed, the time base
+    was garbage and the preview's muxer refused the times: a black player in the app)."""
+    from chord_core.testing.odd_files import make_packed_bframes_avi
+    from chord_ui.previews import _avi_times
+
+    clip = tmp_path / "packed.avi"
+    make_packed_bframes_avi(clip, count=48, fps=24, size_wh=(160, 120))
+    times = _avi_times(str(clip))
+    assert len(times) == 48
+    assert times == sorted(times) and times[0] == 0
+    assert abs(float(times[-1]) - 47 / 24) < 1e-6
