@@ -237,3 +237,22 @@ def test_an_avi_index_times_are_read_while_the_file_is_open(tmp_path: Path) -> N
     assert len(times) == 48
     assert times == sorted(times) and times[0] == 0
     assert abs(float(times[-1]) - 47 / 24) < 1e-6
+
+
+MEGAMIND = Path("/usr/share/doc/opencv-doc/examples/data/Megamind.avi")
+
+
+@pytest.mark.skipif(not MEGAMIND.exists(), reason="OpenCV's Megamind.avi (Debian opencv-doc) absent")
+def test_opencv_megamind_avi_gets_a_preview_of_its_length(tmp_path: Path) -> None:
+    """The real file whose preview failed (its index times were read after close)."""
+    import av
+
+    from chord_ui.previews import make_preview
+
+    clip = tmp_path / "Megamind.avi"
+    clip.write_bytes(MEGAMIND.read_bytes())
+    out = make_preview(str(clip), tmp_path / "p" / "p.mp4", roots=[str(tmp_path)])
+    with av.open(str(out)) as c:
+        frames = c.streams.video[0].frames
+        seconds = float(c.duration / av.time_base)
+    assert frames == 270 and abs(seconds - 270 / (2997 / 125)) < 0.1
