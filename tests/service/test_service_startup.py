@@ -82,8 +82,11 @@ def test_lazy_warmup_is_ready_at_once_and_warms_between_requests(tmp_path, tiny_
                         and (r.json()["workers"][0].get("startup") or {}).get("warmup_total_s"))
         background = [d["warm_up"] for d in [first, *seen] if "warm_up" in d]
         assert background and all(d["status"] == "ready" for d in seen)
-        assert any("capturing decode graphs" in b["stage"] for b in background), background
+        assert all(b["stage"].endswith("(in the background)") for b in background), background
         startup = r.json()["workers"][0]["startup"]
+        # the graphs were captured in the background (each step's time is kept; whether a
+        # poll every 0.1 s saw the short capture stage itself is a race on a loaded machine)
+        assert any(k.startswith("warmup_graphs_") for k in startup), startup
         assert startup["warmup_total_s"] > 0 and startup["total_s"] > startup["ready_s"]
         st = httpx.get(f"{srv.url}/v1/jobs/{sub.json()['job_id']}").json()
         assert st["state"] in ("running", "queued", "done"), st
