@@ -267,7 +267,7 @@ def test_a_killed_run_resumes_at_the_chunk_where_it_stopped(tiny_model_dir, tmp_
     env = {**os.environ, "CHORD_DATA_DIR": str(data), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "chord_core", "chapters", str(clip.path), "--model", "test",
            "--in-process", "--cuts", "fixed", "--chunk-s", "2", "--chapter-s", "100",
-           "--frames-per-chunk", "4", "--max-new-tokens", "128",
+           "--frames-per-chunk", "4", "--max-new-tokens", "128", "--batch-size", "1",
            "--json", str(tmp_path / "ch.json"), "--vtt", str(tmp_path / "ch.vtt")]
     db = data / "chord.sqlite3"
     first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
