@@ -26,8 +26,14 @@ def _store_rows(data: Path, label: str) -> list[dict]:
 def test_a_chat_client_that_hangs_up_gets_its_job_cancelled(server, media) -> None:
     """Both workers are busy with long grounding jobs; a chat request queues behind them and
     its client closes the connection: the waiting request hears it and cancels the job."""
+    from chord_core.testing.videos import make_video
+
+    # 30 s at 10 fps: each busy job reads 300 frames (the 3 s clip's 30 were done before the
+    # chat job was even stored once grounding got faster, and the chat job then simply ran)
+    long_clip = make_video(server.media / "long-busy.mp4", duration_s=30.0, fps=10.0,
+                           size_wh=(160, 120)).path
     with httpx.Client(base_url=server.url, timeout=30) as c:
-        busy = [c.post("/v1/jobs", json={"task": "ground", "video_path": str(media["clip"]),
+        busy = [c.post("/v1/jobs", json={"task": "ground", "video_path": str(long_clip),
                                          "target": "anything", "fps": 10, "label": "busy"}
                        ).json()["job_id"] for _ in range(2)]
         body = json.dumps({"model": "test", "max_tokens": 16, "messages": [{
