@@ -36,6 +36,7 @@ from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, S
                                          Stopped, Warming, WorkerDied)
 from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.protocols import JobStore
+from chord_core.runtime.fairness import FairShare
 from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
                                            WorkerState, feed_idle, hint_busy, job_event,
                                            make_tasks, next_timer, requeue_after_death,
@@ -69,6 +70,7 @@ class JobManager(JobTable):
                                   for s in specs})
         self._jobs: dict[str, JobEntry] = {}
         self._tasks: dict[str, TaskState] = {}
+        self._fair = FairShare()  # turns between groups (streams, runs, batches, lone jobs)
         self._lock = threading.RLock()
         self._split = split_ground
         self._link = StoreLink(store)
@@ -325,7 +327,7 @@ class JobManager(JobTable):
                 self._feed_idle_workers()
 
     def _feed_idle_workers(self) -> None:
-        feed_idle(self._workers, self._tasks, self.balancer, self._start_job)
+        feed_idle(self._workers, self._tasks, self.balancer, self._start_job, self._fair)
 
     def _fail_orphans(self) -> None:
         """If no worker can run anything, unfinished jobs fail with the workers' error —

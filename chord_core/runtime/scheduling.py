@@ -19,6 +19,7 @@ from typing import Any
 from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.runtime.balancer import Balancer, plan_cost
 from chord_core.runtime.executors import WorkerHandle
+from chord_core.runtime.fairness import FairShare
 from chord_core.runtime.handles import Completion
 from chord_core.runtime.jobs import JobStatus
 from chord_core.runtime.tasks import BATCHED_TASKS, traits
@@ -116,6 +117,7 @@ class TaskState:
 
     task: Task
     worker: str | None = None
+    group: str = ""                  # its parent job, or its own job (``fairness.FairShare``)
     # stopped: ``payload`` = the frames it had finished, or None
     state: TaskPhase = TaskPhase.PENDING
     attempts: int = 0                # times its worker died while it ran alone
@@ -190,16 +192,20 @@ def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> No
 
 
 def feed_idle(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balancer: Balancer,
-              start_job: Any) -> None:
-    """Hand each idle ready worker its next task (its own queue, else one stolen) with the
-    batch mates that go with it; ``start_job(job_id, worker_id)`` marks each job running."""
+              start_job: Any, fair: FairShare) -> None:
+    """Hand each idle ready worker its next task (its own queue, the group whose turn it is:
+    ``fairness.FairShare``; else one stolen) with the batch mates that go with it;
+    ``start_job(job_id, worker_id)`` marks each job running."""
     for wid, w in workers.items():
         if w.state != "ready" or w.current is not None:
             continue
-        tid = w.queue.popleft() if w.queue else steal(workers, tasks, balancer, wid)
+        tid = fair.take(w.queue, tasks) if w.queue else steal(workers, tasks, balancer, wid)
         if tid is None:
             continue
-        batch = [tid] + batch_mates(workers, tasks, balancer, wid, tasks[tid].task)
+        mates = batch_mates(workers, tasks, balancer, wid, tasks[tid].task)
+        for t in mates:
+            fair.served(tasks[t].group)
+        batch = [tid] + mates
         for t in batch:
             ts = tasks[t]
             ts.worker, ts.state = wid, TaskPhase.RUNNING
@@ -293,7 +299,7 @@ def make_tasks(job: JobEntry, tasks: dict[str, TaskState], workers: dict[str, Wo
         tid = f"{job.status.job_id}/t{len(job.tasks)}"
         task = Task(tid, job.status.job_id, kind, req, spec.model, job.info, plan, cost,
                     job.probe_s)
-        tasks[tid] = TaskState(task, worker=worker)
+        tasks[tid] = TaskState(task, worker=worker, group=spec.parent or job.status.job_id)
         workers[worker].queue.append(tid)
         job.tasks.append(tid)
 
