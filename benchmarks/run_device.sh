@@ -3,6 +3,7 @@
 #   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
 #   bash benchmarks/run_device.sh decode     # issue 34 only (one H200), see its section
 #   bash benchmarks/run_device.sh ask        # issue 39: ask's latency with the 7B (one H200)
+#   bash benchmarks/run_device.sh live       # issue 37: streams per H200 within chunk + 1 s
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -16,6 +17,22 @@ if [ "${1:-}" = ask ]; then
     python3 benchmarks/ask_latency.py --model /tmp/chord-rand-7b --device cuda --clips 20 \
         --questions 8 --check 5 --out "$OUT/ask.json"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/ask.log"
+  exit 0
+fi
+if [ "${1:-}" = live ]; then
+  # Issue 37 (one H200): alert latency with N live streams at once on the random-weight 7B,
+  # 10 s chunks, one standing check a chunk; the figure is the largest N whose p99 stays
+  # within one chunk + 1 s. The device has no GStreamer, so the streams are live HLS
+  # playlists from chord_core/testing/hls.py (PyAV + the standard library, on 127.0.0.1).
+  #   run: bash benchmarks/run_device.sh live        carry: .whl/av (PyAV 18.1.0, as decode)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/av/*.whl && export PYTHONPATH=/tmp/site
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+    python3 benchmarks/live_streams.py --latency --source hls --model /tmp/chord-rand-7b \
+        --device cuda --streams 1,8,32,64 --seconds 45 --chunk-s 10
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/live.log"
   exit 0
 fi
 if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
