@@ -22,11 +22,11 @@ import threading
 import time
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, Sequence
 
 from chord_core.analysis.ground_chunks import merge_chunks
 from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
-from chord_core.runtime import crashes, retention
+from chord_core.runtime import crashes, groups, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
@@ -37,6 +37,7 @@ from chord_core.runtime.messages import (Done, Event, Failed, Progress, Ready, S
 from chord_core.runtime.parents import ParentJobs
 from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.fairness import FairShare
+from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec, Summarise
 from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
                                            WorkerState, feed_idle, hint_busy, job_event,
                                            make_tasks, next_timer, requeue_after_death,
@@ -70,6 +71,7 @@ class JobManager(JobTable):
                                   for s in specs})
         self._jobs: dict[str, JobEntry] = {}
         self._tasks: dict[str, TaskState] = {}
+        self._groups: dict[str, GroupHandle] = {}  # groups in flight, by parent id
         self._fair = FairShare()  # turns between groups (streams, runs, batches, lone jobs)
         self._lock = threading.RLock()
         self._split = split_ground
@@ -111,6 +113,24 @@ class JobManager(JobTable):
                                    batch_id=spec.batch_id, spec=spec.to_dict(), parent=spec.parent)
         self._executor.wake()  # the dispatcher plans it now
         return self.handle(job_id)
+
+    def submit_group(self, group: GroupSpec, children: Sequence[JobSpec], *,
+                     policy: EndPolicy = EndPolicy.BEST_EFFORT, reuse_done: bool = True,
+                     summarise: Summarise | None = None) -> GroupHandle:
+        """Open the parent ``group`` and submit ``children`` under it; the runtime follows
+        them and ends the parent by ``policy`` (``groups.py``). The same live parent asked
+        again is that group."""
+        return groups.submit_group(self, self.parents.store, self._groups, group, children,
+                                   policy=policy, reuse_done=reuse_done, summarise=summarise)
+
+    def follow_group(self, group: GroupSpec, child_ids: Sequence[str], *,
+                     policy: EndPolicy) -> GroupHandle:
+        """Follow a stored parent's children (resumed after a crash) until they ended."""
+        return groups.follow_group(self, self._groups, group, child_ids, policy=policy)
+
+    def group(self, parent_id: str) -> GroupHandle | None:
+        """The group of ``parent_id`` this manager drives now, or None."""
+        return self._groups.get(parent_id)
 
     def _resume_from_store(self) -> None:
         """Jobs whose owner is gone (a process that died or stopped) are claimed and queued

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from chord_core.config import ModelConfig
     from chord_core.types import ModelInfo, ProgressEvent, Result, SamplingPlan, VideoInfo
 
+    from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec, Summarise
     from chord_core.runtime.handles import JobHandle
     from chord_core.runtime.jobs import JobSpec, JobStatus
     from chord_core.runtime.parents import ParentJobs
@@ -61,6 +62,15 @@ class JobRunner(Protocol):
     parents: ParentJobs
 
     def submit(self, spec: JobSpec, *, job_id: str | None = None) -> JobHandle: ...
+
+    def submit_group(self, group: GroupSpec, children: Sequence[JobSpec], *,
+                     policy: EndPolicy = ..., reuse_done: bool = True,
+                     summarise: Summarise | None = None) -> GroupHandle: ...
+
+    def follow_group(self, group: GroupSpec, child_ids: Sequence[str], *,
+                     policy: EndPolicy) -> GroupHandle: ...
+
+    def group(self, parent_id: str) -> GroupHandle | None: ...
 
     def handle(self, job_id: str) -> JobHandle: ...
 

@@ -1,0 +1,314 @@
+"""Job groups: a parent job whose children are ordinary jobs, driven by the runtime.
+
+``JobManager.submit_group(group, children, policy=…)`` opens the parent's row (under the
+manager's lease, ``manager.parents``), submits the children with ``JobSpec.parent`` set —
+a child whose content key the store has done is that job, not run again; one the manager
+runs already is attached to — and returns a ``GroupHandle``. The group then follows its
+children's handles (a done callback each, on the dispatcher thread: nothing polls): it
+writes the parent's summary as each child finishes, and ends the parent once the last has,
+by its ``EndPolicy``. Callers build child specs and read the outcome; none of them counts
+children or decides when a parent ends (the Batch page, ``chord batch`` and
+``/batch_predict`` each did, three times over, before).
+
+A ``GroupHandle`` is awaited or waited on like a ``JobHandle``: ``done()``,
+``result(timeout)`` (the ``GroupOutcome``), ``add_done_callback(fn)``, ``await handle``;
+``cancel()`` stops the unfinished children and ends the parent cancelled. Submitting a group
+whose parent is live in this manager returns the live group (a request sent twice shares
+one). After a crash the children are resumed by the manager (same ids); ``follow_group``
+attaches a group to a stored parent's children so its row ends when they have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+
+from chord_core.errors import GroupFailed
+from chord_core.runtime.handles import Completion, _resolve
+from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobRunner, JobStore
+
+log = logging.getLogger(__name__)
+
+
+class EndPolicy(StrEnum):
+    """How a group's parent ends once every child has.
+
+    ``ALL``: done, whatever each child's outcome (each child's result or error is its
+    own: a ``/batch_predict`` request answers every task). ``BEST_EFFORT``: every child
+    runs; the parent fails if any failed (``GroupFailed``: how many, the first's error).
+    ``FIRST_FAILURE``: the first child that fails cancels the others; the parent fails
+    with its error. Under every policy a group whose children were cancelled (its
+    ``cancel``, a client that left) ends cancelled, unless a failure came first."""
+
+    ALL = "all"
+    BEST_EFFORT = "best_effort"
+    FIRST_FAILURE = "first_failure"
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """The parent: its id (a content key, so the same group asked again is the same row),
+    kind (``long_run`` in its row: batch, batch_predict, live…), the label History shows,
+    and what else its row keeps. ``noun`` names the children in its messages."""
+
+    parent_id: str
+    kind: str
+    label: str
+    model: str = ""
+    video_path: str = ""
+    query: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    noun: str = "job"
+    hint: str = "each child's own error is stored with it (History lists them)"
+
+
+@dataclass(frozen=True)
+class GroupChild:
+    """One child as the group holds it: its place, its job id, and ``reused`` when the
+    store had its content key done before (it was not run again)."""
+
+    index: int
+    job_id: str
+    label: str
+    reused: bool = False
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """How the group ended: the parent's state, its error (a ``to_dict`` record), and every
+    child's final status in the children's order."""
+
+    state: JobState
+    error: dict[str, Any] | None
+    statuses: tuple[JobStatus, ...]
+
+
+Summarise = Callable[["GroupHandle"], dict[str, Any]]
+
+
+class GroupHandle:
+    """A submitted group (see the module docstring)."""
+
+    def __init__(self, manager: JobRunner, group: GroupSpec, policy: EndPolicy,
+                 summarise: Summarise | None) -> None:
+        self.manager, self.group, self.policy = manager, group, policy
+        self.children: list[GroupChild] = []
+        self._summarise = summarise or default_summary
+        self._lock = threading.Lock()
+        self._left = 0
+        self._cancelled = False
+        self._first_failure: tuple[GroupChild, dict[str, Any]] | None = None
+        self._completion = Completion()
+        self._outcome: GroupOutcome | None = None
+        self._on_end: Callable[[GroupHandle], None] | None = None
+
+    @property
+    def parent_id(self) -> str:
+        return self.group.parent_id
+
+    # -- reading ---------------------------------------------------------------------------
+    def status(self, child: GroupChild) -> JobStatus | None:
+        """A child's latest status (None: neither the manager nor the store knows it)."""
+        try:
+            return self.manager.status(child.job_id)
+        except KeyError:
+            return None
+
+    def statuses(self) -> list[JobStatus | None]:
+        return [self.status(c) for c in self.children]
+
+    def counts(self) -> dict[str, int]:
+        """Children by state now (a reused child counts as ``skipped``)."""
+        out: dict[str, int] = {}
+        for child, st in zip(self.children, self.statuses()):
+            key = "skipped" if child.reused else (st.state.value if st else "gone")
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def finished(self) -> int:
+        """How many children have finished (reused ones included)."""
+        return sum(1 for st in self.statuses() if st is not None and st.state.finished)
+
+    # -- waiting ---------------------------------------------------------------------------
+    def done(self) -> bool:
+        return self._completion.is_set()
+
+    def result(self, timeout: float | None = None) -> GroupOutcome:
+        """Block until the group ended; its outcome. TimeoutError after ``timeout``."""
+        if not self._completion.wait(timeout):
+            raise TimeoutError(f"{self.parent_id}: {self.finished()} of "
+                               f"{len(self.children)} {self.group.noun}(s) finished after "
+                               f"{timeout} s")
+        assert self._outcome is not None
+        return self._outcome
+
+    def add_done_callback(self, fn: Callable[[GroupHandle], None]) -> None:
+        """``fn(handle)`` once the group ended (at once, here, when it has)."""
+        if not self._completion.add(fn, self):
+            fn(self)
+
+    def __await__(self) -> Generator[Any, None, GroupOutcome]:
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+
+        def wake(_: GroupHandle) -> None:
+            try:
+                loop.call_soon_threadsafe(_resolve, woken)
+            except RuntimeError:  # the loop closed meanwhile: no one is waiting
+                pass
+
+        self.add_done_callback(wake)
+        yield from woken.__await__()
+        assert self._outcome is not None
+        return self._outcome
+
+    # -- acting ----------------------------------------------------------------------------
+    def cancel(self) -> int:
+        """Cancel the unfinished children; the parent ends cancelled once they have
+        answered. Returns how many were cancelled."""
+        with self._lock:
+            self._cancelled = True
+        return self._cancel_unfinished()
+
+    def _cancel_unfinished(self) -> int:
+        n = 0
+        for child in self.children:
+            st = self.status(child)
+            if st is not None and not st.state.finished:
+                n += bool(self.manager.cancel(child.job_id))
+        return n
+
+    # -- driving (the runtime's side) ------------------------------------------------------
+    def _follow(self) -> None:
+        """A done callback on every child; a group with none ends now."""
+        with self._lock:
+            self._left = len(self.children)
+        if not self.children:
+            self._end()
+            return
+        for child in self.children:
+            self.manager.handle(child.job_id).add_done_callback(self._when_done(child))
+
+    def _when_done(self, child: GroupChild) -> Callable[[Any], None]:
+        def done(_handle: Any) -> None:
+            self._child_done(child)
+        return done
+
+    def _child_done(self, child: GroupChild) -> None:
+        st = self.status(child)
+        failed = st is not None and st.state is JobState.FAILED
+        stop = False
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+            if failed and self._first_failure is None:
+                assert st is not None
+                self._first_failure = (child, st.error or {"message": "failed"})
+                stop = self.policy is EndPolicy.FIRST_FAILURE
+        try:
+            if stop:
+                self._cancel_unfinished()
+            if last:
+                self._end()
+            elif not self.done():
+                self.manager.parents.summarise(self.parent_id, self._summarise(self))
+        except Exception:  # noqa: BLE001 — a callback must never take the dispatcher down
+            log.exception("group %s: the parent row was not updated", self.parent_id)
+
+    def _end(self) -> None:
+        statuses = [st for st in self.statuses() if st is not None]
+        state, error = self._end_state(statuses)
+        self._outcome = GroupOutcome(state, error, tuple(statuses))
+        self.manager.parents.finish(self.parent_id, state.value, self._summarise(self),
+                                    error=error)
+        log.info("group %s (%s) ended %s", self.parent_id, self.group.kind, state.value)
+        if self._on_end is not None:
+            self._on_end(self)
+        self._completion.set()
+
+    def _end_state(self, statuses: Sequence[JobStatus]
+                   ) -> tuple[JobState, dict[str, Any] | None]:
+        failed = [st for st in statuses if st.state is JobState.FAILED]
+        cancelled = self._cancelled or any(st.state is JobState.CANCELLED for st in statuses)
+        if failed and self.policy is EndPolicy.FIRST_FAILURE and self._first_failure:
+            child, err = self._first_failure
+            return JobState.FAILED, GroupFailed(
+                f"{child.label or child.job_id}: {err.get('message', 'failed')}",
+                hint=(err.get("hint") or self.group.hint)).to_dict()
+        if cancelled:
+            return JobState.CANCELLED, None
+        if failed and self.policy is EndPolicy.BEST_EFFORT:
+            first = next(c for c in self.children
+                         if (s := self.status(c)) is not None and s.state is JobState.FAILED)
+            err = self.status(first).error or {}  # type: ignore[union-attr]
+            return JobState.FAILED, GroupFailed(
+                f"{len(failed)} of {len(statuses)} {self.group.noun}(s) failed; the first, "
+                f"{first.label or first.job_id}: {err.get('message')}",
+                hint=self.group.hint).to_dict()
+        return JobState.DONE, None
+
+
+def default_summary(handle: GroupHandle) -> dict[str, Any]:
+    """The parent's summary: its children's counts, each child's job and state, and its
+    progress (``{"stage": <noun>s, "done", "total"}``)."""
+    items: list[dict[str, Any]] = []
+    done = 0
+    for child, st in zip(handle.children, handle.statuses()):
+        items.append({"job_id": child.job_id, "label": child.label, "reused": child.reused,
+                      "state": st.state.value if st else "gone",
+                      "error": st.error if st else None})
+        done += st is None or st.state.finished
+    return {"counts": handle.counts(), "items": items,
+            "progress": {"stage": f"{handle.group.noun}s", "done": done,
+                         "total": len(items)}}
+
+
+def submit_group(manager: JobRunner, store: JobStore | None, live: dict[str, GroupHandle],
+                 group: GroupSpec, children: Sequence[JobSpec], *,
+                 policy: EndPolicy = EndPolicy.BEST_EFFORT, reuse_done: bool = True,
+                 summarise: Summarise | None = None) -> GroupHandle:
+    """The runtime's side of ``JobManager.submit_group`` (``live``: its groups in flight,
+    by parent id). Raises ``AlreadyRunning`` when another live process drives the parent."""
+    same = live.get(group.parent_id)
+    if same is not None and not same.done():
+        return same
+    handle = GroupHandle(manager, group, policy, summarise)
+    manager.parents.open(group.parent_id, kind=group.kind, video_path=group.video_path,
+                         model=group.model, label=group.label, query=group.query,
+                         spec={**group.spec, "group_policy": policy.value})
+    with manager.holding():  # the dispatcher sees the children together (one burst)
+        for i, spec in enumerate(children):
+            done = store.find_done(spec.key) if reuse_done and store is not None \
+                and spec.key else None
+            job_id = done or str(manager.submit(replace(spec, parent=group.parent_id)))
+            handle.children.append(GroupChild(i, job_id, spec.label, reused=done is not None))
+    _register(live, handle)
+    return handle
+
+
+def _register(live: dict[str, GroupHandle], handle: GroupHandle) -> None:
+    """Keep ``handle`` in ``live`` until it ended, and start following its children."""
+    live[handle.parent_id] = handle
+
+    def forget(h: GroupHandle) -> None:
+        live.pop(h.parent_id, None)
+
+    handle._on_end = forget
+    handle._follow()
+
+
+def follow_group(manager: JobRunner, live: dict[str, GroupHandle], group: GroupSpec,
+                 child_ids: Sequence[str], *, policy: EndPolicy) -> GroupHandle:
+    """A group over children already submitted (a parent a crash left open, whose children
+    the manager resumed under their ids): its row ends once they have."""
+    handle = GroupHandle(manager, group, policy, None)
+    handle.children = [GroupChild(i, job_id, "") for i, job_id in enumerate(child_ids)]
+    _register(live, handle)
+    return handle

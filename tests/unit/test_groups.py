@@ -1,0 +1,183 @@
+"""Job groups (``runtime/groups.py``): the runtime follows a parent's children and ends the
+parent by its policy; callers only build child specs.
+
+The real manager, worker loop (threads) and SQLite store; the engine is replaced at its
+boundary by a scripted fake: the query 'fail' fails, 'block' waits on a gate (honouring
+cancel), anything else answers at once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from chord_core.analysis.request import AnalysisRequest
+from chord_core.config import ModelConfig
+from chord_core.errors import JobCancelled, VideoError
+from chord_core.runtime.executors import ThreadExecutor
+from chord_core.runtime.groups import EndPolicy, GroupSpec
+from chord_core.runtime.jobs import JobSpec, JobState
+from chord_core.runtime.manager import JobManager
+from chord_core.runtime.store import Store
+from chord_core.runtime.workers import cpu_specs
+from chord_core.testing.videos import make_video
+from chord_core.types import ModelInfo
+
+
+class GateEngine:
+    ran: list[str] = []
+    gate = threading.Event()
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        self.model_cfg = cfg
+        self.model_info = ModelInfo(id=cfg.model, dtype="float32")
+
+    def load(self) -> SimpleNamespace:
+        return SimpleNamespace(load_s=0.0, phases={})
+
+    def unload(self) -> None:
+        pass
+
+    def analyze(self, request, *, on_progress=None, cancel=None, **_planned):
+        GateEngine.ran.append(request.query)
+        if request.query == "fail":
+            raise VideoError("this clip cannot be read", hint="try another clip")
+        if request.query == "block":
+            while not GateEngine.gate.wait(0.01):
+                if cancel is not None and cancel.is_set():
+                    raise JobCancelled("cancelled")
+        from tests.unit.test_store import make_result
+
+        return make_result(request.query)  # a stored-shape Result (the store keeps it)
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    GateEngine.ran, GateEngine.gate = [], threading.Event()
+    clip = str(make_video(tmp_path / "c.mp4", duration_s=0.5, fps=4.0, size_wh=(64, 48)).path)
+    store = Store(tmp_path / "chord.sqlite3")
+    m = JobManager(cpu_specs(2, ModelConfig(model="m1")), store=store,
+                   executor=ThreadExecutor(engine_factory=GateEngine))
+    m.wait_ready(10)
+    yield SimpleNamespace(manager=m, store=store, clip=clip)
+    GateEngine.gate.set()
+    m.shutdown(5)
+    store.close()
+
+
+def _children(clip: str, queries: list[str], *, keyed: bool = False) -> list[JobSpec]:
+    return [JobSpec(AnalysisRequest(clip, "ground", q), label=f"clip-{i}",
+                    key=f"key-{q}-{i}" if keyed else "") for i, q in enumerate(queries)]
+
+
+def _group(parent: str = "batch-test") -> GroupSpec:
+    return GroupSpec(parent, kind="batch", label="batch of clips", model="m1", noun="clip",
+                     hint="each clip's error is in History")
+
+
+@pytest.mark.parametrize(("policy", "state", "message"), [
+    (EndPolicy.BEST_EFFORT, "failed", "1 of 3 clip(s) failed; the first, clip-1: this clip"),
+    (EndPolicy.ALL, "done", None),
+], ids=["best-effort-fails-the-parent", "all-answers-every-child"])
+def test_a_failed_child_ends_the_parent_by_its_policy(env, policy, state, message) -> None:
+    h = env.manager.submit_group(_group(), _children(env.clip, ["a", "fail", "b"]),
+                                 policy=policy)
+    outcome = h.result(timeout=20)
+    assert outcome.state.value == state
+    assert [st.state.value for st in outcome.statuses] == ["done", "failed", "done"]
+    row = env.store.get_job("batch-test")
+    assert row["state"] == state and row["task"] == "batch"
+    assert row["summary"]["counts"] == {"done": 2, "failed": 1}
+    assert row["summary"]["progress"] == {"stage": "clips", "done": 3, "total": 3}
+    if message:
+        assert outcome.error["type"] == "GroupFailed" and message in outcome.error["message"]
+        assert row["error"]["type"] == "GroupFailed"
+        assert outcome.error["hint"] == "each clip's error is in History"
+    else:
+        assert outcome.error is None and row["error"] is None
+    kids = {r["job_id"] for r in env.store.list_jobs(limit=50) if r.get("parent") == "batch-test"}
+    assert kids == {st.job_id for st in outcome.statuses}
+
+
+def test_the_first_failure_cancels_the_rest(env) -> None:
+    h = env.manager.submit_group(_group(), _children(env.clip, ["fail", "block", "block"]),
+                                 policy=EndPolicy.FIRST_FAILURE)
+    outcome = h.result(timeout=20)  # the blocked children never finish on their own
+    assert outcome.state is JobState.FAILED
+    assert outcome.error["message"] == "clip-0: this clip cannot be read"
+    assert outcome.error["hint"] == "try another clip"  # the child's own hint
+    assert sorted(st.state.value for st in outcome.statuses) == ["cancelled", "cancelled",
+                                                                 "failed"]
+
+
+def test_cancel_stops_the_children_within_a_second(env) -> None:
+    h = env.manager.submit_group(_group(), _children(env.clip, ["block", "block", "x"]))
+    deadline = time.monotonic() + 10
+    while GateEngine.ran.count("block") < 2:  # both workers are inside their child
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    assert h.cancel() == 3
+    outcome = h.result(timeout=5)
+    assert time.monotonic() - t0 < 1.0
+    assert outcome.state is JobState.CANCELLED
+    assert {st.state for st in outcome.statuses} == {JobState.CANCELLED}
+    assert env.store.get_job("batch-test")["state"] == "cancelled"
+
+
+def test_a_child_done_before_is_reused_not_run_again(env) -> None:
+    first = env.manager.submit_group(_group("batch-1"), _children(env.clip, ["a", "b"],
+                                                                   keyed=True))
+    assert first.result(timeout=20).state is JobState.DONE
+    ran = list(GateEngine.ran)
+    again = env.manager.submit_group(_group("batch-2"), _children(env.clip, ["a", "b", "c"],
+                                                                   keyed=True))
+    outcome = again.result(timeout=20)
+    assert outcome.state is JobState.DONE
+    assert GateEngine.ran == ran + ["c"]  # only the new clip ran
+    assert [c.reused for c in again.children] == [True, True, False]
+    assert again.counts() == {"skipped": 2, "done": 1}
+
+
+def test_the_same_live_parent_is_the_same_group_and_empty_groups_end_at_once(env) -> None:
+    h = env.manager.submit_group(_group(), _children(env.clip, ["block"]))
+    assert env.manager.submit_group(_group(), _children(env.clip, ["block"])) is h
+    assert env.manager.group("batch-test") is h
+    GateEngine.gate.set()
+    assert h.result(timeout=20).state is JobState.DONE
+    assert env.manager.group("batch-test") is None  # forgotten once ended
+    empty = env.manager.submit_group(_group("batch-empty"), [])
+    assert empty.done() and empty.result(0).state is JobState.DONE
+
+
+def test_a_group_is_awaited_without_blocking_the_event_loop(env) -> None:
+    h = env.manager.submit_group(_group(), _children(env.clip, ["block", "a"]))
+    ticks = []
+
+    async def main():
+        async def tick():
+            while not h.done():
+                ticks.append(1)
+                await asyncio.sleep(0.01)
+        ticker = asyncio.ensure_future(tick())
+        asyncio.get_running_loop().call_later(0.2, GateEngine.gate.set)
+        outcome = await h
+        await ticker
+        return outcome
+
+    outcome = asyncio.run(main())
+    assert outcome.state is JobState.DONE and len(ticks) > 5
+
+
+def test_follow_group_ends_a_parent_over_children_already_submitted(env) -> None:
+    kids = [str(env.manager.submit(s)) for s in _children(env.clip, ["a", "fail"])]
+    env.manager.parents.open("bp-x", kind="batch_predict", video_path="", model="m1",
+                             label="request")
+    h = env.manager.follow_group(GroupSpec("bp-x", kind="batch_predict", label="request"),
+                                 kids, policy=EndPolicy.ALL)
+    assert h.result(timeout=20).state is JobState.DONE
+    assert env.store.get_job("bp-x")["summary"]["counts"] == {"done": 1, "failed": 1}
