@@ -25,8 +25,9 @@ from chord_core.config import SamplingConfig
 from chord_core.errors import ChordError, InputError
 from chord_core.media.roots import check_regular_video, list_videos
 from chord_core.runtime.batch import BatchItem, BatchSummary, out_name
+from chord_core.runtime.groups import EndPolicy
 from chord_core.runtime.jobs import FINISHED_STATES, JobSpec
-from chord_ui.batch_parent import PageBatchParent, parent_id
+from chord_ui.batch_parent import PageSummary, group_spec, parent_id
 from chord_ui.formatting import human_duration, progress_fraction, sentence_start, stage_text
 
 log = logging.getLogger(__name__)
@@ -132,10 +133,10 @@ def recheck(clips: Sequence[PendingClip]) -> tuple[list[PendingClip], list[str]]
 
 def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                  sampling: SamplingConfig, max_new_tokens: int, model: str,
-                 manager: Any, store: Any) -> BatchRun:
-    """Queue every clip not already done as the children of one parent job
-    (``batch_parent``: the same clips and settings again are the same parent); returns the
-    run. Raises ChordError (e.g. an empty grounding target) before anything is queued."""
+                 manager: Any) -> BatchRun:
+    """Queue the clips as the children of one runtime group (``batch_parent``: the same
+    clips and settings again are the same parent; a clip done before is reused from the
+    manager's store, not run again); returns the run. Raises ChordError (e.g. an empty grounding target) before anything is queued."""
     from chord_core.media.roots import job_roots
 
     if not clips:
@@ -149,23 +150,28 @@ def submit_batch(clips: Sequence[PendingClip], task: str, query: str,
                              [c.path for c in keyed if c.error is not None]),
                    task, query, model, time.time(), keyed,
                    busy0={w["worker"]: w["busy_s"] for w in manager.workers()})
-    parent = PageBatchParent(manager, run)
     seen: dict[str, str] = {}
+    queued: list[BatchClip] = []
     for clip in run.clips:
         if clip.error is not None:
             continue
-        done = store.find_done(clip.key)
         if clip.key in seen:
             clip.skipped = f"same content as {seen[clip.key]}"
-        elif done is not None:
-            clip.job_id, clip.skipped = done, "done before"
-        else:
-            spec = JobSpec(replace(template, video_path=clip.path), model=model,
-                           label=clip.name, key=clip.key, batch_id=run.batch_id,
-                           parent=run.batch_id)
-            clip.job_id = str(manager.submit(spec))
-        seen.setdefault(clip.key, clip.name)
-    parent.follow()
+            continue
+        seen[clip.key] = clip.name
+        queued.append(clip)
+    children = [JobSpec(replace(template, video_path=c.path), model=model, label=c.name,
+                        key=c.key, batch_id=run.batch_id) for c in queued]
+    summary = PageSummary(run, queued)
+    group = manager.submit_group(group_spec(run), children, policy=EndPolicy.BEST_EFFORT,
+                                 summarise=summary.doc)
+    for clip, child in zip(queued, group.children):
+        clip.job_id = child.job_id
+        if child.reused:
+            clip.skipped = "done before"
+    for clip in run.clips:  # a repeat shows its first's job
+        if clip.skipped and clip.skipped.startswith("same content as"):
+            clip.job_id = next(c.job_id for c in queued if c.key == clip.key)
     log.info("batch %s: %d clips, %d queued", run.batch_id, len(run.clips),
              sum(1 for c in run.clips if c.job_id and not c.skipped))
     return run

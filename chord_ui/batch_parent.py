@@ -8,9 +8,11 @@ the same settings queued again are the same parent, and their finished clips are
 (``store.find_done``). The clips' jobs are its children (``JobSpec.parent``), so History
 shows one row per run with its clips inside.
 
-The parent ends on the children's handles (a done callback each), not on the page: a tab
-closed mid-run still ends it done (every clip done or skipped), failed (how many, the
-first error) or cancelled (Cancel all) once its last clip finishes.
+The run is a runtime group (``JobManager.submit_group``, policy best effort): the runtime
+follows the children's handles and ends the parent, not the page: a tab closed mid-run
+still ends it done (every clip done or skipped), failed (how many, the first error) or
+cancelled (Cancel all) once its last clip finishes. This module only says what the run's
+parent is (``group_spec``) and how its summary reads (``PageSummary``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chord_core.errors import GroupFailed
-from chord_core.runtime.protocols import JobRunner
+from chord_core.runtime.groups import GroupHandle, GroupSpec
 
 if TYPE_CHECKING:
     from chord_ui.batch_jobs import BatchClip, BatchRun
@@ -40,62 +40,46 @@ def parent_id(task: str, query: str, model: str, keys: Sequence[str],
     return "batch-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
-class PageBatchParent:
-    """The parent row of one Batch-page run: opened ``running`` (again, on a re-run), its
-    summary after every clip that finishes, ended when the last one has."""
+def group_spec(run: BatchRun) -> GroupSpec:
+    """The run's parent as a runtime group (``runtime/groups.py``); clips that could not
+    even be queued count as failed when it ends."""
+    return GroupSpec(run.batch_id, kind=KIND, label=f"batch of {len(run.clips)} clip(s)",
+                     model=run.model, query=run.query,
+                     spec={"task": run.task, "clips": len(run.clips), "source": "app"},
+                     noun="clip", hint="each clip's error is on the Batch page and in "
+                                       "History, under this batch",
+                     failed_before=tuple((c.name, str((c.error or {}).get("message")))
+                                         for c in run.clips if c.error is not None))
 
-    def __init__(self, manager: JobRunner, run: BatchRun) -> None:
-        self.manager, self.run = manager, run
-        self._lock = threading.Lock()
-        self._left = 0
-        manager.parents.open(run.batch_id, kind=KIND, video_path="", model=run.model,
-                             label=f"batch of {len(run.clips)} clip(s)", query=run.query,
-                             spec={"task": run.task, "clips": len(run.clips),
-                                   "source": "app"})
 
-    def follow(self) -> None:
-        """Hear of every queued clip's end (a done callback on its handle); a run with
-        nothing queued (all skipped or unreadable) ends now."""
-        pending = [c for c in self.run.clips if c.job_id and not c.skipped]
-        with self._lock:
-            self._left = len(pending)
-        if not pending:
-            self._end()
-            return
-        for clip in pending:
-            self.manager.handle(clip.job_id).add_done_callback(self._one_done)
+class PageSummary:
+    """The parent's summary as the page and History read it: every clip of the run (the
+    unreadable and the repeated ones too) with its job and state. The runtime's group
+    writes it after every clip that finishes, and when the last has."""
 
-    def _one_done(self, _handle: Any) -> None:
-        with self._lock:
-            self._left -= 1
-            last = self._left == 0
-        try:
-            if last:
-                self._end()
-            else:
-                self.manager.parents.summarise(self.run.batch_id, self.doc())
-        except Exception:  # noqa: BLE001 - a callback must never take the dispatcher down
-            log.exception("batch %s: the parent row was not updated", self.run.batch_id)
+    def __init__(self, run: BatchRun, queued: Sequence[BatchClip]) -> None:
+        self.run, self.queued = run, list(queued)  # queued[i] is the group's child i
 
-    def states(self) -> list[tuple[BatchClip, str, dict | None]]:
+    def states(self, handle: GroupHandle) -> list[tuple[BatchClip, str, dict | None]]:
         """(clip, state, error) of every clip now: skipped ones are done before."""
+        by_clip = {id(c): (child, st) for c, child, st in
+                   zip(self.queued, handle.children, handle.statuses())}
         out = []
         for c in self.run.clips:
+            child_st = by_clip.get(id(c))
             if c.error is not None:
                 out.append((c, "failed", c.error))
-            elif c.skipped:
+            elif child_st is None or child_st[0].reused:  # repeated in the run, done before
                 out.append((c, "done", None))
+            elif child_st[1] is None:
+                out.append((c, "failed", {"message": "the job is gone"}))
             else:
-                try:
-                    st = self.manager.status(c.job_id)
-                    out.append((c, st.state.value, st.error))
-                except KeyError:
-                    out.append((c, "failed", {"message": "the job is gone"}))
+                out.append((c, child_st[1].state.value, child_st[1].error))
         return out
 
-    def doc(self) -> dict[str, Any]:
+    def doc(self, handle: GroupHandle) -> dict[str, Any]:
         """The parent's summary: the run, each clip's job and state, and its progress."""
-        states = self.states()
+        states = self.states(handle)
         counts: dict[str, int] = {}
         for c, state, _ in states:
             key = "skipped" if c.skipped else state
@@ -107,22 +91,3 @@ class PageBatchParent:
                            "skipped": bool(c.skipped), "error": err}
                           for c, state, err in states],
                 "progress": {"stage": "clips", "done": done, "total": len(states)}}
-
-    def _end(self) -> None:
-        """Cancelled (Cancel all stopped some clips), failed (how many, the first one's
-        error), else done (every clip done or skipped)."""
-        doc = self.doc()
-        failed = [i for i in doc["items"] if i["state"] == "failed"]
-        if any(i["state"] == "cancelled" for i in doc["items"]):
-            state, error = "cancelled", None
-        elif failed:
-            first = failed[0]
-            state, error = "failed", GroupFailed(
-                f"{len(failed)} of {len(doc['items'])} clip(s) failed; the first, "
-                f"{first['clip']}: {(first['error'] or {}).get('message')}",
-                hint="each clip's error is on the Batch page and in History, under this "
-                     "batch").to_dict()
-        else:
-            state, error = "done", None
-        self.manager.parents.finish(self.run.batch_id, state, doc, error=error)
-        log.info("batch %s ended %s", self.run.batch_id, state)

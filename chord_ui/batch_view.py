@@ -148,8 +148,7 @@ def queue_button(clips: Sequence[PendingClip], task: str, query: str, settings: 
         kept, dropped = recheck(clips)
         try:
             run = submit_batch(_saved_clips(kept), task, query, settings.sampling(task),
-                               settings.max_new_tokens, model or "", resources.job_manager(),
-                               resources.store())
+                               settings.max_new_tokens, model or "", resources.job_manager())
         except ChordError as exc:
             st.session_state[K_SUBMIT_ERROR] = exc.to_dict()
         except OSError as exc:

@@ -67,6 +67,9 @@ class GroupSpec:
     spec: dict[str, Any] = field(default_factory=dict)
     noun: str = "job"
     hint: str = "each child's own error is stored with it (History lists them)"
+    # inputs that could not become children (an unreadable clip): (label, message) each,
+    # counted as failed children when the parent ends
+    failed_before: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,13 +247,15 @@ class GroupHandle:
                 hint=(err.get("hint") or self.group.hint)).to_dict()
         if cancelled:
             return JobState.CANCELLED, None
-        if failed and self.policy is EndPolicy.BEST_EFFORT:
-            first = next(c for c in self.children
-                         if (s := self.status(c)) is not None and s.state is JobState.FAILED)
-            err = self.status(first).error or {}  # type: ignore[union-attr]
+        before = self.group.failed_before
+        if (failed or before) and self.policy is EndPolicy.BEST_EFFORT:
+            label, message = next(
+                ((c.label or c.job_id, (s.error or {}).get("message")) for c in self.children
+                 if (s := self.status(c)) is not None and s.state is JobState.FAILED),
+                before[0] if before else ("", ""))
             return JobState.FAILED, GroupFailed(
-                f"{len(failed)} of {len(statuses)} {self.group.noun}(s) failed; the first, "
-                f"{first.label or first.job_id}: {err.get('message')}",
+                f"{len(failed) + len(before)} of {len(statuses) + len(before)} "
+                f"{self.group.noun}(s) failed; the first, {label}: {message}",
                 hint=self.group.hint).to_dict()
         return JobState.DONE, None
 

@@ -100,7 +100,7 @@ def app(tmp_path: Path):
 def submit(app, clips: list[PendingClip]) -> batch_jobs.BatchRun:
     manager, store = app
     return batch_jobs.submit_batch(clips, "describe", "", SamplingConfig(), 64, "test",
-                                   manager, store)
+                                   manager)
 
 
 def ended(store: Store, run: batch_jobs.BatchRun, timeout: float = 20.0) -> dict:
