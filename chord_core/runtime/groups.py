@@ -28,8 +28,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from chord_core.errors import GroupFailed
-from chord_core.runtime.handles import Completion, _resolve
-from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
+from chord_core.runtime.handles import Completion, JobHandle, _resolve
+from chord_core.runtime.jobs import JobSpec, JobState, JobStatus, stored_status
 
 if TYPE_CHECKING:
     from chord_core.runtime.protocols import JobRunner, JobStore
@@ -41,11 +41,11 @@ class EndPolicy(StrEnum):
     """How a group's parent ends once every child has.
 
     ``ALL``: done, whatever each child's outcome (each child's result or error is its
-    own: a ``/batch_predict`` request answers every task). ``BEST_EFFORT``: every child
-    runs; the parent fails if any failed (``GroupFailed``: how many, the first's error).
-    ``FIRST_FAILURE``: the first child that fails cancels the others; the parent fails
-    with its error. Under every policy a group whose children were cancelled (its
-    ``cancel``, a client that left) ends cancelled, unless a failure came first."""
+    own: a ``/batch_predict`` request answers every task); cancelled only by the group's
+    ``cancel``. ``BEST_EFFORT``: every child runs; the parent fails if any failed
+    (``GroupFailed``: how many, the first's error), and ends cancelled if a child was
+    cancelled (Cancel all). ``FIRST_FAILURE``: the first child that fails cancels the
+    others; the parent fails with its error."""
 
     ALL = "all"
     BEST_EFFORT = "best_effort"
@@ -122,7 +122,19 @@ class GroupHandle:
         try:
             return self.manager.status(child.job_id)
         except KeyError:
-            return None
+            store = self.manager.parents.store  # one finished before this process started
+            return stored_status(store, child.job_id) if store is not None else None
+
+    def _handle(self, job_id: str) -> JobHandle:
+        """A child's handle: the manager's, or a finished one from the store (KeyError when
+        neither knows it)."""
+        try:
+            return self.manager.handle(job_id)
+        except KeyError:
+            st = self.status(GroupChild(-1, job_id, ""))
+            if st is None:
+                raise
+            return JobHandle.finished(st)
 
     def statuses(self) -> list[JobStatus | None]:
         return [self.status(c) for c in self.children]
@@ -173,12 +185,14 @@ class GroupHandle:
         return self._outcome
 
     # -- acting ----------------------------------------------------------------------------
-    def cancel(self) -> int:
+    def cancel(self, *, stop_children: bool = True) -> int:
         """Cancel the unfinished children; the parent ends cancelled once they have
-        answered. Returns how many were cancelled."""
+        answered. Returns how many were cancelled. ``stop_children=False`` only marks the
+        group cancelled (its children are shared with another waiter: they finish, and the
+        parent then ends cancelled)."""
         with self._lock:
             self._cancelled = True
-        return self._cancel_unfinished()
+        return self._cancel_unfinished() if stop_children else 0
 
     def _cancel_unfinished(self) -> int:
         n = 0
@@ -197,7 +211,7 @@ class GroupHandle:
             self._end()
             return
         for child in self.children:
-            self.manager.handle(child.job_id).add_done_callback(self._when_done(child))
+            self._handle(child.job_id).add_done_callback(self._when_done(child))
 
     def _when_done(self, child: GroupChild) -> Callable[[Any], None]:
         def done(_handle: Any) -> None:
@@ -239,7 +253,8 @@ class GroupHandle:
     def _end_state(self, statuses: Sequence[JobStatus]
                    ) -> tuple[JobState, dict[str, Any] | None]:
         failed = [st for st in statuses if st.state is JobState.FAILED]
-        cancelled = self._cancelled or any(st.state is JobState.CANCELLED for st in statuses)
+        cancelled = self._cancelled or (self.policy is not EndPolicy.ALL and any(
+            st.state is JobState.CANCELLED for st in statuses))
         if failed and self.policy is EndPolicy.FIRST_FAILURE and self._first_failure:
             child, err = self._first_failure
             return JobState.FAILED, GroupFailed(
@@ -282,12 +297,12 @@ def submit_group(manager: JobRunner, store: JobStore | None, live: dict[str, Gro
     """The runtime's side of ``JobManager.submit_group`` (``live``: its groups in flight,
     by parent id). Raises ``AlreadyRunning`` when another live process drives the parent."""
     same = live.get(group.parent_id)
-    if same is not None and not same.done():
-        return same
     handle = GroupHandle(manager, group, policy, summarise)
     manager.parents.open(group.parent_id, kind=group.kind, video_path=group.video_path,
                          model=group.model, label=group.label, query=group.query,
                          spec={**group.spec, "group_policy": policy.value})
+    if same is not None and not same.done():  # opened again (a request sent twice): shared
+        return same
     with manager.holding():  # the dispatcher sees the children together (one burst)
         for i, spec in enumerate(children):
             done = store.find_done(spec.key) if reuse_done and store is not None \

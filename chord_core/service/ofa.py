@@ -299,7 +299,6 @@ async def batch_predict(request: Request) -> dict[str, Any]:
         except ClientGone:
             await rt.end_parent(parent_id, None)
             raise
-        await rt.end_parent(parent_id, statuses)
         for slot, task_id, st in zip(slots, ids, statuses):
             out[slot] = prediction(task_id, st)
     return {"predictions": out, "model": rt.model}

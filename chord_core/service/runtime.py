@@ -19,12 +19,13 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
+from chord_core.runtime.groups import EndPolicy, GroupSpec
 from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import JobSpec, JobStatus
 from chord_core.runtime.protocols import JobRunner, JobStore
@@ -117,30 +118,33 @@ class ServiceRuntime:
     async def submit_parent(self, parent_id: str, specs: Sequence[JobSpec], *,
                             label: str) -> list[str]:
         """``specs`` as the children of the parent job ``parent_id`` (a ``/batch_predict``
-        request), off the event loop: the parent's row is opened (again: a re-sent request
-        has the same id), a spec whose content key has a done job in the store is that job,
-        and the others are submitted together (one of a key the manager still runs — resumed
-        after a crash — is that job). So a request sent again finishes each task once."""
+        request), a runtime group (``JobManager.submit_group``, policy ALL: the parent ends
+        done once every task has, whatever each one's outcome), off the event loop. A task
+        whose content key the store has done is that job; one the manager still runs is
+        attached to; the same request sent again is the same group. So a request sent
+        again finishes each task once."""
         def submit_all() -> list[str]:
-            self.manager.parents.open(parent_id, kind="batch_predict", video_path="",
-                                      model=self.model, label=label,
-                                      spec={"tasks": len(specs)})
-            done = [self.store.find_done(s.key) if self.store is not None and s.key
-                    else None for s in specs]
-            with self.manager.holding():
-                return [d if d is not None else self.manager.submit(replace(s, parent=parent_id))
-                        for s, d in zip(specs, done)]
+            group = GroupSpec(parent_id, kind="batch_predict", label=label, model=self.model,
+                              spec={"tasks": len(specs)}, noun="task",
+                              hint="each task's error is in its prediction")
+            handle = self.manager.submit_group(group, specs, policy=EndPolicy.ALL)
+            return [c.job_id for c in handle.children]
 
         return await run_in_threadpool(submit_all)
 
     async def end_parent(self, parent_id: str, statuses: Sequence[JobStatus] | None) -> None:
-        """The parent's row ended: done with its children's counts, or (``None``: timed out,
-        or the client left) cancelled — unless another request for the same parent still
-        waits on it (an identical request): that one ends it."""
-        if statuses is None and self.waiting(parent_id):
+        """The request stopped waiting (timed out, or its client left: ``statuses`` None):
+        its group ends cancelled once its children have (those no other request waits on
+        were cancelled by ``wait_all``) — unless another request for the same parent still
+        waits on it. Answered requests (``statuses`` given) leave the end to the group."""
+        if statuses is not None:
+            return
+        if self.waiting(parent_id):
             log.info("%s: left to the other request still waiting on it", parent_id)
             return
-        await run_in_threadpool(end_parent, self.manager, parent_id, statuses)
+        group = self.manager.group(parent_id)
+        if group is not None:
+            group.cancel(stop_children=False)
 
     def _handles(self, job_ids: Sequence[str]) -> list[Any]:
         return [j if isinstance(j, JobHandle) else handle_of(self.manager, self.store, j)
@@ -152,16 +156,13 @@ class ServiceRuntime:
         log.info("cancelled %d unfinished job(s): %s", len(job_ids), ", ".join(job_ids))
 
     def cancel_children(self, parent_id: str) -> int:
-        """Cancel the unfinished children this process runs of the parent ``parent_id`` (a
-        ``/batch_predict`` request's tasks); returns how many. The request waiting on them
-        answers with their errors; the parent's row ends cancelled now."""
-        kids = [st.job_id for st in self.manager.jobs()
-                if st.spec.parent == parent_id and not st.state.finished]
-        cancelled = sum(bool(self.manager.cancel(k)) for k in kids)
+        """Cancel the unfinished children of the parent ``parent_id`` (a ``/batch_predict``
+        request's group in this process); returns how many. The request waiting on them
+        answers with their errors; the parent's row ends cancelled once they answered."""
+        group = self.manager.group(parent_id)
+        cancelled = group.cancel() if group is not None else 0
         if cancelled:
             log.info("%s: cancelled %d child job(s)", parent_id, cancelled)
-            self.manager.parents.finish(parent_id, "cancelled", {
-                "progress": {"stage": "tasks", "cancelled": cancelled}})
         return cancelled
 
     def live_status(self, job_id: str) -> JobStatus | None:
@@ -233,29 +234,10 @@ def handle_of(manager: JobRunner, store: JobStore | None, job_id: str) -> JobHan
         return JobHandle.finished(status)
 
 
-def end_parent(manager: JobRunner, parent_id: str,
-               statuses: Sequence[JobStatus] | None) -> None:
-    """Write how a ``/batch_predict`` parent ended, with its children's counts (one its
-    DELETE cancelled stays so)."""
-    if statuses is None:
-        manager.parents.finish(parent_id, "cancelled", {"progress": {"stage": "tasks"}})
-        return
-    counts: dict[str, int] = {}
-    for st in statuses:
-        counts[st.state.value] = counts.get(st.state.value, 0) + 1
-    store = manager.parents.store
-    row = store.get_job(parent_id) if store is not None else None
-    if row is not None and row["state"] == "cancelled":  # DELETEd: it ended then
-        return
-    manager.parents.finish(parent_id, "done", {
-        "counts": counts, "progress": {"stage": "tasks", "done": len(statuses),
-                                       "total": len(statuses)}})
-
-
 def resume_parents(manager: JobRunner, store: JobStore | None) -> int:
-    """``/batch_predict`` parents a crash left unfinished: each is ended once its children
-    (resumed by the manager: same ids) have finished, whether or not the client sends its
-    request again. Returns how many are followed."""
+    """``/batch_predict`` parents a crash left unfinished: each becomes a group over its
+    stored children (resumed by the manager: same ids) and ends once they have, whether or
+    not the client sends its request again. Returns how many are followed."""
     from chord_core.runtime.store_parents import children
 
     if store is None:
@@ -263,35 +245,22 @@ def resume_parents(manager: JobRunner, store: JobStore | None) -> int:
     rows = [r for state in ("running", "queued")  # queued: claimed from the dead process
             for r in store.list_jobs(limit=1000, state=state, top_level=True)
             if (r.get("spec") or {}).get("long_run") == "batch_predict"]
+    followed = 0
     for row in rows:
+        kids = [c["job_id"] for c in children(store, row["job_id"])]
         try:
-            kids = [handle_of(manager, store, c["job_id"])
-                    for c in children(store, row["job_id"])]
+            for kid in kids:
+                handle_of(manager, store, kid)
         except KeyError as exc:  # a child another live process runs: its request's own
             log.info("%s left to its own process (%s)", row["job_id"], exc)
             continue
-        _end_when_done(manager, row["job_id"], kids)
-    if rows:
-        log.info("following %d /batch_predict request(s) a crash left unfinished", len(rows))
-    return len(rows)
-
-
-def _end_when_done(manager: JobRunner, parent_id: str, handles: list[JobHandle]) -> None:
-    import threading
-
-    left, lock = [len(handles)], threading.Lock()
-
-    def one_done(_: JobHandle) -> None:
-        with lock:
-            left[0] -= 1
-            last = left[0] == 0
-        if last:  # on the dispatcher thread, after its tick: one quick write
-            end_parent(manager, parent_id, [h.status() for h in handles])
-
-    if not handles:
-        end_parent(manager, parent_id, [])
-    for h in handles:
-        h.add_done_callback(one_done)
+        manager.follow_group(GroupSpec(row["job_id"], kind="batch_predict",
+                                       label=row.get("video_name") or "api batch_predict",
+                                       noun="task"), kids, policy=EndPolicy.ALL)
+        followed += 1
+    if followed:
+        log.info("following %d /batch_predict request(s) a crash left unfinished", followed)
+    return followed
 
 
 def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
