@@ -169,3 +169,45 @@ def test_time_unit_and_worker_states_in_chinese(monkeypatch: pytest.MonkeyPatch)
     rows = gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready", "busy_s": 3.0}],
                                       None)
     assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3 秒")
+
+
+def _fixed_hints(module: object) -> dict[str, str]:
+    """Every ``hint=`` of a chord_core module's errors that is a fixed text — a literal or a
+    module constant such as ``_PICK_VIDEO`` — with the line it is given on. f-string hints
+    (names, paths) are matched by pattern and tested where they are made."""
+    path = Path(module.__file__)  # type: ignore[attr-defined]
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.keyword) and node.arg == "hint"):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name):  # a module constant: its value, as the app gets it
+            value = ast.Constant(getattr(module, value.id))
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found[value.value] = f"{path.name}:{node.value.lineno}"
+    return found
+
+
+@pytest.mark.parametrize("module_name", ["chord_core.media.video_files", "chord_core.media.roots"],
+                         ids=["video_files", "roots"])
+def test_every_fixed_hint_has_chinese(module_name: str) -> None:
+    """The Analyze page shows these modules' hints under "解决办法": each one is said in
+    Chinese (issue 39: "解决办法: pick a video file (MP4, …)" was left in English)."""
+    import importlib
+
+    from chord_ui.messages import localized
+
+    hints = _fixed_hints(importlib.import_module(module_name))
+    assert len(hints) >= 5, hints  # the walk found the hints (a broken walk finds none)
+    untranslated = {hint: where for hint, where in hints.items()
+                    if not re.search(r"[\u4e00-\u9fff]", localized("x", hint, "zh")[1])}
+    assert not untranslated, untranslated
+
+
+def test_pick_video_hint_in_chinese() -> None:
+    from chord_core.media.video_files import _PICK_VIDEO
+    from chord_ui.messages import localized
+
+    assert localized("a.txt is a text file, not a video", _PICK_VIDEO, "zh") == (
+        "a.txt 是文本文件，不是视频", "请选择一个视频文件（MP4、MOV、MKV、WebM、AVI）")
+    assert localized("m", _PICK_VIDEO, "en") == ("m", _PICK_VIDEO)
