@@ -33,7 +33,7 @@ from chord_ui.batch_jobs import (
     worker_rows,
 )
 from chord_ui.formatting import human_bytes, human_duration, md_escape, root_example
-from chord_ui.i18n import t
+from chord_ui.i18n import link_params, t
 from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
 
@@ -311,7 +311,7 @@ def _open_link(states: Sequence[Any], picked: list[int]) -> None:
         st.caption(t("This clip has no result yet ({state}).", state=t(s.state)))
         return
     st.page_link(ANALYZE_PAGE, label=t("Open {name} in Analyze", name=md_escape(s.clip.name)),
-                 icon=":material/open_in_new:", query_params={"job": s.clip.job_id})
+                 icon=":material/open_in_new:", query_params=link_params(job=s.clip.job_id))
 
 
 def _failures(states: Sequence[Any]) -> None:

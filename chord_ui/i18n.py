@@ -36,18 +36,27 @@ def browser_lang(locale: str | None) -> str:
 
 
 def lang() -> str:
-    """The language of this session: the switch, else ``?lang=``, else the browser's."""
+    """The language of this session: ``?lang=`` (kept for the session, so a page opened
+    without it stays in that language), else the switch's choice, else the browser's."""
+    param = st.query_params.get(PARAM)
+    if param in LANGS:
+        if st.session_state.get(K_LANG) != param:
+            st.session_state[K_LANG] = param
+        return param
     chosen = st.session_state.get(K_LANG)
     if chosen in LANGS:
         return chosen
-    param = st.query_params.get(PARAM)
-    if param in LANGS:
-        return param
     try:
         locale = st.context.locale
     except (AttributeError, RuntimeError):  # no browser (tests without a session)
         locale = None
     return browser_lang(locale)
+
+
+def link_params(**params: str) -> dict[str, str]:
+    """Query parameters of an in-app link (``st.page_link``, ``st.switch_page``, a URL):
+    ``params`` plus the session's language, so the page it opens speaks the same one."""
+    return {**params, PARAM: lang()}
 
 
 def translate(text: str, language: str, **fields: Any) -> str:
@@ -111,6 +120,8 @@ _ZH_UPLOADER_CSS = """<style>
 def language_switch() -> None:
     """English / 中文, in the sidebar of every page. The choice goes into the URL."""
     current = lang()
+    if st.session_state.get(K_LANG) == current and st.query_params.get(PARAM) != current:
+        st.query_params[PARAM] = current  # a page opened without ?lang=: a reload keeps it
     if current == "zh":
         st.html(_ZH_UPLOADER_CSS)
     st.session_state["lang_switch"] = current

@@ -211,3 +211,74 @@ def test_pick_video_hint_in_chinese() -> None:
     assert localized("a.txt is a text file, not a video", _PICK_VIDEO, "zh") == (
         "a.txt 是文本文件，不是视频", "请选择一个视频文件（MP4、MOV、MKV、WebM、AVI）")
     assert localized("m", _PICK_VIDEO, "en") == ("m", _PICK_VIDEO)
+
+
+def _lang_page() -> None:
+    """A page that shows the session's language and the query of an in-app link."""
+    import streamlit as st
+
+    from chord_ui.i18n import lang, language_switch, link_params
+
+    language_switch()
+    st.text(lang())
+    st.text(str(link_params(job="j1")))
+
+
+@pytest.mark.parametrize(("chosen", "url", "shown"), [
+    (None, "zh", "zh"),  # a shared link ?lang=zh
+    ("en", "zh", "zh"),  # a link opened in a session that was English: the link says zh
+    ("zh", None, "zh"),  # a page opened without ?lang= (st.switch_page, the sidebar)
+    (None, None, "en"),  # nothing chosen, no browser locale in AppTest: English
+], ids=["url", "url-over-earlier-choice", "session-without-url", "default"])
+def test_language_from_url_is_kept_for_the_session(chosen: str | None, url: str | None,
+                                                   shown: str) -> None:
+    """``?lang=`` sets the session's language; a page opened without it keeps it (issue
+    39: a link dropped it and the next page came up in the browser's language)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_lang_page)
+    if chosen:
+        at.session_state["ui_lang"] = chosen
+    if url:
+        at.query_params["lang"] = url
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text[0].value == shown
+    assert at.text[1].value == str({"job": "j1", "lang": shown})
+    at.query_params.pop("lang", None)  # the next page is opened without ?lang=
+    at.run()
+    assert at.text[0].value == shown
+    assert at.query_params.get("lang") == (shown if chosen or url else None)
+
+
+def _link_calls() -> list[tuple[str, ast.Call]]:
+    """Every call in the pages that opens another page: ``page_link``, ``switch_page`` and
+    ``link_button``, with the file and line it is on."""
+    calls = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and getattr(func, "attr", None) in (
+                    "page_link", "switch_page", "link_button"):
+                calls.append((f"{path.name}:{node.lineno}", node))
+    return calls
+
+
+def test_every_in_app_link_carries_the_language() -> None:
+    """page_link / switch_page pass ``query_params=link_params(...)``; a link button's URL
+    to a page of the app ("/?…") names ``lang=``."""
+    calls = _link_calls()
+    assert len(calls) >= 4, calls  # batch, history (3), library
+    bare = []
+    for where, call in calls:
+        kw = {k.arg: k.value for k in call.keywords}
+        url = call.args[1] if len(call.args) > 1 else kw.get("url")
+        if getattr(call.func, "attr", "") == "link_button":
+            text = ast.unparse(url) if url is not None else ""
+            ok = not text.lstrip("f'\"").startswith("/") or "lang=" in text
+        else:
+            params = kw.get("query_params")
+            ok = isinstance(params, ast.Call) and getattr(params.func, "id", "") == "link_params"
+        if not ok:
+            bare.append(where)
+    assert not bare, bare
