@@ -98,9 +98,14 @@ ZH_PAGES: dict[str, str] = {
     "Σ worker busy time / wall time since the batch began: how many workers were kept busy "
     "on average (shown once a clip is done).":
         "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙（有视频完成后显示）。",
-    "{finished} of {total} finished · running for {time}":
-        "{total} 个中已完成 {finished} 个 · 已运行 {time}",
-    "{finished} of {total} finished · took {time}": "{total} 个中已完成 {finished} 个 · 用时 {time}",
+    "{finished} of {total} clips finished · running for {time}":
+        "{total} 个视频中已结束 {finished} 个 · 已运行 {time}",
+    "{finished} of {total} clips finished · took {time}":
+        "{total} 个视频中已结束 {finished} 个 · 用时 {time}",
+    "Analysed": "已分析", "one worker": "单个工作进程",
+    "Clips of this batch analysed now, of all its clips (failed and skipped ones are counted "
+    "beside it; all finished ones in the bar below).":
+        "本批次中这次分析的视频数 / 全部视频数（失败和跳过的另行计数；所有已结束的见下方进度条）。",
     "Workers": "工作进程", "Failed clips": "失败的视频",
     # GPUs
     "Host": "主机", "Worker plan": "工作进程计划", "Utilisation": "利用率", "utilisation": "利用率",
