@@ -13,7 +13,7 @@ from pathlib import Path
 import streamlit as st
 
 from chord_ui import library_view, live_view
-from chord_ui.i18n import language_switch, t
+from chord_ui.i18n import cjk_font_notice, language_switch, t
 from chord_ui.quiet_logs import quiet_worker_warnings
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -40,6 +40,7 @@ def main() -> None:
 
     navigation = st.navigation(pages)
     language_switch()
+    cjk_font_notice()  # Chinese chosen, no CJK font here: say which package draws it
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
     live_view.start_env_streams()  # CHORD_WATCH: its live streams, once per server
     library_view.alert_toasts()  # a toast per new alert of a standing check, on every page

@@ -10,7 +10,10 @@ and everything ``chord_core`` stores stay in English whatever the interface show
 
 from __future__ import annotations
 
+import functools
 import logging
+import shutil
+import subprocess
 from typing import Any
 
 import streamlit as st
@@ -128,3 +131,34 @@ def language_switch() -> None:
     st.sidebar.segmented_control("Language / 语言", list(LANGS), format_func=LANGS.get,
                                  key="lang_switch", on_change=_on_switch, required=True,
                                  label_visibility="collapsed")
+
+
+CJK_PACKAGE = "fonts-noto-cjk"
+# Said in English on purpose: without a CJK font the Chinese of this line would be boxes too.
+NO_CJK_FONT = (f"No Chinese font was found on this machine, so Chinese text may show as "
+               f"empty boxes. Install the Debian package `{CJK_PACKAGE}` (`sudo apt install "
+               f"{CJK_PACKAGE}`), then reload the page.")
+
+
+@functools.cache
+def has_cjk_font() -> bool | None:
+    """Whether fontconfig knows a font with Chinese glyphs (``fc-list :lang=zh``); None when
+    it cannot tell (no fc-list, or it failed). Asked once per process: fonts rarely change
+    while the app runs, and a page must not start a process on every rerun."""
+    exe = shutil.which("fc-list")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, ":lang=zh", "family"], capture_output=True, text=True,
+                             timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.info("fc-list could not list the Chinese fonts: %s", exc)
+        return None
+    return bool(out.stdout.strip())
+
+
+def cjk_font_notice() -> None:
+    """One info line when the interface is Chinese and this machine has no CJK font (the app
+    is local: the browser draws with this machine's fonts)."""
+    if lang() == "zh" and has_cjk_font() is False:
+        st.info(NO_CJK_FONT, icon=":material/font_download_off:")

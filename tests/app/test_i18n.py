@@ -282,3 +282,51 @@ def test_every_in_app_link_carries_the_language() -> None:
         if not ok:
             bare.append(where)
     assert not bare, bare
+
+
+def _font_page() -> None:
+    """A page that says whether CJK glyphs are missing, as every page of the app does."""
+    from chord_ui.i18n import cjk_font_notice
+
+    cjk_font_notice()
+
+
+@pytest.mark.parametrize(("language", "fc_list", "fonts", "shown"), [
+    ("zh", "/usr/bin/fc-list", "", True),  # Chinese, no CJK font: say which package
+    ("zh", "/usr/bin/fc-list", "Noto Sans CJK SC\n", False),  # the glyphs are there
+    ("en", "/usr/bin/fc-list", "", False),  # English needs no CJK font
+    ("zh", None, "", False),  # no fontconfig: cannot tell, say nothing
+], ids=["zh-no-font", "zh-font", "en-no-font", "no-fc-list"])
+def test_missing_cjk_font_is_named(monkeypatch: pytest.MonkeyPatch, language: str,
+                                   fc_list: str | None, fonts: str, shown: bool) -> None:
+    """Issue 39: in Chinese on a machine without CJK fonts every text was boxes, with no
+    word why. fc-list (the boundary) is faked; it is asked once per process."""
+    import subprocess
+
+    from streamlit.testing.v1 import AppTest
+
+    from chord_ui import i18n
+
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=fonts, stderr="")
+
+    monkeypatch.setattr(i18n.shutil, "which", lambda name: fc_list)
+    monkeypatch.setattr(i18n.subprocess, "run", fake_run)
+    i18n.has_cjk_font.cache_clear()
+    try:
+        for _ in range(2):  # a rerun asks no second time
+            at = AppTest.from_function(_font_page)
+            at.query_params["lang"] = language
+            at.run()
+            assert not at.exception, [e.value for e in at.exception]
+            infos = [i.value for i in at.info]
+            assert infos == ([i18n.NO_CJK_FONT] if shown else [])
+        assert len(calls) == (1 if fc_list and language == "zh" else 0)
+        assert all(c[1:] == [":lang=zh", "family"] for c in calls)
+        if shown:
+            assert "fonts-noto-cjk" in infos[0] and not re.search(r"[\u4e00-\u9fff]", infos[0])
+    finally:
+        i18n.has_cjk_font.cache_clear()
