@@ -137,7 +137,7 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     job_a = next(c.job_id for c in first.clips if c.name == "a.mp4")
     links = [p.proto for p in at.get("page_link")]
     assert [(p.label, p.page) for p in links] == [("Open a.mp4 in Analyze", "analyze")]
-    assert f"job={job_a}" in links[0].query_string
+    assert f"job={job_a}" in links[0].query_string and "lang=en" in links[0].query_string
     stored = app_server["store"].list_jobs(limit=10, batch_id=first.batch_id)
     assert {r["state"] for r in stored} == {"done", "failed"} and len(stored) == 3
     parent = app_server["store"].get_job(first.batch_id)  # one parent row, its clips inside

@@ -352,6 +352,7 @@ def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_st
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Analyze a clip"
     assert at.query_params.get("job") == "batch-0123456789ab-c1"
+    assert at.query_params.get("lang") == "en"  # the link carries the language (issue 39)
     assert _table(_history(new_app))["task"][0] == "Batch"  # a word, not the raw kind
 
     at = new_app()  # the batch's own link: not opened as a long run, says where it is
