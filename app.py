@@ -13,7 +13,8 @@ from pathlib import Path
 import streamlit as st
 
 from chord_ui import library_view, live_view
-from chord_ui.i18n import language_switch, t
+from chord_ui.i18n import cjk_font_notice, language_switch, t
+from chord_ui.quiet_logs import quiet_worker_warnings
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -39,6 +40,7 @@ def main() -> None:
 
     navigation = st.navigation(pages)
     language_switch()
+    cjk_font_notice()  # Chinese chosen, no CJK font here: say which package draws it
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
     live_view.start_env_streams()  # CHORD_WATCH: its live streams, once per server
     library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
@@ -48,5 +50,7 @@ def main() -> None:
 # A model worker started by multiprocessing's "spawn" runs this file again, as "__mp_main__"
 # (Streamlit makes the script the __main__ module): there it must do nothing at all — no
 # page, no job manager, no watched folders (issue 38: a second watcher ran in the worker).
-if __name__ != "__mp_main__":
+if __name__ == "__mp_main__":  # …where Streamlit's "missing ScriptRunContext" means nothing
+    quiet_worker_warnings(worker_process=True)
+else:
     main()

@@ -33,7 +33,7 @@ from chord_ui.batch_jobs import (
     worker_rows,
 )
 from chord_ui.formatting import human_bytes, human_duration, md_escape, root_example
-from chord_ui.i18n import t
+from chord_ui.i18n import link_params, t
 from chord_ui.inputs import Settings, release_uploads, show_error
 from chord_ui.uploads import VIDEO_TYPES, save_upload
 
@@ -266,20 +266,35 @@ def _header(run: BatchRun, metrics: Any, *, live: bool) -> None:
     done, failed, skipped = c.get("done", 0), c.get("failed", 0), c.get("skipped", 0)
     finished = done + failed + skipped + c.get("cancelled", 0)
     cols = st.columns(5)
-    cols[0].metric(t("Done"), f"{done} / {metrics.total - skipped}")
+    cols[0].metric(t("Analysed"), f"{done} / {metrics.total}",
+                   help=t("Clips of this batch analysed now, of all its clips (failed and "
+                          "skipped ones are counted beside it; all finished ones in the bar "
+                          "below)."))
     cols[1].metric(t("Failed"), failed)
     cols[2].metric(t("Skipped"), skipped, help=t("Already analysed with the same settings: "
                                                  "the stored result is reused."))
     cols[3].metric(t("Throughput"), t("{n}/min", n=f"{metrics.per_min:.1f}"),
                    help=t("Clips analysed per minute since the batch began."))
-    cols[4].metric(t("Speed-up"), f"×{metrics.speedup:.2f}" if done else "—",
+    cols[4].metric(t("Speed-up"), speedup_text(metrics) if done else "—",
                    help=t("Σ worker busy time / wall time since the batch began: how many "
                           "workers were kept busy on average (shown once a clip is done)."))
     frac = finished / metrics.total if metrics.total else 1.0
-    took = (t("{finished} of {total} finished · running for {time}") if live
-            else t("{finished} of {total} finished · took {time}"))
+    took = (t("{finished} of {total} clips finished · running for {time}") if live
+            else t("{finished} of {total} clips finished · took {time}"))
     st.progress(frac, text=took.format(finished=finished, total=metrics.total,
                                        time=human_duration(metrics.wall_s)))
+
+
+def speedup_text(metrics: Any) -> str:
+    """The speed-up as the page shows it. On one worker there is nothing to speed up, and a
+    figure such as ×0.97 (the worker idle between clips) read as a slow-down: it says "one
+    worker" instead; below ×1.05 it says "none"."""
+    ran = sum(1 for busy in metrics.busy_s.values() if busy > 0)
+    if ran <= 1:
+        return t("one worker")
+    if metrics.speedup < 1.05:
+        return t("none")
+    return f"×{metrics.speedup:.2f}"
 
 
 def _tables(states: Sequence[Any], workers: Sequence[dict[str, Any]], metrics: Any) -> None:
@@ -310,7 +325,7 @@ def _open_link(states: Sequence[Any], picked: list[int]) -> None:
         st.caption(t("This clip has no result yet ({state}).", state=t(s.state)))
         return
     st.page_link(ANALYZE_PAGE, label=t("Open {name} in Analyze", name=md_escape(s.clip.name)),
-                 icon=":material/open_in_new:", query_params={"job": s.clip.job_id})
+                 icon=":material/open_in_new:", query_params=link_params(job=s.clip.job_id))
 
 
 def _failures(states: Sequence[Any]) -> None:

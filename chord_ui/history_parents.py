@@ -21,7 +21,7 @@ from chord_core.errors import ChordError
 from chord_core.runtime.store_parents import children, is_parent
 from chord_ui import resources
 from chord_ui.formatting import human_duration, md_escape
-from chord_ui.i18n import t
+from chord_ui.i18n import link_params, t
 from chord_ui.inputs import show_error
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def show(row: dict[str, Any]) -> None:
     target = row.get("parent") or row["job_id"]  # a search opens in its chapters run
     if st.button(t("Open in Analyze"), key=f"open-{row['job_id']}", type="primary",
                  icon=":material/open_in_new:"):
-        st.switch_page(ANALYZE_PAGE, query_params={"job": target})
+        st.switch_page(ANALYZE_PAGE, query_params=link_params(job=target))
 
 
 def is_long_video(row: dict[str, Any]) -> bool:
@@ -112,7 +112,7 @@ def _batch_children(row: dict[str, Any], kids: list[dict[str, Any]]) -> None:
         return
     if st.button(t("Open in Analyze"), key=f"open-{kid['job_id']}", type="primary",
                  icon=":material/open_in_new:"):
-        st.switch_page(ANALYZE_PAGE, query_params={"job": kid["job_id"]})
+        st.switch_page(ANALYZE_PAGE, query_params=link_params(job=kid["job_id"]))
 
 
 def cancel(job_id: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from chord_core.types import Result
 from chord_ui import history_parents
 from chord_ui.formatting import human_duration, summary_line
-from chord_ui.i18n import t
+from chord_ui.i18n import lang, t
 from chord_ui.thumbnails import thumbnail_uri
 
 log = logging.getLogger(__name__)
@@ -64,26 +64,59 @@ def _result_summary(doc: dict[str, Any] | None) -> str:
     return result.text or t("(the model returned no text)")
 
 
+def counts_summary(summary: dict[str, Any]) -> str:
+    """What a finished batch did, from its summary's counts: "10 clips described, 0 failed"
+    (issue 39: "10 of 10 done" said nothing of the task or of failures). "" without counts."""
+    counts = summary.get("counts")
+    if not isinstance(counts, dict) or not counts:
+        return ""
+    c = {k: int(v or 0) for k, v in counts.items()}
+    n = c.get("done", 0) + c.get("skipped", 0)
+    task = summary.get("task")
+    if task == "describe":
+        parts = [t("{n} clip(s) described", n=n)]
+    elif task == "ground":
+        parts = [t("{n} clip(s) searched for “{query}”", n=n, query=summary.get("query") or "")]
+    else:
+        parts = [t("{n} analysed", n=n)]
+    parts.append(t("{n} failed", n=c.get("failed", 0)))
+    if c.get("cancelled"):
+        parts.append(t("{n} cancelled", n=c["cancelled"]))
+    if c.get("skipped"):
+        parts.append(t("{n} reused from earlier runs", n=c["skipped"]))
+    return ("，" if lang() == "zh" else ", ").join(parts)
+
+
 def _parent_summary(row: dict[str, Any]) -> str:
     summary = row.get("summary") or {}
     doc = summary.get("document") or {}
     if isinstance(doc, dict) and doc.get("chapters"):
         return t("{n} chapter(s)", n=len(doc["chapters"]))
     p = summary.get("progress") or {}
-    if p.get("total"):
-        return t("{done} of {total} done", done=int(p.get("done") or 0), total=int(p["total"]))
-    return ""
+    if row["state"] in ("queued", "running") and p.get("total"):
+        return t("running: {done} of {total} finished", done=int(p.get("done") or 0),
+                 total=int(p["total"]))
+    return counts_summary(summary)
+
+
+# what the summary column says of a row with no summary of its own (never a bare "—")
+NO_SUMMARY = {"queued": "waiting in the queue", "running": "still running",
+              "cancelled": "cancelled before a result", "done": "no result stored"}
 
 
 def summary_text(row: dict[str, Any], store: Any) -> str:
-    """The row's verdict or summary, one short line ("" when there is none yet)."""
+    """The row's verdict or summary, one short line; a row without one says why."""
+    if history_parents.is_parent(row):
+        text = _parent_summary(row)
+        if text:
+            return _short(text)
     if row["state"] == "failed":
         return _short((row.get("error") or {}).get("message") or t("failed"))
-    if history_parents.is_parent(row):
-        return _short(_parent_summary(row))
-    if row["state"] not in ("done", "cancelled"):
-        return ""
-    return _short(_result_summary(store.get_result(row["job_id"])))
+    if row["state"] in ("done", "cancelled") and not history_parents.is_parent(row):
+        text = _result_summary(store.get_result(row["job_id"]))
+        if text:
+            return _short(text)
+    return t(NO_SUMMARY.get(row["state"], row["state"]))
 
 
 def _thumb(row: dict[str, Any], store: Any) -> str | None:
@@ -106,7 +139,7 @@ def table_rows(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
             "thumb": _thumb(r, store),
             "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
             "clip": display_name(r), "task": history_parents.task_label(r),
-            "summary": summary_text(r, store) or "—",
+            "summary": summary_text(r, store),
             "query": r["query"] or "—",
             "model": r["model"] or "—",
             "state": t(r["state"]),

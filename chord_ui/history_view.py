@@ -29,7 +29,7 @@ from chord_core.types import Result
 from chord_ui import history_parents, resources, session
 from chord_ui.formatting import human_duration, md_escape, summary_line
 from chord_ui.history_table import display_name, duration_s, table_rows
-from chord_ui.i18n import choice_key, t
+from chord_ui.i18n import choice_key, link_params, t
 from chord_ui.inputs import K_CLIP, K_CLIP_ERROR, K_PROMPT, K_TARGET, K_TASK, show_error
 from chord_ui.uploads import ClipSource, local_source, servable, uploads_dir
 
@@ -238,7 +238,7 @@ def _actions(row: dict[str, Any], state: str, *, has_result: bool = False) -> No
                                      type="primary", icon=":material/open_in_new:",
                                      width="stretch"):
         if open_in_analyze(row):
-            st.switch_page(ANALYZE_PAGE)
+            st.switch_page(ANALYZE_PAGE, query_params=link_params())
     if state in ("queued", "running"):
         cols[1].button(t("Cancel"), key=f"cancel-{job_id}", icon=":material/stop_circle:",
                        on_click=_cancel, args=(job_id,), width="stretch")

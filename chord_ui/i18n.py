@@ -10,7 +10,10 @@ and everything ``chord_core`` stores stay in English whatever the interface show
 
 from __future__ import annotations
 
+import functools
 import logging
+import shutil
+import subprocess
 from typing import Any
 
 import streamlit as st
@@ -36,18 +39,27 @@ def browser_lang(locale: str | None) -> str:
 
 
 def lang() -> str:
-    """The language of this session: the switch, else ``?lang=``, else the browser's."""
+    """The language of this session: ``?lang=`` (kept for the session, so a page opened
+    without it stays in that language), else the switch's choice, else the browser's."""
+    param = st.query_params.get(PARAM)
+    if param in LANGS:
+        if st.session_state.get(K_LANG) != param:
+            st.session_state[K_LANG] = param
+        return param
     chosen = st.session_state.get(K_LANG)
     if chosen in LANGS:
         return chosen
-    param = st.query_params.get(PARAM)
-    if param in LANGS:
-        return param
     try:
         locale = st.context.locale
     except (AttributeError, RuntimeError):  # no browser (tests without a session)
         locale = None
     return browser_lang(locale)
+
+
+def link_params(**params: str) -> dict[str, str]:
+    """Query parameters of an in-app link (``st.page_link``, ``st.switch_page``, a URL):
+    ``params`` plus the session's language, so the page it opens speaks the same one."""
+    return {**params, PARAM: lang()}
 
 
 def translate(text: str, language: str, **fields: Any) -> str:
@@ -111,9 +123,42 @@ _ZH_UPLOADER_CSS = """<style>
 def language_switch() -> None:
     """English / 中文, in the sidebar of every page. The choice goes into the URL."""
     current = lang()
+    if st.session_state.get(K_LANG) == current and st.query_params.get(PARAM) != current:
+        st.query_params[PARAM] = current  # a page opened without ?lang=: a reload keeps it
     if current == "zh":
         st.html(_ZH_UPLOADER_CSS)
     st.session_state["lang_switch"] = current
     st.sidebar.segmented_control("Language / 语言", list(LANGS), format_func=LANGS.get,
                                  key="lang_switch", on_change=_on_switch, required=True,
                                  label_visibility="collapsed")
+
+
+CJK_PACKAGE = "fonts-noto-cjk"
+# Said in English on purpose: without a CJK font the Chinese of this line would be boxes too.
+NO_CJK_FONT = (f"No Chinese font was found on this machine, so Chinese text may show as "
+               f"empty boxes. Install the Debian package `{CJK_PACKAGE}` (`sudo apt install "
+               f"{CJK_PACKAGE}`), then reload the page.")
+
+
+@functools.cache
+def has_cjk_font() -> bool | None:
+    """Whether fontconfig knows a font with Chinese glyphs (``fc-list :lang=zh``); None when
+    it cannot tell (no fc-list, or it failed). Asked once per process: fonts rarely change
+    while the app runs, and a page must not start a process on every rerun."""
+    exe = shutil.which("fc-list")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, ":lang=zh", "family"], capture_output=True, text=True,
+                             timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.info("fc-list could not list the Chinese fonts: %s", exc)
+        return None
+    return bool(out.stdout.strip())
+
+
+def cjk_font_notice() -> None:
+    """One info line when the interface is Chinese and this machine has no CJK font (the app
+    is local: the browser draws with this machine's fonts)."""
+    if lang() == "zh" and has_cjk_font() is False:
+        st.info(NO_CJK_FONT, icon=":material/font_download_off:")

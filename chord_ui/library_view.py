@@ -22,7 +22,7 @@ import streamlit as st
 from chord_core.errors import ChordError
 from chord_ui import resources
 from chord_ui.formatting import md_escape
-from chord_ui.i18n import t
+from chord_ui.i18n import lang, link_params, t
 from chord_ui.uploads import browser_playable, servable, show_video
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,7 @@ def search_form() -> None:
 
 
 def _kept_params() -> dict[str, str]:
-    lang = st.query_params.get("lang")
-    return {"lang": lang} if lang else {}
+    return link_params()
 
 
 def results() -> None:
@@ -145,7 +144,8 @@ def card(hit: dict[str, Any], i: int) -> None:
                                   on_click=st.session_state.__setitem__, args=(K_PLAY, i))
             if hit["task"] in ("describe", "ground", "entail"):
                 buttons.link_button(t("Open in Analyze"),  # at the hit's moment
-                                    f"/?job={quote(hit['source'])}&t={hit['start_s']:g}",
+                                    f"/?job={quote(hit['source'])}&t={hit['start_s']:g}"
+                                    f"&lang={lang()}",
                                        icon=":material/open_in_new:")
             if not shown:
                 st.caption(t("The clip is gone or outside the media roots: no thumbnail or "

@@ -44,7 +44,13 @@ ZH_PAGES: dict[str, str] = {
     "Select a finished clip to open its result in Analyze.":
         "选择一个已完成的片段，可在“分析”中打开其结果。",
     "Open {name} in Analyze": "在“分析”中打开 {name}",
-    "{done} of {total} done": "已完成 {done}/{total}",
+    "running: {done} of {total} finished": "运行中：{total} 个中已结束 {done} 个",
+    "{n} clip(s) described": "已描述 {n} 个视频",
+    "{n} clip(s) searched for “{query}”": "已在 {n} 个视频中查找“{query}”",
+    "{n} analysed": "已分析 {n} 个", "{n} failed": "{n} 个失败", "{n} cancelled": "{n} 个已取消",
+    "{n} reused from earlier runs": "{n} 个沿用之前的结果",
+    "waiting in the queue": "排队等待中", "still running": "仍在运行",
+    "cancelled before a result": "在出结果前已取消", "no result stored": "没有保存的结果",
     "Select a row to open it in Analyze, read its error, or delete it.":
         "选择一行，可在“分析”中打开、查看错误或删除。",
     "model {name}": "模型 {name}", "worker {name}": "工作进程 {name}", "batch {id}": "批次 {id}",
@@ -98,9 +104,14 @@ ZH_PAGES: dict[str, str] = {
     "Σ worker busy time / wall time since the batch began: how many workers were kept busy "
     "on average (shown once a clip is done).":
         "Σ 工作进程忙碌时间 / 自批次开始以来的实际时间：平均有多少个工作进程在忙（有视频完成后显示）。",
-    "{finished} of {total} finished · running for {time}":
-        "{total} 个中已完成 {finished} 个 · 已运行 {time}",
-    "{finished} of {total} finished · took {time}": "{total} 个中已完成 {finished} 个 · 用时 {time}",
+    "{finished} of {total} clips finished · running for {time}":
+        "{total} 个视频中已结束 {finished} 个 · 已运行 {time}",
+    "{finished} of {total} clips finished · took {time}":
+        "{total} 个视频中已结束 {finished} 个 · 用时 {time}",
+    "Analysed": "已分析", "one worker": "单个工作进程",
+    "Clips of this batch analysed now, of all its clips (failed and skipped ones are counted "
+    "beside it; all finished ones in the bar below).":
+        "本批次中这次分析的视频数 / 全部视频数（失败和跳过的另行计数；所有已结束的见下方进度条）。",
     "Workers": "工作进程", "Failed clips": "失败的视频",
     # GPUs
     "Host": "主机", "Worker plan": "工作进程计划", "Utilisation": "利用率", "utilisation": "利用率",

@@ -50,6 +50,34 @@ ZH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^check free disk space and that CHORD_DATA_DIR is writable$",
          "请检查磁盘剩余空间，以及 CHORD_DATA_DIR 是否可写"),
         (r"^check that CHORD_DATA_DIR is writable$", "请检查 CHORD_DATA_DIR 是否可写"),
+    )) + tuple(
+    # fixed hints (chord_core.media.video_files, .roots), matched as they are written
+    (re.compile(f"^{re.escape(e)}$"), z) for e, z in (
+        ("pick a video file (MP4, MOV, MKV, WebM, AVI)",
+         "请选择一个视频文件（MP4、MOV、MKV、WebM、AVI）"),
+        ("check the path and file name (and that the file was not moved)",
+         "请检查路径和文件名（以及文件是否已被移走）"),
+        ("point the link at the real video file", "请让该链接指向真正的视频文件"),
+        ("check the file's permissions", "请检查文件的权限"),
+        ("check the path", "请检查路径"),
+        ("check that the disk or share is still there", "请检查磁盘或共享文件夹是否仍然可用"),
+        ("pass the path of a video file such as clip.mp4", "请给出视频文件的路径，例如 clip.mp4"),
+        ("pass a regular video file; pipes and devices are never read",
+         "请给出普通的视频文件；管道和设备从不读取"),
+        ("the upload or copy probably failed; copy the file again",
+         "上传或复制可能失败了；请重新复制该文件"),
+        ("type or paste the path again without control characters",
+         "请重新输入或粘贴路径，不要带控制字符"),
+        ("give the full path (e.g. /home/name/Videos/clip.mp4), or ~/… for the home folder of "
+         "the account Chord runs as",
+         "请给出完整路径（例如 /home/name/Videos/clip.mp4），或用 ~/… 表示运行 Chord 的账户的主文件夹"),
+        ("upload the clip instead, or start Chord with CHORD_MEDIA_ROOTS set to the folders it "
+         "may read", "请改为上传该视频，或启动 Chord 时把 CHORD_MEDIA_ROOTS 设为它可以读取的文件夹"),
+        ("give the full path of one video file (the Batch page takes folders)",
+         "请给出单个视频文件的完整路径（批量页面接受文件夹）"),
+        ("give a folder inside one of the media roots, upload the clips, or set "
+         "CHORD_MEDIA_ROOTS to the folders Chord may read",
+         "请给出某个媒体根目录中的文件夹，或上传这些视频，或把 CHORD_MEDIA_ROOTS 设为 Chord 可以读取的文件夹"),
     ))
 
 

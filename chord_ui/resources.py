@@ -109,7 +109,9 @@ def cluster() -> Cluster:
     """Plan the workers and start them (one JobManager per server)."""
     from chord_core.config import model_config_from_env
     from chord_core.runtime.cluster import start_manager
+    from chord_ui.quiet_logs import quiet_worker_warnings
 
+    quiet_worker_warnings(worker_process=False)  # the manager's threads have no session
     cfg, model_note = _startup_model(model_config_from_env())
     parallel, parallel_note = _parallel_config()
     manager, plan = start_manager(cfg, parallel, store=store(),

@@ -8,6 +8,9 @@
 * A dead worker is restarted after a back-off that doubles with each death in a row
   (``restart_delay_s``); it is given up only when it cannot even start
   (``MAX_START_FAILURES`` deaths before it reported ready).
+* A worker that ends while the manager is shutting down (``ended_at_shutdown``) did not die:
+  the stop it was asked for, or the signal that stops the whole process group (exit code -15),
+  is logged as the end it is and never restarts it.
 """
 
 from __future__ import annotations
@@ -91,3 +94,12 @@ def count_death(w: WorkerSlot, starting: bool, exitcode: int | None) -> bool:
     w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
     log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid, exitcode, delay)
     return True
+
+
+def ended_at_shutdown(w: WorkerSlot, exitcode: int | None) -> None:
+    """A worker's end once the manager's shutdown was asked for: stopped, not a death (no
+    warning, no restart, no back-off counted)."""
+    from chord_core.runtime.scheduling import WorkerState
+
+    w.batch, w.state = [], WorkerState.STOPPED
+    log.info("worker %s ended with the shutdown (exit code %s)", w.spec.worker_id, exitcode)

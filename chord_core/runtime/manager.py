@@ -325,7 +325,10 @@ class JobManager(JobTable):
         elif isinstance(msg, Stopped):
             w.state = WorkerState.STOPPED
         elif isinstance(msg, WorkerDied) and not w.state.is_finished:
-            self._on_worker_died(w, msg.exitcode)
+            if self._stop.is_set():  # the shutdown asked for: its end, not a death
+                crashes.ended_at_shutdown(w, msg.exitcode)
+            else:
+                self._on_worker_died(w, msg.exitcode)
 
     def _plan_new_jobs(self) -> None:
         """Probe + plan queued jobs, feeding idle workers as it goes (the first clip starts

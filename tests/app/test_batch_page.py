@@ -123,9 +123,9 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     failure = " ".join(e.value for e in at.error)
     assert "notes.mp4" in failure.lower() and "text file, not a video" in failure
     assert "How to fix" in failure and "Traceback" not in failure
-    assert _metric(at, "Done") == "2 / 3" and _metric(at, "Failed") == "1"
+    assert _metric(at, "Analysed") == "2 / 3" and _metric(at, "Failed") == "1"
     assert _metric(at, "Throughput").endswith("/min")
-    assert float(_metric(at, "Speed-up").lstrip("×")) > 0
+    assert _metric(at, "Speed-up") == "one worker"  # one CPU worker: no figure
     workers = next(d.value for d in at.dataframe if "assigned" in d.value.columns)
     assert list(workers["worker"]) == ["cpu0"] and list(workers["devices"]) == ["CPU"]
     assert workers["assigned"][0] == 2 and workers["done"][0] == 2
@@ -137,7 +137,7 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     job_a = next(c.job_id for c in first.clips if c.name == "a.mp4")
     links = [p.proto for p in at.get("page_link")]
     assert [(p.label, p.page) for p in links] == [("Open a.mp4 in Analyze", "analyze")]
-    assert f"job={job_a}" in links[0].query_string
+    assert f"job={job_a}" in links[0].query_string and "lang=en" in links[0].query_string
     stored = app_server["store"].list_jobs(limit=10, batch_id=first.batch_id)
     assert {r["state"] for r in stored} == {"done", "failed"} and len(stored) == 3
     parent = app_server["store"].get_job(first.batch_id)  # one parent row, its clips inside
@@ -313,3 +313,39 @@ def test_parallel_settings_from_env(monkeypatch, env: dict, workers: int, note: 
     assert text.startswith(note) if note else text == ""
     if note:
         assert "CHORD_CPU_WORKERS" in text and "How to fix" in text
+
+
+def _header_page(counts: dict[str, int], busy_s: dict[str, float], speedup: float) -> None:
+    """The Batch page's header for a finished batch with these counts and workers."""
+    from chord_ui import batch_view
+    from chord_ui.batch_jobs import BatchMetrics, BatchRun
+
+    run = BatchRun("batch-0123456789ab", "describe", "", "test", 1000.0, [],
+                   finished_at=1060.0)
+    batch_view._header(run, BatchMetrics(counts, sum(counts.values()), True, 60.0, busy_s,
+                                         speedup, 1.0), live=False)
+
+
+@pytest.mark.parametrize(("counts", "busy_s", "speedup", "analysed", "shown", "bar"), [
+    ({"done": 3, "failed": 1, "skipped": 5}, {"cpu0": 58.2}, 0.97, "3 / 9", "one worker",
+     "9 of 9 clips finished"),
+    ({"done": 4}, {"cpu0": 30.0, "cpu1": 31.0, "cpu2": 0.0}, 1.02, "4 / 4", "none",
+     "4 of 4 clips finished"),
+    ({"done": 6, "cancelled": 2}, {"gpu0": 55.0, "gpu1": 57.0}, 1.87, "6 / 8", "×1.87",
+     "8 of 8 clips finished"),
+    ({"failed": 2}, {"cpu0": 3.0, "cpu1": 3.0}, 0.1, "0 / 2", "—", "2 of 2 clips finished"),
+], ids=["one-worker", "two-workers-no-gain", "two-workers", "nothing-done"])
+def test_header_counts_clips_and_says_speed_up_plainly(
+        counts: dict[str, int], busy_s: dict[str, float], speedup: float, analysed: str,
+        shown: str, bar: str) -> None:
+    """Issue 39: "Speed-up ×0.97" on one worker read as a slow-down, and "Done 3 / 4" (of the
+    clips not skipped) sat beside "9 of 9 finished" (of all clips). Both now count clips of
+    the whole batch, and the speed-up is a figure only where more than one worker ran and it
+    is ≥ ×1.05."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_header_page, args=(counts, busy_s, speedup)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _metric(at, "Analysed") == analysed
+    assert _metric(at, "Speed-up") == shown
+    assert at.get("progress")[0].proto.text.startswith(bar + " · took ")

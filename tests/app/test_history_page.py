@@ -352,6 +352,7 @@ def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_st
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Analyze a clip"
     assert at.query_params.get("job") == "batch-0123456789ab-c1"
+    assert at.query_params.get("lang") == "en"  # the link carries the language (issue 39)
     assert _table(_history(new_app))["task"][0] == "Batch"  # a word, not the raw kind
 
     at = new_app()  # the batch's own link: not opened as a long run, says where it is
@@ -360,3 +361,58 @@ def test_a_batch_is_one_row_and_its_clips_open_by_their_own_link(new_app, own_st
     assert not at.exception and not at.warning
     assert "names a batch (batch-0123456789ab), not one clip" in at.info[0].value
     assert "job" not in at.query_params and not at.subheader  # no chapters, no long run
+
+
+class _NoResults:
+    """A store that has no stored result for any job."""
+
+    def get_result(self, job_id: str) -> None:
+        return None
+
+
+def _row(state: str, spec: dict | None = None, summary: dict | None = None) -> dict:
+    return {"job_id": "j1", "submitted_at": 0.0, "started_at": None, "finished_at": None,
+            "state": state, "task": "describe", "query": "", "model": "test",
+            "spec": spec or {}, "summary": summary, "error": None, "video_path": ""}
+
+
+_BATCH = {"long_run": "batch"}
+
+
+@pytest.mark.parametrize(("row", "text"), [
+    (_row("done", _BATCH, {"task": "describe", "counts": {"done": 10},
+                           "progress": {"stage": "clips", "done": 10, "total": 10}}),
+     "10 clip(s) described, 0 failed"),
+    (_row("failed", _BATCH, {"task": "ground", "query": "a dog", "counts": {"done": 8,
+                                                                             "failed": 2}}),
+     "8 clip(s) searched for “a dog”, 2 failed"),
+    (_row("done", _BATCH, {"task": "describe", "counts": {"done": 2, "skipped": 5}}),
+     "7 clip(s) described, 0 failed, 5 reused from earlier runs"),
+    (_row("done", {"long_run": "batch_predict"}, {"counts": {"done": 3, "cancelled": 1}}),
+     "3 analysed, 0 failed, 1 cancelled"),
+    (_row("running", _BATCH, {"progress": {"stage": "clips", "done": 3, "total": 9}}),
+     "running: 3 of 9 finished"),
+    (_row("queued"), "waiting in the queue"),
+    (_row("running"), "still running"),
+    (_row("done"), "no result stored"),
+    (_row("cancelled"), "cancelled before a result"),
+], ids=["batch-done", "batch-some-failed", "batch-reused", "api-batch-cancelled",
+        "batch-running", "queued", "running", "done-no-result", "cancelled-no-result"])
+def test_summary_says_what_happened(row: dict, text: str) -> None:
+    """Issue 39: a finished batch said "10 of 10 done" and a row without a result "—". The
+    summary column now says what was done and how many failed, or why there is nothing."""
+    from chord_ui.history_table import summary_text, table_rows
+
+    assert summary_text(row, _NoResults()) == text
+    if not row["spec"]:  # the table's cell is the same text (a parent reads its children)
+        assert table_rows([row], _NoResults())[0]["summary"] == text
+
+
+def test_batch_summary_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chord_ui import history_table, i18n
+
+    monkeypatch.setattr(i18n, "lang", lambda: "zh")
+    monkeypatch.setattr(history_table, "lang", lambda: "zh")
+    assert history_table.counts_summary({"task": "describe", "counts": {"done": 9,
+                                                                        "failed": 1}}) == (
+        "已描述 9 个视频，1 个失败")

@@ -169,3 +169,164 @@ def test_time_unit_and_worker_states_in_chinese(monkeypatch: pytest.MonkeyPatch)
     rows = gpu_view.worker_table_rows([{"worker": "cpu0", "state": "ready", "busy_s": 3.0}],
                                       None)
     assert (rows[0]["state"], rows[0]["busy"]) == ("就绪", "3 秒")
+
+
+def _fixed_hints(module: object) -> dict[str, str]:
+    """Every ``hint=`` of a chord_core module's errors that is a fixed text — a literal or a
+    module constant such as ``_PICK_VIDEO`` — with the line it is given on. f-string hints
+    (names, paths) are matched by pattern and tested where they are made."""
+    path = Path(module.__file__)  # type: ignore[attr-defined]
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.keyword) and node.arg == "hint"):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name):  # a module constant: its value, as the app gets it
+            value = ast.Constant(getattr(module, value.id))
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            found[value.value] = f"{path.name}:{node.value.lineno}"
+    return found
+
+
+@pytest.mark.parametrize("module_name", ["chord_core.media.video_files", "chord_core.media.roots"],
+                         ids=["video_files", "roots"])
+def test_every_fixed_hint_has_chinese(module_name: str) -> None:
+    """The Analyze page shows these modules' hints under "解决办法": each one is said in
+    Chinese (issue 39: "解决办法: pick a video file (MP4, …)" was left in English)."""
+    import importlib
+
+    from chord_ui.messages import localized
+
+    hints = _fixed_hints(importlib.import_module(module_name))
+    assert len(hints) >= 5, hints  # the walk found the hints (a broken walk finds none)
+    untranslated = {hint: where for hint, where in hints.items()
+                    if not re.search(r"[\u4e00-\u9fff]", localized("x", hint, "zh")[1])}
+    assert not untranslated, untranslated
+
+
+def test_pick_video_hint_in_chinese() -> None:
+    from chord_core.media.video_files import _PICK_VIDEO
+    from chord_ui.messages import localized
+
+    assert localized("a.txt is a text file, not a video", _PICK_VIDEO, "zh") == (
+        "a.txt 是文本文件，不是视频", "请选择一个视频文件（MP4、MOV、MKV、WebM、AVI）")
+    assert localized("m", _PICK_VIDEO, "en") == ("m", _PICK_VIDEO)
+
+
+def _lang_page() -> None:
+    """A page that shows the session's language and the query of an in-app link."""
+    import streamlit as st
+
+    from chord_ui.i18n import lang, language_switch, link_params
+
+    language_switch()
+    st.text(lang())
+    st.text(str(link_params(job="j1")))
+
+
+@pytest.mark.parametrize(("chosen", "url", "shown"), [
+    (None, "zh", "zh"),  # a shared link ?lang=zh
+    ("en", "zh", "zh"),  # a link opened in a session that was English: the link says zh
+    ("zh", None, "zh"),  # a page opened without ?lang= (st.switch_page, the sidebar)
+    (None, None, "en"),  # nothing chosen, no browser locale in AppTest: English
+], ids=["url", "url-over-earlier-choice", "session-without-url", "default"])
+def test_language_from_url_is_kept_for_the_session(chosen: str | None, url: str | None,
+                                                   shown: str) -> None:
+    """``?lang=`` sets the session's language; a page opened without it keeps it (issue
+    39: a link dropped it and the next page came up in the browser's language)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_lang_page)
+    if chosen:
+        at.session_state["ui_lang"] = chosen
+    if url:
+        at.query_params["lang"] = url
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text[0].value == shown
+    assert at.text[1].value == str({"job": "j1", "lang": shown})
+    at.query_params.pop("lang", None)  # the next page is opened without ?lang=
+    at.run()
+    assert at.text[0].value == shown
+    assert at.query_params.get("lang") == (shown if chosen or url else None)
+
+
+def _link_calls() -> list[tuple[str, ast.Call]]:
+    """Every call in the pages that opens another page: ``page_link``, ``switch_page`` and
+    ``link_button``, with the file and line it is on."""
+    calls = []
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and getattr(func, "attr", None) in (
+                    "page_link", "switch_page", "link_button"):
+                calls.append((f"{path.name}:{node.lineno}", node))
+    return calls
+
+
+def test_every_in_app_link_carries_the_language() -> None:
+    """page_link / switch_page pass ``query_params=link_params(...)``; a link button's URL
+    to a page of the app ("/?…") names ``lang=``."""
+    calls = _link_calls()
+    assert len(calls) >= 4, calls  # batch, history (3), library
+    bare = []
+    for where, call in calls:
+        kw = {k.arg: k.value for k in call.keywords}
+        url = call.args[1] if len(call.args) > 1 else kw.get("url")
+        if getattr(call.func, "attr", "") == "link_button":
+            text = ast.unparse(url) if url is not None else ""
+            ok = not text.lstrip("f'\"").startswith("/") or "lang=" in text
+        else:
+            params = kw.get("query_params")
+            ok = isinstance(params, ast.Call) and getattr(params.func, "id", "") == "link_params"
+        if not ok:
+            bare.append(where)
+    assert not bare, bare
+
+
+def _font_page() -> None:
+    """A page that says whether CJK glyphs are missing, as every page of the app does."""
+    from chord_ui.i18n import cjk_font_notice
+
+    cjk_font_notice()
+
+
+@pytest.mark.parametrize(("language", "fc_list", "fonts", "shown"), [
+    ("zh", "/usr/bin/fc-list", "", True),  # Chinese, no CJK font: say which package
+    ("zh", "/usr/bin/fc-list", "Noto Sans CJK SC\n", False),  # the glyphs are there
+    ("en", "/usr/bin/fc-list", "", False),  # English needs no CJK font
+    ("zh", None, "", False),  # no fontconfig: cannot tell, say nothing
+], ids=["zh-no-font", "zh-font", "en-no-font", "no-fc-list"])
+def test_missing_cjk_font_is_named(monkeypatch: pytest.MonkeyPatch, language: str,
+                                   fc_list: str | None, fonts: str, shown: bool) -> None:
+    """Issue 39: in Chinese on a machine without CJK fonts every text was boxes, with no
+    word why. fc-list (the boundary) is faked; it is asked once per process."""
+    import subprocess
+
+    from streamlit.testing.v1 import AppTest
+
+    from chord_ui import i18n
+
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout=fonts, stderr="")
+
+    monkeypatch.setattr(i18n.shutil, "which", lambda name: fc_list)
+    monkeypatch.setattr(i18n.subprocess, "run", fake_run)
+    i18n.has_cjk_font.cache_clear()
+    try:
+        for _ in range(2):  # a rerun asks no second time
+            at = AppTest.from_function(_font_page)
+            at.query_params["lang"] = language
+            at.run()
+            assert not at.exception, [e.value for e in at.exception]
+            infos = [i.value for i in at.info]
+            assert infos == ([i18n.NO_CJK_FONT] if shown else [])
+        assert len(calls) == (1 if fc_list and language == "zh" else 0)
+        assert all(c[1:] == [":lang=zh", "family"] for c in calls)
+        if shown:
+            assert "fonts-noto-cjk" in infos[0] and not re.search(r"[\u4e00-\u9fff]", infos[0])
+    finally:
+        i18n.has_cjk_font.cache_clear()

@@ -1,0 +1,115 @@
+"""A worker that ends while the manager shuts down did not die (issue 39: a clean stop logged
+"worker died (exit code -15); restarting it"). The executor is a fake at its boundary: its
+worker is ready at once and is reported gone with SIGTERM's exit code when the manager wakes
+it; the manager, its crash policy and its logging are real."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from chord_core.config import ModelConfig
+from chord_core.runtime.executors import Executor, WorkerHandle
+from chord_core.runtime.manager import JobManager
+from chord_core.runtime.messages import Event, Ready, WorkerDied
+from chord_core.runtime.workers import WorkerSpec, cpu_specs
+
+SIGTERM_EXIT = -15
+
+
+class _Handle(WorkerHandle):
+    """A worker with nothing behind it: stop and join succeed at once."""
+
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id = worker_id
+
+    def run(self, tasks: list[Any], ahead: tuple[Any, ...] = ()) -> None: ...
+    def cancel(self, task_id: str) -> None: ...
+    def stop(self) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+    def join(self, timeout: float) -> bool:
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def exitcode(self) -> int | None:
+        return SIGTERM_EXIT
+
+
+class _SigtermOnWake(Executor):
+    """Reports each started worker ready; once ``armed``, the next wake reports it gone with
+    exit code -15 (what SIGTERM to the process group does to a worker)."""
+
+    max_wait_s = None
+
+    def __init__(self) -> None:
+        self.armed = threading.Event()
+        self.starts = 0
+        self._woken = threading.Event()
+        self._pending: list[Event] = []
+        self._lock = threading.Lock()
+
+    def start(self, spec: WorkerSpec) -> WorkerHandle:
+        with self._lock:
+            self.starts += 1
+            self._pending.append(Ready(spec.worker_id, {"id": "test"}))
+        return _Handle(spec.worker_id)
+
+    def events(self, timeout: float | None) -> list[Event]:
+        with self._lock:
+            if self._pending:
+                out, self._pending = self._pending, []
+                return out
+        self._woken.wait(30.0 if timeout is None else timeout)
+        if self._woken.is_set() and self.armed.is_set():
+            self.armed.clear()
+            self._woken.clear()
+            return [WorkerDied("cpu0", SIGTERM_EXIT)]
+        self._woken.clear()
+        return []
+
+    def wake(self) -> None:
+        self._woken.set()
+
+
+def _until(check: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize(("shutting_down", "warned", "restarts"), [
+    (True, False, 1),   # the manager asked for the stop: an end, logged at INFO, no restart
+    (False, True, 2),   # the same exit with no shutdown asked: a death, warned and restarted
+], ids=["at-shutdown", "while-running"])
+def test_exit_at_shutdown_is_not_a_death(caplog: pytest.LogCaptureFixture,
+                                         shutting_down: bool, warned: bool,
+                                         restarts: int) -> None:
+    caplog.set_level(logging.INFO, logger="chord_core.runtime")
+    ex = _SigtermOnWake()
+    m = JobManager(cpu_specs(1, ModelConfig(model="test"), threads=1), executor=ex)
+    try:
+        m.wait_ready(10)
+        ex.armed.set()
+        if shutting_down:
+            m.shutdown(timeout=2)
+        else:
+            ex.wake()
+            _until(lambda: ex.starts == 2)  # restarted after the 0.5 s back-off
+    finally:
+        m.shutdown(timeout=2)
+    died = [r for r in caplog.records if "died (exit code -15)" in r.getMessage()]
+    ended = [r for r in caplog.records if "ended with the shutdown (exit code -15)"
+             in r.getMessage()]
+    assert bool(died) is warned and bool(ended) is shutting_down, caplog.text
+    assert all(r.levelno == logging.INFO for r in ended)
+    assert ex.starts == restarts
