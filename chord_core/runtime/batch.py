@@ -1,10 +1,11 @@
 """Batch runs: many clips through the job manager, one result JSON per clip plus a summary.
 
-A batch is a parent job (``runtime/parents.py``): one row (id ``batch-…``, a content key of
-the output folder and the clips' keys, so the same command finds it again) whose summary is
-the batch's summary and progress, and whose children are the clips' ordinary jobs
-(``parent``). The manager writes every row (``manager.parents`` for the parent's); History
-lists the batch as one row with its clips inside.
+A batch is a runtime group (``runtime/groups.py``): one parent row (id ``batch-…``, a
+content key of the output folder and the clips' keys, so the same command finds it again)
+whose summary is the batch's summary and progress, and whose children are the clips'
+ordinary jobs (``parent``). The runtime writes every row and ends the parent (done, failed:
+how many and the first error, or cancelled); History lists the batch as one row with its
+clips inside.
 
 Resumable: every clip has a content key (file hash + task + query + model + sampling); a clip
 whose key already has a stored result is not run again — its JSON is written from the store.
@@ -34,8 +35,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.errors import BatchStopped, ChordError, GroupFailed, InputError, OutputError
+from chord_core.errors import BatchStopped, ChordError, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
+from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.protocols import JobRunner, JobStore
 
@@ -137,7 +139,9 @@ def out_name(video: Path, task: str, used: set[str]) -> str:
 def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], request: AnalysisRequest,
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
-    """Run ``request`` (its video path is replaced per clip) over ``videos``."""
+    """Run ``request`` (its video path is replaced per clip) over ``videos``: one runtime
+    group (``JobManager.submit_group``, best effort), whose parent the runtime ends; this
+    writes each clip's JSON as it finishes and reports progress."""
     from chord_core.runtime.outputs import check_folder
 
     check_folder(out_dir, "batch results")
@@ -145,24 +149,31 @@ def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], reque
                            request.max_new_tokens) for v in videos}
     ident = json.dumps([str(out_dir.resolve()), sorted(keys.values())])
     batch_id = "batch-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
-    parent = BatchParent(manager, batch_id, len(videos), request, model, out_dir)
     summary = BatchSummary(batch_id, request.task, request.query)
     used: set[str] = set()
-    with parent.running(summary):
-        for v in videos:
-            item = BatchItem(str(v), str(out_dir / out_name(v, request.task, used)))
-            done = store.find_done(keys[v])
-            if done is not None:
-                item.job_id, item.state, item.skipped = done, "done", True
-                _write_item(item, store.get_result(done))
-            else:
-                spec = JobSpec(AnalysisRequest(**{**asdict(request), "video_path": str(v),
-                                                  "sampling": request.sampling}),
-                               model=model, key=keys[v], batch_id=batch_id, label=v.name,
-                               parent=batch_id)
-                item.job_id = str(manager.submit(spec))
-            summary.items.append(item)
-        _wait(manager, summary, parent.updater(on_update))
+    specs = []
+    for v in videos:
+        summary.items.append(BatchItem(str(v), str(out_dir / out_name(v, request.task, used))))
+        specs.append(JobSpec(AnalysisRequest(**{**asdict(request), "video_path": str(v),
+                                                "sampling": request.sampling}),
+                             model=model, key=keys[v], batch_id=batch_id, label=v.name))
+    group = manager.submit_group(
+        GroupSpec(batch_id, kind="batch", label=f"batch of {len(videos)} clip(s)",
+                  model=model, video_path=str(out_dir), query=request.query,
+                  spec={"task": request.task, "out_dir": str(out_dir), "clips": len(videos)},
+                  noun="clip", hint="each clip's error is in summary.json"),
+        specs, policy=EndPolicy.BEST_EFFORT, summarise=lambda h: batch_doc(summary, h))
+    for item, child in zip(summary.items, group.children):
+        item.job_id = child.job_id
+        if child.reused:  # its key was done before: its JSON is written from the store
+            item.state, item.skipped = "done", True
+            _write_item(item, store.get_result(child.job_id))
+    try:
+        _wait(manager, summary, on_update)
+        group.result(timeout=60)  # the runtime ended the parent after the last clip
+    except BaseException:
+        group.abandon()  # stopped: the parent ends cancelled, unfinished clips stay queued
+        raise
     try:
         _write_json(out_dir / "summary.json", summary.to_dict())
     except OSError as exc:
@@ -170,52 +181,22 @@ def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], reque
     return summary
 
 
-class BatchParent:
-    """The batch's parent row, written through the manager (``manager.parents``): opened
-    (again, on a re-run) ``running``; its summary and progress each time a clip finishes;
-    ended done (every clip done), failed (some failed: how many, the first error) or
-    cancelled (stopped: its unfinished clips stay queued for the same command)."""
-
-    def __init__(self, manager: JobRunner, batch_id: str, clips: int,
-                 request: AnalysisRequest, model: str, out_dir: Path) -> None:
-        self.parents, self.batch_id, self._finished = manager.parents, batch_id, -1
-        self.parents.open(batch_id, kind="batch", video_path=str(out_dir), model=model,
-                          label=f"batch of {clips} clip(s)", query=request.query,
-                          spec={"task": request.task, "out_dir": str(out_dir),
-                                "clips": clips})
-
-    @staticmethod
-    def doc(summary: BatchSummary) -> dict[str, Any]:
-        done = sum(JobState(i.state).finished for i in summary.items)
-        return {**summary.to_dict(), "progress": {"stage": "clips", "done": done,
-                                                  "total": len(summary.items)}}
-
-    def updater(self, on_update: Callable[[BatchSummary], None] | None
-                ) -> Callable[[BatchSummary], None]:
-        """``on_update``, plus the parent's summary written when another clip finished."""
-        def update(summary: BatchSummary) -> None:
-            doc = self.doc(summary)
-            if doc["progress"]["done"] != self._finished:
-                self._finished = doc["progress"]["done"]
-                self.parents.summarise(self.batch_id, doc)
-            if on_update is not None:
-                on_update(summary)
-        return update
-
-    @contextmanager
-    def running(self, summary: BatchSummary) -> Iterator[None]:
-        try:
-            yield
-        except BaseException:
-            self.parents.finish(self.batch_id, "cancelled", self.doc(summary))
-            raise
-        failed = [i for i in summary.items if i.state == "failed"]
-        error = None if not failed else GroupFailed(
-            f"{len(failed)} of {len(summary.items)} clip(s) failed; the first, "
-            f"{Path(failed[0].video).name}: {(failed[0].error or {}).get('message')}",
-            hint="each clip's error is in summary.json").to_dict()
-        self.parents.finish(self.batch_id, "failed" if failed else "done", self.doc(summary),
-                            error=error)
+def batch_doc(summary: BatchSummary, group: GroupHandle | None = None) -> dict[str, Any]:
+    """The batch parent's summary: the batch's summary, each clip's state as the runtime
+    has it now (``group``), and its progress."""
+    doc = summary.to_dict()
+    states = {c.job_id: st for c, st in zip(group.children, group.statuses())
+              if st is not None} if group is not None else {}
+    counts: dict[str, int] = {}
+    for item in doc["items"]:
+        st = states.get(item["job_id"])
+        if st is not None and not item["skipped"]:
+            item["state"] = st.state.value
+        key = "skipped" if item["skipped"] else item["state"]
+        counts[key] = counts.get(key, 0) + 1
+    done = sum(JobState(i["state"]).finished for i in doc["items"])
+    return {**doc, "counts": counts,
+            "progress": {"stage": "clips", "done": done, "total": len(doc["items"])}}
 
 
 UPDATE_S = 1.0  # how often ``on_update`` hears of the workers' busy time meanwhile

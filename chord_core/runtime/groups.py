@@ -194,6 +194,22 @@ class GroupHandle:
             self._cancelled = True
         return self._cancel_unfinished() if stop_children else 0
 
+    def abandon(self) -> None:
+        """This process stops driving the group now (Ctrl-C or SIGTERM of ``chord batch``):
+        the parent ends cancelled at once and its unfinished children stay queued in the
+        store, for the same command to resume."""
+        with self._lock:
+            if self.done():
+                return
+            self._cancelled = True
+            self._left = -1  # the children's later ends change nothing
+        statuses = tuple(st for st in self.statuses() if st is not None)
+        self._outcome = GroupOutcome(JobState.CANCELLED, None, statuses)
+        self.manager.parents.finish(self.parent_id, "cancelled", self._summarise(self))
+        if self._on_end is not None:
+            self._on_end(self)
+        self._completion.set()
+
     def _cancel_unfinished(self) -> int:
         n = 0
         for child in self.children:
@@ -223,6 +239,8 @@ class GroupHandle:
         failed = st is not None and st.state is JobState.FAILED
         stop = False
         with self._lock:
+            if self._left < 0:  # abandoned
+                return
             self._left -= 1
             last = self._left == 0
             if failed and self._first_failure is None:
