@@ -167,6 +167,7 @@ ZH: dict[str, str] = {
     "Result player": "结果播放器", "Play": "播放", "Pause": "暂停",
     "Previous frame (←)": "上一帧（←）", "Next frame (→)": "下一帧（→）", "frame": "帧",
     "box(es)": "个框", "sampled frames": "采样帧", "Jump to": "跳到", "unlinked": "未关联",
+    "Seek bar: drag to any moment": "进度条：拖动到任意时刻",
     "Click the player, then ←/→ step one frame, Space plays or pauses":
         "点击播放器后，←/→ 逐帧移动，空格键播放或暂停",
     # long video (issue 15)

@@ -35,6 +35,7 @@ def _labels() -> dict[str, str]:
             "prev_frame": t("Previous frame (←)"), "next_frame": t("Next frame (→)"),
             "frame": t("frame"), "boxes": t("box(es)"), "sampled": t("sampled frames"),
             "jump_to": t("Jump to"), "chapters": t("Chapters"), "found": t("Found"),
+            "seek": t("Seek bar: drag to any moment"),
             "keys": t("Click the player, then ←/→ step one frame, Space plays or pauses")}
 
 

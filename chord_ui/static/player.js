@@ -97,6 +97,17 @@ class Player {
     fwd.textContent = "▶";
     fwd.title = L.next_frame;
     fwd.setAttribute("aria-label", L.next_frame);
+    // a seek bar: drag or click anywhere to go there (the rows below jump to results)
+    const scrub = make("input", "seekbar", bar);
+    scrub.type = "range";
+    scrub.min = "0";
+    scrub.max = String(Math.max(d.duration, 0.1));
+    scrub.step = "any";
+    scrub.value = "0";
+    scrub.setAttribute("data-testid", "chord-seekbar");
+    scrub.setAttribute("aria-label", L.seek);
+    scrub.addEventListener("input", () => this.seek(Number(scrub.value)));
+    this.scrub = scrub;
     this.clock = make("span", "clock", bar);
     this.clock.setAttribute("data-testid", "chord-clock");
     this.count = make("span", "count", bar);
@@ -297,6 +308,7 @@ class Player {
     this.count.textContent = `${shown.length} ${L.boxes}`;
     this.playBtn.textContent = v.paused ? L.play : L.pause;
     for (const cur of this.cursors) cur.style.left = this.pct(t);
+    if (document.activeElement !== this.scrub) this.scrub.value = String(t);  // not mid-drag
   }
 
   destroy() {
@@ -315,6 +327,7 @@ export default function (component) {
     old.data = data;  // a rerun with the same clip: keep playback where it is
     old.tracks = groupTracks(data);
     old.buildTimeline();
+    old.scrub.max = String(Math.max(data.duration, 0.1));
     if (data.seek && data.seek.n !== old.seekN) {  // a key frame, row, chart point… clicked
       old.seekN = data.seek.n;
       old.video.pause();
