@@ -29,8 +29,15 @@ LABEL_COLORS = {"entailment": "#16a34a", "neutral": "#d97706", "contradiction": 
 MOMENTS_SHOWN = 12
 
 
-def curve_figure(result: Any, height: int = 260) -> go.Figure:
-    """P(label) per sampled frame over time; supporting moments shaded."""
+# the legend's top in pixels below the plot (under the tick labels and the axis title),
+# and the bottom margin that keeps it inside the figure
+LEGEND_TOP_PX, LEGEND_MARGIN_PX = 55, 80
+
+
+def curve_figure(result: Any, height: int = 300) -> go.Figure:
+    """P(label) per sampled frame over time; supporting moments shaded. The legend hangs
+    from its top below the x-axis title (a legend anchored at its bottom at y = -0.3 sat on
+    the title "time (s)"), with a bottom margin that holds both."""
     ent = result.entailment
     fig = go.Figure()
     times = [f.t_s for f in ent.frames]
@@ -44,9 +51,11 @@ def curve_figure(result: Any, height: int = 260) -> go.Figure:
                       line_width=0)
     duration = max(result.video.duration_s, times[-1] if times else 0.0, 0.1)
     fig.update_layout(
-        height=height, margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        height=height, margin={"l": 55, "r": 10, "t": 30, "b": LEGEND_MARGIN_PX},
         title={"text": plot_escape(ent.statement)[:90], "font": {"size": 13}},
-        legend={"orientation": "h", "y": -0.3}, hovermode="x unified",
+        legend={"orientation": "h", "yanchor": "top", "x": 0,
+                "y": -LEGEND_TOP_PX / max(1, height - 30 - LEGEND_MARGIN_PX)},
+        hovermode="x unified",
         xaxis={"title": t("time (s)"), "range": [0, duration]},
         yaxis={"title": t("probability"), "range": [0, 1]})
     return fig
