@@ -135,13 +135,14 @@ def table_rows(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         dur = duration_s(r)
+        # what a reviewer scans first comes first, the long summary (which quotes the
+        # target or statement: no query column of its own) last, filling what is left; the
+        # model is in the selected row's details: at 1280 px nothing needs sideways scrolling
         out.append({
             "thumb": _thumb(r, store),
-            "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%Y-%m-%d %H:%M:%S"),
+            "time": datetime.fromtimestamp(r["submitted_at"]).strftime("%m-%d %H:%M"),
             "clip": display_name(r), "task": history_parents.task_label(r),
-            "summary": summary_text(r, store),
-            "query": r["query"] or "—",
-            "model": r["model"] or "—",
             "state": t(r["state"]),
-            "duration": human_duration(dur) if dur is not None else "—"})
+            "duration": human_duration(dur) if dur is not None else "—",
+            "summary": summary_text(r, store)})
     return out

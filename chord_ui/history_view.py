@@ -143,16 +143,14 @@ def _table(query: HistoryQuery, page: int, pages: int, live: bool) -> None:
                  order=t(SORTS[query.order]).lower(), path=store.path)
                + (t(" · {n} unfinished: refreshed every {s} s", n=unfinished,
                     s=f"{REFRESH_S:g}") if unfinished else ""))
-    labels = {k: t(k) for k in ("time", "task", "model", "state", "duration")}
+    labels = {k: t(k) for k in ("time", "task", "state", "duration")}
     event = st.dataframe(table_rows(rows, store), hide_index=True, key=K_TABLE,
                          on_select="rerun", selection_mode="single-row", row_height=56,
                          column_config={
                              **labels,
                              "thumb": st.column_config.ImageColumn("", width="small"),
                              "clip": st.column_config.TextColumn(t("clip"), width="medium"),
-                             "summary": st.column_config.TextColumn(t("summary"),
-                                                                    width="large"),
-                             "query": st.column_config.TextColumn(t("query"), width="medium")})
+                             "summary": st.column_config.TextColumn(t("summary"))})
     picked = [i for i in event.selection.rows if 0 <= i < len(rows)]
     if not picked:
         st.caption(":material/touch_app: " + t("Select a row to open it in Analyze, read its "
