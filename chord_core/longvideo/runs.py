@@ -12,8 +12,10 @@ twice, and History shows the run as one row with its chunks inside.
 Chunk jobs go to the manager — worker processes on every GPU, or one thread
 (``cluster.in_process_manager``) — a few at a time (``in_flight``), so a three-hour clip
 never queues hundreds of jobs whose frames would all be read at once. A manager without a
-store keeps nothing (no resume). A run waits on its children's handles (a done callback per
-child) and, with a ``handles.CancelFlag``, on a Cancel too: nothing polls.
+store keeps nothing (no resume). The chunks are a stage the runtime drives
+(``JobManager.run_stage``: the window, the reuse of chunks done before, the first failure
+stopping the rest); a run waits on the stage's handle and, with a ``handles.CancelFlag``, on
+a Cancel too: nothing polls.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import hashlib
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from chord_core.errors import ChordError, InternalError, JobCancelled, from_record
 from chord_core.media.roots import is_under, job_roots
+from chord_core.runtime.group_start import run_stage
 from chord_core.runtime.jobs import JobSpec
 from chord_core.types import ProgressEvent, Result
 
@@ -54,31 +56,6 @@ class ChunkJob:
 
     job_id: str
     spec: JobSpec
-
-
-class Wakeups:
-    """What a run's loop blocks on: a child finished (its handle's done callback) or the
-    run's Cancel was pressed (a ``CancelFlag``'s hook). A plain ``threading.Event`` as the
-    Cancel is seen when the next child finishes."""
-
-    def __init__(self, cancel: threading.Event | None) -> None:
-        self._q: queue.SimpleQueue[str] = queue.SimpleQueue()
-        hook = getattr(cancel, "on_set", None)
-        self._unhook = hook(lambda: self._q.put("")) if hook is not None else None
-
-    def follow(self, manager: JobRunner, job_id: str) -> None:
-        """Wake when ``job_id`` finishes (at once, if it has)."""
-        manager.handle(job_id).add_done_callback(lambda h: self._q.put(str(h)))
-
-    def wait(self) -> None:
-        """Block until the next wake-up, then take every one already in."""
-        self._q.get()
-        while not self._q.empty():
-            self._q.get_nowait()
-
-    def close(self) -> None:
-        if self._unhook is not None:
-            self._unhook()
 
 
 class ParentRun:
@@ -162,64 +139,64 @@ class _Tally:
 def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None) -> dict[str, Result]:
-    """Run ``jobs`` as children of ``runs`` (skipping those already done) at most
-    ``in_flight`` at a time; returns job id → result. A child the manager still runs (a
-    resumed job) is waited for, not submitted again. A job that fails stops the run (its
-    error, naming the chunk) after cancelling the others in flight."""
-    results = {j.job_id: r for j in jobs if (r := _finished(manager, runs, j)) is not None}
-    if results:
-        log.info("%s: %d of %d %s already done; resuming", runs.run, len(results), len(jobs),
+    """Run ``jobs`` as a stage of ``runs`` (``JobManager.run_stage``: each under its fixed
+    id, at most ``in_flight`` at a time; one done before is reused, one the manager runs
+    already is attached to); returns job id → result. The first job that fails stops the
+    run (its error, naming the chunk) after the runtime cancelled the others in flight; a
+    Cancel (a ``CancelFlag`` at once, a plain event when the next child finishes) stops it
+    with ``JobCancelled``. Finished chunks are kept either way."""
+    done_before = sum(1 for j in jobs if runs.done(j.job_id) is not None)
+    if done_before:
+        log.info("%s: %d of %d %s already done; resuming", runs.run, done_before, len(jobs),
                  stage)
-    todo = [j for j in jobs if j.job_id not in results]
-    tally = _Tally(len(jobs), len(results), stage, on_progress)
-    runs.progress({"progress": tally.tick("resumed" if results else "")})
-    running: dict[str, ChunkJob] = {}
-    wakeups = Wakeups(cancel)
+    tally = _Tally(len(jobs), done_before, stage, on_progress)
+    runs.progress({"progress": tally.tick("resumed" if done_before else "")})
+    stop_on_cancel = cancel is not None and not hasattr(cancel, "on_set")
+
+    def one_done(child: Any, status: Any) -> None:  # on the dispatcher thread
+        if child.reused:
+            return  # counted as done before
+        tally.done += 1
+        runs.progress({"progress": tally.tick()})
+        if stop_on_cancel and cancel is not None and cancel.is_set():
+            group.cancel()
+
+    group = run_stage(manager, runs.run, [(j.job_id, _confined(j.spec)) for j in jobs],
+                      in_flight=in_flight, label=stage, on_child=one_done)
+    hook = getattr(cancel, "on_set", None)
+    unhook = hook(group.cancel) if hook is not None else None
     try:
-        while todo or running:
-            if cancel is not None and cancel.is_set():
-                raise JobCancelled("the long-video run was cancelled",
-                                   hint="run it again: finished chunks are kept")
-            while todo and len(running) < max(1, in_flight):
-                job = todo.pop(0)
-                job_id = str(_submit(manager, runs.run, job))
-                running[job_id] = job
-                wakeups.follow(manager, job_id)
-            wakeups.wait()  # a child finished, or Cancel
-            for job, result in _collect(manager, running):
-                results[job.job_id] = result
-                tally.done += 1
-                runs.progress({"progress": tally.tick()})
+        if cancel is not None and cancel.is_set():
+            group.cancel()
+        outcome = group.result()
     except BaseException:
-        for job_id in running:
-            manager.cancel(job_id)
+        group.cancel()  # Ctrl-C here: the chunks in flight stop, finished ones are kept
         raise
     finally:
-        wakeups.close()
-    return results
+        if unhook is not None:
+            unhook()
+    return _results(group, outcome)
 
 
-def _finished(manager: JobRunner, runs: ParentRun, job: ChunkJob) -> Result | None:
-    """The child's result when it is done: in the store, or in the manager's memory."""
-    stored = runs.done(job.job_id)
-    if stored is not None:
-        return stored
-    try:
-        st = manager.status(job.job_id)
-    except KeyError:
-        return None
-    return st.result if st.state.value == "done" else None
-
-
-def _submit(manager: JobRunner, run: str, job: ChunkJob) -> str:
-    """Submit the child under its fixed id, unless the manager is running it already (a
-    job resumed by the manager after a restart, or a second run of the same clip)."""
-    try:
-        if not manager.status(job.job_id).state.finished:
-            return job.job_id
-    except KeyError:
-        pass
-    return manager.submit(replace(_confined(job.spec), parent=run), job_id=job.job_id)
+def _results(group: Any, outcome: Any) -> dict[str, Result]:
+    """The stage's results by job id, or its failure or cancel as the run's error."""
+    if outcome.state.value == "done":
+        return {c.job_id: st.result for c, st in zip(group.children, group.statuses())
+                if st is not None and st.result is not None}
+    if outcome.state.value == "cancelled":
+        raise JobCancelled("the long-video run was cancelled",
+                           hint="run it again: finished chunks are kept")
+    err = dict(outcome.error or {"message": "failed"})
+    failure = InternalError(str(err.get("message", "failed")))
+    first = group.first_failure  # (child, its own error record)
+    if first is not None:
+        child, record = first
+        failure = from_record(record) or failure
+        failure.message = f"{child.label or child.job_id}: {failure.message}"
+    failure.hint = (failure.hint or "") + (" (finished chunks are kept: run the same "
+                                           "command again to resume)")
+    failure.args = (failure.message,)
+    raise failure
 
 
 def _confined(spec: JobSpec) -> JobSpec:
@@ -237,28 +214,3 @@ def _confined(spec: JobSpec) -> JobSpec:
     if not is_under(Path(os.path.abspath(request.video_path)), [Path(r) for r in roots]):
         return spec
     return replace(spec, request=replace(request, media_roots=roots))
-
-
-def _collect(manager: JobRunner, running: dict[str, ChunkJob]) -> list[tuple[ChunkJob, Result]]:
-    """Finished jobs, taken out of ``running``; a failed one raises its error."""
-    out = []
-    for job_id in list(running):
-        st = manager.status(job_id)
-        if not st.state.finished:
-            continue
-        job = running.pop(job_id)
-        if st.state.value == "done" and st.result is not None:
-            out.append((job, st.result))
-            continue
-        err = st.error or {"message": st.state.value, "hint": ""}
-        if st.state.value == "cancelled":
-            raise JobCancelled(f"{job.spec.label or job.job_id} was cancelled",
-                               hint="run it again: finished chunks are kept")
-        failure = from_record(err) or InternalError(str(err.get("message", "failed")))
-        failure.message = f"{job.spec.label or job.job_id}: {failure.message}"
-        failure.hint = (failure.hint or "") + (" (finished chunks are kept: run the same "
-                                               "command again to resume)")
-        failure.args = (failure.message,)
-        raise failure
-    return out
-

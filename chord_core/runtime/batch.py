@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chord_core.analysis.request import AnalysisRequest
-from chord_core.errors import BatchStopped, ChordError, InputError, OutputError
+from chord_core.errors import BatchStopped, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec
 from chord_core.runtime.jobs import JobSpec, JobState

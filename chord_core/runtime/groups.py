@@ -32,7 +32,7 @@ from chord_core.runtime.handles import Completion, JobHandle, _resolve
 from chord_core.runtime.jobs import JobSpec, JobState, JobStatus, stored_status
 
 if TYPE_CHECKING:
-    from chord_core.runtime.protocols import JobRunner, JobStore
+    from chord_core.runtime.protocols import JobRunner
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +111,15 @@ class GroupHandle:
         self._completion = Completion()
         self._outcome: GroupOutcome | None = None
         self._on_end: Callable[[GroupHandle], None] | None = None
+        # a stage (``run_stage``): children started a window at a time, its row left to
+        # its driver; ``on_child`` hears of each child that finished
+        self.owns_row = True
+        self._pending: list[tuple[int, JobSpec]] = []  # not started yet, in order
+        self._window = 0  # children in flight at most (0: all at once)
+        self._running = 0
+        self._pumping = False
+        self._ending = False
+        self.on_child: Callable[[GroupChild, JobStatus | None], None] | None = None
 
     @property
     def parent_id(self) -> str:
@@ -150,6 +159,11 @@ class GroupHandle:
     def finished(self) -> int:
         """How many children have finished (reused ones included)."""
         return sum(1 for st in self.statuses() if st is not None and st.state.finished)
+
+    @property
+    def first_failure(self) -> tuple[GroupChild, dict[str, Any]] | None:
+        """The first child that failed, with its own error record (None: none failed)."""
+        return self._first_failure
 
     # -- waiting ---------------------------------------------------------------------------
     def done(self) -> bool:
@@ -192,16 +206,18 @@ class GroupHandle:
         parent then ends cancelled)."""
         with self._lock:
             self._cancelled = True
-        return self._cancel_unfinished() if stop_children else 0
+        n = self._cancel_unfinished() if stop_children else 0
+        self._maybe_end()  # nothing was running: the pending ones were all it had
+        return n
 
     def abandon(self) -> None:
         """This process stops driving the group now (Ctrl-C or SIGTERM of ``chord batch``):
         the parent ends cancelled at once and its unfinished children stay queued in the
         store, for the same command to resume."""
         with self._lock:
-            if self.done():
+            if self.done() or self._ending:
                 return
-            self._cancelled = True
+            self._cancelled, self._ending = True, True
             self._left = -1  # the children's later ends change nothing
         statuses = tuple(st for st in self.statuses() if st is not None)
         self._outcome = GroupOutcome(JobState.CANCELLED, None, statuses)
@@ -211,6 +227,9 @@ class GroupHandle:
         self._completion.set()
 
     def _cancel_unfinished(self) -> int:
+        with self._lock:  # children not started yet never will be: they count as ended
+            self._left -= len(self._pending)
+            self._pending.clear()
         n = 0
         for child in self.children:
             st = self.status(child)
@@ -223,11 +242,13 @@ class GroupHandle:
         """A done callback on every child; a group with none ends now."""
         with self._lock:
             self._left = len(self.children)
+            self._running = len(self.children) - len(self._pending)
         if not self.children:
-            self._end()
+            self._maybe_end()
             return
-        for child in self.children:
+        for child in self.children[:len(self.children) - len(self._pending)]:
             self._handle(child.job_id).add_done_callback(self._when_done(child))
+        self._pump()
 
     def _when_done(self, child: GroupChild) -> Callable[[Any], None]:
         def done(_handle: Any) -> None:
@@ -242,27 +263,76 @@ class GroupHandle:
             if self._left < 0:  # abandoned
                 return
             self._left -= 1
-            last = self._left == 0
+            self._running -= 1
             if failed and self._first_failure is None:
                 assert st is not None
                 self._first_failure = (child, st.error or {"message": "failed"})
                 stop = self.policy is EndPolicy.FIRST_FAILURE
         try:
+            if self.on_child is not None:
+                self.on_child(child, st)
             if stop:
                 self._cancel_unfinished()
-            if last:
-                self._end()
-            elif not self.done():
+            self._pump()
+            if not self._maybe_end() and self.owns_row and not self.done():
                 self.manager.parents.summarise(self.parent_id, self._summarise(self))
         except Exception:  # noqa: BLE001 — a callback must never take the dispatcher down
-            log.exception("group %s: the parent row was not updated", self.parent_id)
+            log.exception("group %s: a child's end was not taken in", self.parent_id)
+
+    def _maybe_end(self) -> bool:
+        """End the group if no child is left to finish (once, whoever gets here first)."""
+        with self._lock:
+            if self._left != 0 or self._ending:
+                return self._ending
+            self._ending = True
+        self._end()
+        return True
+
+    def _pump(self) -> None:
+        """Start pending children while the window has room (a stage). Re-entered from a
+        child that was done already (its callback runs at once), it leaves the starting to
+        the loop already running, so a long run resumed with every child done does not
+        recurse once per child."""
+        with self._lock:
+            if self._pumping:
+                return
+            self._pumping = True
+        try:
+            while True:
+                with self._lock:
+                    full = self._window and self._running >= self._window
+                    if full or not self._pending or self._cancelled:
+                        return
+                    index, spec = self._pending.pop(0)
+                    self._running += 1
+                self._start(index, spec)
+        finally:
+            with self._lock:
+                self._pumping = False
+
+    def _start(self, index: int, spec: JobSpec) -> None:
+        """Start child ``index`` under its fixed id: done before (the store has its result)
+        it is reused; one the manager runs already (resumed after a restart) is attached
+        to; else it is submitted."""
+        child = self.children[index]
+        if self.manager.parents.stored_result(child.job_id) is not None:
+            child = self.children[index] = replace(child, reused=True)
+        else:
+            try:
+                running = not self.manager.status(child.job_id).state.finished
+            except KeyError:
+                running = False
+            if not running:
+                self.manager.submit(replace(spec, parent=self.parent_id), job_id=child.job_id)
+        self._handle(child.job_id).add_done_callback(self._when_done(child))
 
     def _end(self) -> None:
         statuses = [st for st in self.statuses() if st is not None]
         state, error = self._end_state(statuses)
         self._outcome = GroupOutcome(state, error, tuple(statuses))
-        self.manager.parents.finish(self.parent_id, state.value, self._summarise(self),
-                                    error=error)
+        if self.owns_row:
+            self.manager.parents.finish(self.parent_id, state.value, self._summarise(self),
+                                        error=error)
         log.info("group %s (%s) ended %s", self.parent_id, self.group.kind, state.value)
         if self._on_end is not None:
             self._on_end(self)
@@ -306,47 +376,3 @@ def default_summary(handle: GroupHandle) -> dict[str, Any]:
     return {"counts": handle.counts(), "items": items,
             "progress": {"stage": f"{handle.group.noun}s", "done": done,
                          "total": len(items)}}
-
-
-def submit_group(manager: JobRunner, store: JobStore | None, live: dict[str, GroupHandle],
-                 group: GroupSpec, children: Sequence[JobSpec], *,
-                 policy: EndPolicy = EndPolicy.BEST_EFFORT, reuse_done: bool = True,
-                 summarise: Summarise | None = None) -> GroupHandle:
-    """The runtime's side of ``JobManager.submit_group`` (``live``: its groups in flight,
-    by parent id). Raises ``AlreadyRunning`` when another live process drives the parent."""
-    same = live.get(group.parent_id)
-    handle = GroupHandle(manager, group, policy, summarise)
-    manager.parents.open(group.parent_id, kind=group.kind, video_path=group.video_path,
-                         model=group.model, label=group.label, query=group.query,
-                         spec={**group.spec, "group_policy": policy.value})
-    if same is not None and not same.done():  # opened again (a request sent twice): shared
-        return same
-    with manager.holding():  # the dispatcher sees the children together (one burst)
-        for i, spec in enumerate(children):
-            done = store.find_done(spec.key) if reuse_done and store is not None \
-                and spec.key else None
-            job_id = done or str(manager.submit(replace(spec, parent=group.parent_id)))
-            handle.children.append(GroupChild(i, job_id, spec.label, reused=done is not None))
-    _register(live, handle)
-    return handle
-
-
-def _register(live: dict[str, GroupHandle], handle: GroupHandle) -> None:
-    """Keep ``handle`` in ``live`` until it ended, and start following its children."""
-    live[handle.parent_id] = handle
-
-    def forget(h: GroupHandle) -> None:
-        live.pop(h.parent_id, None)
-
-    handle._on_end = forget
-    handle._follow()
-
-
-def follow_group(manager: JobRunner, live: dict[str, GroupHandle], group: GroupSpec,
-                 child_ids: Sequence[str], *, policy: EndPolicy) -> GroupHandle:
-    """A group over children already submitted (a parent a crash left open, whose children
-    the manager resumed under their ids): its row ends once they have."""
-    handle = GroupHandle(manager, group, policy, None)
-    handle.children = [GroupChild(i, job_id, "") for i, job_id in enumerate(child_ids)]
-    _register(live, handle)
-    return handle

@@ -1,18 +1,15 @@
-"""Job manager: what the app, the CLI and the service submit jobs to.
+"""Job manager: what the app, the CLI and the service submit jobs (and groups) to.
 
 ``JobManager`` runs one worker per WorkerSpec wherever its ``Executor`` puts them (local
-processes by default, threads for tests, Ray actors). One dispatcher thread owns the
-bookkeeping: it reads the executor's events (typed messages, and deaths: restart and
-re-queue, nothing lost or done twice — ``crashes.py``), probes and plans new jobs without a
-model, splits long grounding jobs over the workers, and feeds idle workers
-(``scheduling.py``). Same clip + same settings = one job: ``submit`` of a content ``key``
-that an unfinished or done job has returns that job. Workers are started and stopped from
-the dispatcher thread: their parent-death signal (``lifeline.py``) follows it.
-
-No fixed tick: the dispatcher blocks in ``executor.events`` until a message, a death, a
-``wake`` (submit, cancel, shutdown) or its next timer (``scheduling.next_timer``).
-``submit`` returns a ``handles.JobHandle``. With a store the manager holds a lease from the
-start (``leases.py``), resumes only the jobs whose owner is gone, and renews it every 2 s.
+processes, threads for tests, Ray actors). One dispatcher thread owns the bookkeeping: it
+reads the executor's events (messages, and deaths: restart and re-queue, nothing lost or
+done twice — ``crashes.py``), plans new jobs, splits long grounding jobs over the workers
+and feeds idle workers (``scheduling.py``, groups taking turns: ``fairness.py``); it starts
+and stops the workers, so their parent-death signal (``lifeline.py``) follows it. It has no
+fixed tick: it blocks in ``executor.events`` until a message, a death, a ``wake`` (submit,
+cancel, shutdown) or its next timer. ``submit`` returns a ``handles.JobHandle`` (a content
+``key`` an unfinished or done job has is that job); ``submit_group`` a ``GroupHandle``.
+With a store the manager holds a lease (``leases.py``) and resumes only orphaned jobs.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from typing import Any, Sequence
 
 from chord_core.analysis.ground_chunks import merge_chunks
 from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
-from chord_core.runtime import crashes, groups, retention
+from chord_core.runtime import crashes, group_start, retention
 from chord_core.runtime.balancer import Balancer
 from chord_core.runtime.cancelling import drop_tasks, settle, settle_overdue
 from chord_core.runtime.executors import Executor, ProcessExecutor, stop_all
@@ -71,7 +68,6 @@ class JobManager(JobTable):
                                   for s in specs})
         self._jobs: dict[str, JobEntry] = {}
         self._tasks: dict[str, TaskState] = {}
-        self._groups: dict[str, GroupHandle] = {}  # groups in flight, by parent id
         self._fair = FairShare()  # turns between groups (streams, runs, batches, lone jobs)
         self._lock = threading.RLock()
         self._split = split_ground
@@ -117,20 +113,10 @@ class JobManager(JobTable):
     def submit_group(self, group: GroupSpec, children: Sequence[JobSpec], *,
                      policy: EndPolicy = EndPolicy.BEST_EFFORT, reuse_done: bool = True,
                      summarise: Summarise | None = None) -> GroupHandle:
-        """Open the parent ``group`` and submit ``children`` under it; the runtime follows
-        them and ends the parent by ``policy`` (``groups.py``). The same live parent asked
-        again is that group."""
-        return groups.submit_group(self, self.parents.store, self._groups, group, children,
-                                   policy=policy, reuse_done=reuse_done, summarise=summarise)
-
-    def follow_group(self, group: GroupSpec, child_ids: Sequence[str], *,
-                     policy: EndPolicy) -> GroupHandle:
-        """Follow a stored parent's children (resumed after a crash) until they ended."""
-        return groups.follow_group(self, self._groups, group, child_ids, policy=policy)
-
-    def group(self, parent_id: str) -> GroupHandle | None:
-        """The group of ``parent_id`` this manager drives now, or None."""
-        return self._groups.get(parent_id)
+        """Open the parent ``group``, submit ``children`` under it and end it by ``policy``
+        once they have (``groups.py``, ``group_start.py``); the live parent again is it."""
+        return group_start.submit_group(self, group, children, policy=policy,
+                                        reuse_done=reuse_done, summarise=summarise)
 
     def _resume_from_store(self) -> None:
         """Jobs whose owner is gone (a process that died or stopped) are claimed and queued
@@ -218,10 +204,6 @@ class JobManager(JobTable):
             self._link.retry_due(force=True)  # space may have come back meanwhile
         self._link.release()  # its unfinished jobs are orphans now: the next start takes them
 
-    def _respawn_due(self) -> None:
-        for w in crashes.due_restarts(self._workers.values()):
-            self._spawn(w)
-
     def _on_worker_died(self, w: WorkerSlot, exitcode: int | None) -> None:
         """Re-queue (or give up) the tasks the worker held; restart it after a back-off, or
         give it up when it keeps dying before it is ready (see ``crashes.py``). The
@@ -261,7 +243,8 @@ class JobManager(JobTable):
                     retention.evict_finished(self, self._tasks, self._link)  # writes all made
                     for event in events:
                         self._handle(event)
-                    self._respawn_due()
+                    for w in crashes.due_restarts(self._workers.values()):
+                        self._spawn(w)  # a dead worker's back-off is over
                     settle_overdue(self._jobs, self._tasks, self._workers, self._link)
                     self._plan_new_jobs()
                     self._feed_idle_workers()
@@ -304,16 +287,9 @@ class JobManager(JobTable):
     def _handle(self, msg: Event) -> None:
         w = self._workers[msg.worker_id]
         if isinstance(msg, Ready):
-            # A worker whose start-up model failed to load still serves jobs that name
-            # another model; jobs for the missing model fail with the loader's message.
-            w.model_info, w.error, w.state = msg.model_info, msg.error, WorkerState.READY
-            w.start_failures, w.startup = 0, msg.startup
-            w.warming = (w.warming or {}) if (w.warming or {}).get("background") else None
-        elif isinstance(msg, Warming):  # {"startup": …}: a background warm-up ended
-            if "startup" in msg.step:
-                w.startup, w.warming = msg.step["startup"], None
-            else:
-                w.warming = msg.step or None
+            w.ready(msg.model_info, msg.error, msg.startup)
+        elif isinstance(msg, Warming):
+            w.warmed(msg.step)
         elif isinstance(msg, Started):
             pass  # the task was marked running when it was sent
         elif isinstance(msg, Progress):
@@ -403,8 +379,12 @@ class JobManager(JobTable):
             return
         if ts.task.kind == "analyze":
             self._finish(job, JobState.DONE, result=payload)
-        elif all(self._tasks[t].state == "done" for t in job.tasks):
-            self._finish(job, JobState.DONE, result=self._merge(job, w))
+        elif all(self._tasks[t].state == "done" for t in job.tasks):  # a split grounding
+            self._finish(job, JobState.DONE, result=merge_chunks(
+                job.status.spec.request, job.info, job.plan,
+                [self._tasks[t].payload for t in job.tasks],
+                ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""}),
+                probe_s=job.probe_s, t0=job.t0))
 
     def _on_failed(self, w: WorkerSlot, tid: str, error: dict, partial: Any = None) -> None:
         w.ended(tid)
@@ -424,12 +404,6 @@ class JobManager(JobTable):
     def _stopped(self, ts: TaskState, payload: Any) -> None:
         ts.state, ts.payload = TaskPhase.STOPPED, payload
         settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
-
-    def _merge(self, job: JobEntry, w: WorkerSlot) -> Result:
-        return merge_chunks(job.status.spec.request, job.info, job.plan,
-                            [self._tasks[t].payload for t in job.tasks],
-                            ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""}),
-                            probe_s=job.probe_s, t0=job.t0)
 
     def _finish(self, job: JobEntry, state: JobState, *, result: Result | None = None,
                 error: dict | None = None) -> None:

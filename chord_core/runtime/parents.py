@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from chord_core.errors import AlreadyRunning, ChordError, store_failure
 from chord_core.runtime import store_parents
 from chord_core.types import Result
+
+if TYPE_CHECKING:
+    from chord_core.runtime.groups import GroupHandle
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,8 @@ class ParentJobs:
 
     def __init__(self, store: Any, owner: str | None = None) -> None:
         self.store, self.owner = store, owner  # owner: the manager's lease (leases.py)
+        # the groups this manager drives now, by parent id (``group_start.py``)
+        self.live: dict[str, GroupHandle] = {}
         self.problem: dict | None = None  # the last store error; None while writes go through
 
     def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -90,6 +90,22 @@ class WorkerSlot:
     call: tuple[str, int] = ("", 0)  # the call in hand: its first task id and its size
     hinted: tuple[str, ...] = ()     # the task ids it was last told to read ahead
 
+    def ready(self, model_info: dict | None, error: dict | None, startup: dict | None
+              ) -> None:
+        """It loaded its model (or failed to: a worker whose start-up model did not load
+        still serves jobs that name another model; jobs for the missing one fail with the
+        loader's message). A background warm-up goes on (``warming`` kept)."""
+        self.model_info, self.error, self.state = model_info, error, WorkerState.READY
+        self.start_failures, self.startup = 0, startup
+        self.warming = (self.warming or {}) if (self.warming or {}).get("background") else None
+
+    def warmed(self, step: dict) -> None:
+        """A start-up step in hand; ``{"startup": …}``: the background warm-up ended."""
+        if "startup" in step:
+            self.startup, self.warming = step["startup"], None
+        else:
+            self.warming = step or None
+
     @property
     def current(self) -> str | None:
         """The task the worker is on (the first unfinished one of its batch)."""

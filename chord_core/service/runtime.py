@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from starlette.concurrency import run_in_threadpool
 
+from chord_core.runtime.group_start import follow_group, live_group
 from chord_core.runtime.groups import EndPolicy, GroupSpec
 from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import JobSpec, JobStatus
@@ -142,7 +143,7 @@ class ServiceRuntime:
         if self.waiting(parent_id):
             log.info("%s: left to the other request still waiting on it", parent_id)
             return
-        group = self.manager.group(parent_id)
+        group = live_group(self.manager, parent_id)
         if group is not None:
             group.cancel(stop_children=False)
 
@@ -159,7 +160,7 @@ class ServiceRuntime:
         """Cancel the unfinished children of the parent ``parent_id`` (a ``/batch_predict``
         request's group in this process); returns how many. The request waiting on them
         answers with their errors; the parent's row ends cancelled once they answered."""
-        group = self.manager.group(parent_id)
+        group = live_group(self.manager, parent_id)
         cancelled = group.cancel() if group is not None else 0
         if cancelled:
             log.info("%s: cancelled %d child job(s)", parent_id, cancelled)
@@ -254,9 +255,9 @@ def resume_parents(manager: JobRunner, store: JobStore | None) -> int:
         except KeyError as exc:  # a child another live process runs: its request's own
             log.info("%s left to its own process (%s)", row["job_id"], exc)
             continue
-        manager.follow_group(GroupSpec(row["job_id"], kind="batch_predict",
-                                       label=row.get("video_name") or "api batch_predict",
-                                       noun="task"), kids, policy=EndPolicy.ALL)
+        follow_group(manager, GroupSpec(row["job_id"], kind="batch_predict",
+                                        label=row.get("video_name") or "api batch_predict",
+                                        noun="task"), kids, policy=EndPolicy.ALL)
         followed += 1
     if followed:
         log.info("following %d /batch_predict request(s) a crash left unfinished", followed)

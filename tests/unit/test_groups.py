@@ -19,6 +19,7 @@ from chord_core.analysis.request import AnalysisRequest
 from chord_core.config import ModelConfig
 from chord_core.errors import JobCancelled, VideoError
 from chord_core.runtime.executors import ThreadExecutor
+from chord_core.runtime.group_start import follow_group, live_group
 from chord_core.runtime.groups import EndPolicy, GroupSpec
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
@@ -146,10 +147,10 @@ def test_a_child_done_before_is_reused_not_run_again(env) -> None:
 def test_the_same_live_parent_is_the_same_group_and_empty_groups_end_at_once(env) -> None:
     h = env.manager.submit_group(_group(), _children(env.clip, ["block"]))
     assert env.manager.submit_group(_group(), _children(env.clip, ["block"])) is h
-    assert env.manager.group("batch-test") is h
+    assert live_group(env.manager, "batch-test") is h
     GateEngine.gate.set()
     assert h.result(timeout=20).state is JobState.DONE
-    assert env.manager.group("batch-test") is None  # forgotten once ended
+    assert live_group(env.manager, "batch-test") is None  # forgotten once ended
     empty = env.manager.submit_group(_group("batch-empty"), [])
     assert empty.done() and empty.result(0).state is JobState.DONE
 
@@ -177,7 +178,77 @@ def test_follow_group_ends_a_parent_over_children_already_submitted(env) -> None
     kids = [str(env.manager.submit(s)) for s in _children(env.clip, ["a", "fail"])]
     env.manager.parents.open("bp-x", kind="batch_predict", video_path="", model="m1",
                              label="request")
-    h = env.manager.follow_group(GroupSpec("bp-x", kind="batch_predict", label="request"),
-                                 kids, policy=EndPolicy.ALL)
+    h = follow_group(env.manager, GroupSpec("bp-x", kind="batch_predict", label="request"),
+                     kids, policy=EndPolicy.ALL)
     assert h.result(timeout=20).state is JobState.DONE
     assert env.store.get_job("bp-x")["summary"]["counts"] == {"done": 1, "failed": 1}
+
+
+# -- a stage: a long run's chunks (``JobManager.run_stage`` through ``longvideo.runs``) ----
+
+def _run(env, run: str = "lvc-test"):
+    from chord_core.longvideo.runs import ParentRun
+
+    return ParentRun(env.manager, run, kind="chapters", video_path=env.clip, label="long.mp4",
+                     model="m1")
+
+
+def _chunks(env, queries: list[str], run: str = "lvc-test"):
+    from chord_core.longvideo.runs import ChunkJob
+
+    return [ChunkJob(f"{run}-c{i:04d}", JobSpec(AnalysisRequest(env.clip, "ground", q),
+                                                label=f"chunk {i + 1}/{len(queries)}"))
+            for i, q in enumerate(queries)]
+
+
+def test_a_stage_keeps_its_window_and_reuses_what_was_done(env) -> None:
+    from chord_core.longvideo.runs import run_jobs
+
+    seen: list[int] = []
+    original = env.manager.submit
+
+    def counting(spec, *, job_id=None):  # how many of the stage are unfinished at a submit
+        seen.append(sum(1 for st in env.manager.jobs()
+                        if st.spec.parent == "lvc-test" and not st.state.finished))
+        return original(spec, job_id=job_id)
+
+    env.manager.submit = counting
+    out = run_jobs(env.manager, _run(env), _chunks(env, ["a", "b", "c", "d", "e"]),
+                   in_flight=2)
+    assert sorted(out) == [f"lvc-test-c{i:04d}" for i in range(5)] and max(seen) <= 1
+    assert len(seen) == 5
+    ran = list(GateEngine.ran)
+    again = run_jobs(env.manager, _run(env), _chunks(env, ["a", "b", "c", "d", "e", "f"]),
+                     in_flight=2)  # run again with one chunk more: only it runs
+    assert sorted(again) == [f"lvc-test-c{i:04d}" for i in range(6)]
+    assert GateEngine.ran == ran + ["f"]
+    row = env.store.get_job("lvc-test")
+    assert row["state"] == "running"  # the stage leaves the row to its driver
+    assert row["summary"]["progress"]["done"] == 6 and row["summary"]["progress"]["resumed"] == 5
+
+
+def test_a_failed_chunk_stops_the_stage_with_its_own_error(env) -> None:
+    from chord_core.longvideo.runs import run_jobs
+
+    with pytest.raises(VideoError) as err:
+        run_jobs(env.manager, _run(env), _chunks(env, ["fail", "block", "block", "x"]),
+                 in_flight=2)
+    assert str(err.value).startswith("chunk 1/4: this clip cannot be read")
+    assert "finished chunks are kept" in err.value.hint
+    assert "x" not in GateEngine.ran  # never started: the first failure stopped the stage
+    states = {st.job_id: st.state for st in env.manager.jobs() if st.spec.parent == "lvc-test"}
+    assert JobState.RUNNING not in states.values() and JobState.QUEUED not in states.values()
+
+
+def test_a_cancel_stops_the_stage_at_once(env) -> None:
+    from chord_core.longvideo.runs import run_jobs
+    from chord_core.runtime.handles import CancelFlag
+
+    cancel = CancelFlag()
+    threading.Timer(0.3, cancel.set).start()
+    t0 = time.monotonic()
+    with pytest.raises(JobCancelled):
+        run_jobs(env.manager, _run(env), _chunks(env, ["block"] * 4), in_flight=2,
+                 cancel=cancel)
+    assert time.monotonic() - t0 < 5.0
+    assert GateEngine.ran.count("block") == 2  # the window's two; the others never started

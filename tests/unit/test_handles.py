@@ -217,35 +217,3 @@ def test_a_cancel_flag_calls_back_when_set_and_at_once_when_it_was() -> None:
     assert flag.is_set() and flag.wait(0) and heard == ["b"]
     flag.on_set(lambda: heard.append("late"))
     assert heard == ["b", "late"]
-
-
-class _Handles:
-    """The one thing a run's ``Wakeups`` asks of a manager: ``handle(job_id)``."""
-
-    def __init__(self) -> None:
-        self.box: dict[str, tuple[JobHandle, Completion, list[JobStatus]]] = {}
-
-    def handle(self, job_id: str) -> JobHandle:
-        if job_id not in self.box:
-            self.box[job_id] = make()
-        return self.box[job_id][0]
-
-
-@pytest.mark.parametrize("wake", ["child finishes", "cancel pressed"])
-def test_a_long_run_wakes_on_a_child_or_a_cancel_without_polling(wake: str) -> None:
-    from chord_core.longvideo.runs import Wakeups
-    from chord_core.runtime.handles import CancelFlag
-
-    cancel, manager = CancelFlag(), _Handles()
-    wakeups = Wakeups(cancel)
-    wakeups.follow(manager, "job-1")
-    _, done, box = manager.box["job-1"]
-    woke = threading.Event()
-    t = threading.Thread(target=lambda: (wakeups.wait(), woke.set()))
-    t.start()
-    assert not woke.wait(0.2)  # nothing happened: it blocks
-    finish(done, box) if wake == "child finishes" else cancel.set()
-    assert woke.wait(5), f"the run did not wake when its {wake}"
-    t.join(5)
-    wakeups.close()
-    assert cancel.is_set() == (wake == "cancel pressed")

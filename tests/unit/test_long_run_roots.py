@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,20 +17,6 @@ from chord_core.longvideo import runs
 from chord_core.media import confined
 from chord_core.runtime.jobs import JobSpec
 from chord_core.testing.videos import make_video
-
-
-class _Recorder:
-    """The manager at its boundary: knows no job yet, keeps what is submitted."""
-
-    def __init__(self) -> None:
-        self.specs: list[JobSpec] = []
-
-    def status(self, job_id: str) -> Any:
-        raise KeyError(job_id)
-
-    def submit(self, spec: JobSpec, job_id: str) -> str:
-        self.specs.append(spec)
-        return job_id
 
 
 @pytest.fixture
@@ -46,12 +31,9 @@ def clips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 
 
 def _submitted(path: Path) -> JobSpec:
-    manager = _Recorder()
+    """The chunk's spec as the run hands it to the runtime's stage (``runs._confined``)."""
     job = runs.ChunkJob("lvtest-c0000", JobSpec(AnalysisRequest(str(path), "describe")))
-    assert runs._submit(manager, "lvtest", job) == "lvtest-c0000"
-    (spec,) = manager.specs
-    assert spec.parent == "lvtest"
-    return spec
+    return runs._confined(job.spec)
 
 
 def test_a_chunk_inside_the_roots_is_opened_under_them_in_its_worker(clips) -> None:
