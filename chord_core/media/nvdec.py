@@ -6,7 +6,8 @@ over ``CHORD_NVDEC_DECODERS`` sessions (default 4: an H200 has several NVDEC eng
 session keeps one busy), each fed by its own thread with ``get_batch_frames_by_index`` (the
 decode calls release the GIL). Frames arrive as DLPack tensors on the GPU; they are resized
 (area averaging) and turned upright there, so only model-sized frames exist after the
-decoder — and with ``keep_on_device`` they stay a torch CUDA tensor (T×H×W×3 uint8).
+decoder — and when the request's ``model_device`` is this GPU they stay a torch CUDA tensor
+(T×H×W×3 uint8) that the model's preprocessing takes as it is (no host round trip).
 
 Every frame's pts (``getPTS()``, the stream's time base) is checked against the packet
 index: after one constant per file (NVDEC's frame 0 minus the index's: PyNvVideoCodec does not
@@ -141,6 +142,17 @@ class NvdecReader:
             return torch.device(self.device)
         return torch.device("cuda", torch.cuda.current_device())
 
+    def _keeps(self, req: ReadRequest) -> bool:
+        """The frames stay a tensor: the model runs on the device they were decoded on."""
+        import torch
+
+        if req.model_device is None:
+            return False
+        want = torch.device(req.model_device)
+        if want.type == "cuda" and want.index is None:
+            want = torch.device("cuda", torch.cuda.current_device())
+        return want == self._device()
+
     def _open(self, path: str, factory: SessionFactory, n: int) -> list[Any]:
         from chord_core.media.confined import source
 
@@ -206,7 +218,7 @@ class NvdecReader:
             raise ReaderFailed("NVDEC decoded no wanted frame")
         frames = torch.cat(stacks)[:n]
         times = tuple(round(float((p - index.pts[0]) * index.time_base), 6) for p in pts[:n])
-        if not req.keep_on_device:
+        if not self._keeps(req):
             frames = frames.cpu().numpy()
         if req.on_progress is not None:
             req.on_progress(n, len(req.indices))

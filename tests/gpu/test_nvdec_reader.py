@@ -60,7 +60,7 @@ def test_nvdec_frames_stay_on_the_gpu_when_asked(clip):
     from chord_core.media.readers import ReadRequest
 
     got = NvdecReader(decoders=2).read(ReadRequest(clip, (0, 30, 60), (224, 126),
-                                                   keep_on_device=True))
+                                                   model_device="cuda"))
     assert isinstance(got.frames, torch.Tensor) and got.frames.is_cuda
     assert tuple(got.frames.shape) == (3, 126, 224, 3) and got.frames.dtype == torch.uint8
 

@@ -175,7 +175,7 @@ def test_nvdec_frames_can_stay_a_tensor_on_the_device(fake_file):
     import torch
 
     s = FakeStream(frames=60, gop=30)
-    got = nvdec(s, []).read(ReadRequest(fake_file(s), (1, 2), (32, 24), keep_on_device=True))
+    got = nvdec(s, []).read(ReadRequest(fake_file(s), (1, 2), (32, 24), model_device="cpu"))
     assert isinstance(got.frames, torch.Tensor) and got.frames.dtype == torch.uint8
     assert tuple(got.frames.shape) == (2, 24, 32, 3)
 
