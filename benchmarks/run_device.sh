@@ -111,7 +111,7 @@ if [[ "${1:-}" == decode ]]; then
     python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
     python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
         --clip /tmp/real_hour.mp4 --task both --chunk-s 60 --chapter-s 300 \
-        --frames-per-chunk 16 --chunk-tokens 192 --ground-max-pixels 112896 --tokens 32 \
+          --frames-per-chunk 16 --chunk-tokens 192 \
         --ground-batch 32 --batch-size 16 --warmup --decode-only-fraction 0.1 \
         --out "$OUT/long_video.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/long_video.json')); [print(json.dumps(r)) for r in d['runs']]"

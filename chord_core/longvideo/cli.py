@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,7 +85,42 @@ def add_parsers(sub: Any, model_args: Callable[[argparse.ArgumentParser], None])
     p.add_argument("target")
     p.add_argument("--fps", type=float, default=None, help="frames per second (default 1)")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+    ground_long_args(p)
     _long_args(p), model_args(p), _run_args(p)
+
+
+def ground_long_args(p: argparse.ArgumentParser) -> None:
+    """Long-clip grounding's frame size and answer length (defaults: the benchmark's,
+    ``settings.GROUND_LONG_*``); the frames per generate call are ``--batch-size``."""
+    from chord_core.longvideo.settings import GROUND_LONG_MAX_PIXELS, GROUND_LONG_TOKENS
+
+    g = p.add_argument_group("long-clip grounding")
+    g.add_argument("--ground-max-pixels", type=int, default=None, metavar="PIXELS",
+                   help=f"pixel cap of a grounded frame (default {GROUND_LONG_MAX_PIXELS}: "
+                        "448×252)")
+    g.add_argument("--ground-tokens", type=int, default=None, metavar="N",
+                   help=f"answer tokens per frame (default {GROUND_LONG_TOKENS}: one box; "
+                        "256 for several instances a frame)")
+
+
+def ground_long_options(args: argparse.Namespace) -> tuple[Any, int, int]:
+    """(sampling, answer tokens per frame, frames per generate call) of long-clip
+    grounding: the flags given, else the benchmark's settings (``settings.GROUND_LONG_*``).
+    ``--max-pixels`` (the one-clip ``ground``'s) counts as ``--ground-max-pixels``."""
+    from chord_core.errors import ConfigError
+    from chord_core.longvideo.settings import (
+        GROUND_LONG_BATCH,
+        GROUND_LONG_TOKENS,
+        ground_long_sampling,
+    )
+
+    px = getattr(args, "ground_max_pixels", None) or getattr(args, "max_pixels", None)
+    tokens = getattr(args, "ground_tokens", None) or GROUND_LONG_TOKENS
+    if tokens < 1 or (px is not None and px < 28 * 28):
+        raise ConfigError("--ground-tokens must be ≥ 1 and --ground-max-pixels ≥ 784",
+                          hint="e.g. --ground-tokens 64 --ground-max-pixels 112896")
+    return ground_long_sampling(px), tokens, getattr(args, "batch_size", None) or \
+        GROUND_LONG_BATCH
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -263,17 +299,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ground_long(args: argparse.Namespace) -> int:
-    from chord_core.config import SamplingConfig
     from chord_core.longvideo.ground import ground_long
 
     _check_outputs(args.json_out)
     _check_request(args.video, "ground", args.target)
+    sampling, tokens, batch = ground_long_options(args)
     s = _Session(args)
     try:
         _note_length(s)
         result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
-                             s.cfg.model, sampling=SamplingConfig(), in_flight=s.in_flight,
-                             on_progress=s.progress, batch_size=args.batch_size)
+                             s.cfg.model, sampling=sampling, in_flight=s.in_flight,
+                             on_progress=s.progress, batch_size=batch,
+                             max_new_tokens=tokens)
     finally:
         s.close()
     _emit(result.to_dict(), args.json_out)
@@ -321,10 +358,13 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
         else:
             from chord_core.longvideo.ground import ground_long
 
+            px_sampling, tokens, batch = ground_long_options(args)
+            sampling = replace(sampling, ground_max_pixels=px_sampling.ground_max_pixels,
+                               min_pixels=min(sampling.min_pixels, px_sampling.min_pixels))
             result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                                  s.cfg.model, sampling=sampling,
                                  in_flight=s.in_flight, on_progress=s.progress,
-                                 batch_size=args.batch_size)
+                                 batch_size=batch, max_new_tokens=tokens)
             out, test_model = result.to_dict(), result.model.test_model
     finally:
         s.close()
