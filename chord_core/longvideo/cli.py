@@ -157,6 +157,7 @@ class _Session:
                                          max_memory=args.max_memory,
                                          allow_offload=args.allow_offload)
         self.quiet = args.quiet
+        self.reads: list[tuple[str, str]] = []  # (reader, note) of every job's result
         self.store = Store()
         for notice in self.store.notices:
             print(f"warning: {notice}", file=sys.stderr)
@@ -189,6 +190,16 @@ class _Session:
     def say(self, text: str) -> None:
         if not self.quiet:
             print(text, file=sys.stderr, flush=True)
+
+    def saw(self, result: Any) -> None:
+        """A job's result came back: remember which reader read its frames."""
+        self.reads.append((result.sampling.reader, result.sampling.reader_note))
+
+    def say_reader(self) -> None:
+        """The one line saying which reader ran (``media.readers.reader_line``)."""
+        from chord_core.media.readers import reader_line
+
+        self.say(reader_line(self.reads))
 
     def progress(self, event: Any) -> None:
         self.say(f"{event.elapsed_s:7.1f}s  {event.message}")
@@ -238,9 +249,10 @@ def cmd_chapters(args: argparse.Namespace) -> int:
     try:
         _note_length(s)
         doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                          in_flight=s.in_flight, on_progress=s.progress)()
+                          in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
     finally:
         s.close()
+    s.say_reader()
     _emit(doc.to_dict(), args.json_out)
     targets = {k: v for k, v in (("vtt", args.vtt), ("srt", args.srt), ("md", args.md)) if v}
     for path in write_exports(doc, targets):
@@ -284,13 +296,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         doc = _load_chapters(args.chapters_json, s.info) if args.chapters_json else \
             ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                        in_flight=s.in_flight, on_progress=s.progress)()
+                        in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
         found = search(s.executor, s.info, s.key, doc, args.query, s.cfg.model,
                        method=args.method, max_chapters=args.max_chapters, fps=args.fps,
                        max_frames=args.max_frames, in_flight=s.in_flight,
-                       on_progress=s.progress)
+                       on_progress=s.progress, on_result=s.saw)
     finally:
         s.close()
+    s.say_reader()
     _emit(found.to_dict(), args.json_out)
     for w in found.warnings[:3]:
         s.say(f"warning: {w}")
@@ -310,9 +323,10 @@ def cmd_ground_long(args: argparse.Namespace) -> int:
         result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                              s.cfg.model, sampling=sampling, in_flight=s.in_flight,
                              on_progress=s.progress, batch_size=batch,
-                             max_new_tokens=tokens)
+                             max_new_tokens=tokens, on_result=s.saw)
     finally:
         s.close()
+    s.say_reader()
     _emit(result.to_dict(), args.json_out)
     _test_note(result.model.test_model)
     return 0
@@ -353,7 +367,8 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
                 s.say("warning: --prompt is not used in long-video mode: each chunk is "
                       "described, then merged into chapters")
             doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                              in_flight=s.in_flight, on_progress=s.progress)()
+                              in_flight=s.in_flight, on_progress=s.progress,
+                              on_result=s.saw)()
             out, test_model = doc.to_dict(), doc.test_model
         else:
             from chord_core.longvideo.ground import ground_long
@@ -364,10 +379,12 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
             result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                                  s.cfg.model, sampling=sampling,
                                  in_flight=s.in_flight, on_progress=s.progress,
-                                 batch_size=batch, max_new_tokens=tokens)
+                                 batch_size=batch, max_new_tokens=tokens,
+                                 on_result=s.saw)
             out, test_model = result.to_dict(), result.model.test_model
     finally:
         s.close()
+    s.say_reader()
     _emit(out, args.json_out)
     if args.annotated_video:
         if describe:

@@ -161,12 +161,17 @@ class _Tally:
 
 def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
-             cancel: threading.Event | None = None) -> dict[str, Result]:
+             cancel: threading.Event | None = None,
+             on_result: Callable[[Result], None] | None = None) -> dict[str, Result]:
     """Run ``jobs`` as children of ``runs`` (skipping those already done) at most
     ``in_flight`` at a time; returns job id → result. A child the manager still runs (a
     resumed job) is waited for, not submitted again. A job that fails stops the run (its
-    error, naming the chunk) after cancelling the others in flight."""
+    error, naming the chunk) after cancelling the others in flight. ``on_result`` sees
+    every child's result, resumed ones included (the CLI's line of which reader ran)."""
     results = {j.job_id: r for j in jobs if (r := _finished(manager, runs, j)) is not None}
+    for r in results.values():
+        if on_result is not None:
+            on_result(r)
     if results:
         log.info("%s: %d of %d %s already done; resuming", runs.run, len(results), len(jobs),
                  stage)
@@ -188,6 +193,8 @@ def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, i
             wakeups.wait()  # a child finished, or Cancel
             for job, result in _collect(manager, running):
                 results[job.job_id] = result
+                if on_result is not None:
+                    on_result(result)
                 tally.done += 1
                 runs.progress({"progress": tally.tick()})
     except BaseException:

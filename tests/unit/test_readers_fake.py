@@ -295,3 +295,15 @@ def test_keyframe_scan_reads_ahead_through_a_bounded_queue(fake_file, monkeypatc
     assert all(len(a) <= scenes.SCAN_BATCH for a in asked)
     rest = list(frames)
     assert [k for k, _, _ in [first] + rest] == list(range(0, 30 * 2000, 30))
+
+
+def test_the_reader_line_names_the_reader_and_why_the_faster_ones_did_not():
+    from chord_core.media.readers import reader_line
+
+    why = "nvdec not used: PyNvVideoCodec is not installed (No module named 'x')"
+    assert reader_line([("cpu-pool", f"read by cpu-pool; {why}")]) == f"reader: cpu-pool ({why})"
+    assert reader_line([("default", "read by default")]) == "reader: default"
+    mixed = reader_line([("nvdec", "read by nvdec")] * 3 + [
+        ("cpu-pool", "read by cpu-pool; nvdec failed: NVDEC's frame 5 has pts 1")])
+    assert mixed == "reader: nvdec for 3 of 4 reads, cpu-pool for 1 of 4 reads"
+    assert reader_line([]).startswith("reader: none")
