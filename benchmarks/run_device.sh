@@ -120,7 +120,7 @@ if [[ "${1:-}" == decode ]]; then
     decode_prelude
     python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvdec_reader.py -rs
     python3 benchmarks/decode_readers.py --clip /tmp/real_hour.mp4 --frames 9000 \
-        --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 \
+        --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 --on-gpu \
         --out "$OUT/decode_readers.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/decode_readers.json')); [print(k, v) for k, v in d.items()]"
     echo "device s so far: $((SECONDS - t0))"

@@ -141,9 +141,9 @@ def reader_chain(prefer: str | None = None) -> list[FrameReader]:
     made: list[FrameReader] = []
     for name in names:
         if name == "nvdec":
-            from chord_core.media.nvdec import NvdecReader
+            from chord_core.media.nvdec import shared_reader
 
-            made.append(NvdecReader())
+            made.append(shared_reader())  # its sessions outlive the read
         elif name == "cpu-pool":
             made.append(CpuPoolReader())
         else:
