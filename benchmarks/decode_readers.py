@@ -202,9 +202,12 @@ def _busy(sampler: Any, t0: float, t1: float) -> dict[str, Any]:
 
 
 def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
-                 sampler: Any = None, on_gpu: bool = False) -> dict[str, Any]:
+                 sampler: Any = None, on_gpu: bool = False, size: int = 512
+                 ) -> dict[str, Any]:
     """Chord's reader chain forced onto ``reader`` alone: dense, sparse or keyframes, in
-    reads of 512 frames. The first read is untimed (an NVDEC row's sessions open there, a
+    reads of ``size`` frames (a read's GOPs are split over the sessions: 512 dense frames
+    are 9 GOPs of a 2-s GOP at 30 fps, so 8 sessions get 2, 1, … GOPs and wait for the one
+    with 2). The first read is untimed (an NVDEC row's sessions open there, a
     fresh reader each row); the rest are timed, with the reader's own stage times summed
     (``FrameRead.stats``). ``on_gpu``: NVDEC's frames stay on the GPU (the product's path
     when the model is there) instead of coming back to the host."""
@@ -226,7 +229,7 @@ def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
     else:
         chain = reader_chain(reader)[:1]
     device = "cuda" if on_gpu and reader == "nvdec" else None
-    slices = [tuple(indices[s:s + 512]) for s in range(0, len(indices), 512)]
+    slices = [tuple(indices[s:s + size]) for s in range(0, len(indices), size)]
     read_frames_auto(ReadRequest(info, slices[0], (448, 252), model_device=device), chain)
     t0, w0 = time.perf_counter(), time.time()
     got_n, seen, stages = 0, set(), {}
@@ -272,6 +275,7 @@ def main() -> int:
     ap.add_argument("--reader", default="all", help="chord rows: nvdec|cpu-pool|default|all")
     ap.add_argument("--kinds", default="dense,sparse,keyframes", help="chord rows' reads")
     ap.add_argument("--nvdec-decoders", default="4,8", help="chord nvdec rows: sessions per GPU")
+    ap.add_argument("--slice", type=int, default=512, help="chord rows: frames a read")
     ap.add_argument("--on-gpu", action="store_true",
                     help="chord nvdec rows also with the frames kept on the GPU (_gpu rows)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
@@ -301,11 +305,13 @@ def main() -> int:
                     os.environ["CHORD_NVDEC_DECODERS"] = n
                 for kind in args.kinds.split(","):
                     row = f"chord_{name}_{kind}" + (f"_x{n}" if n else "")
+                    row += f"_slice{args.slice}" if args.slice != 512 else ""
                     res[row] = attempt(chord_reader, args.clip, args.frames, args.every, name,
-                                       kind, sampler)
+                                       kind, sampler, False, args.slice)
                     if args.on_gpu and name == "nvdec":
                         res[row + "_gpu"] = attempt(chord_reader, args.clip, args.frames,
-                                                    args.every, name, kind, sampler, True)
+                                                    args.every, name, kind, sampler, True,
+                                                    args.slice)
                     Path(args.out).write_text(json.dumps(res, indent=2))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=1))

@@ -123,6 +123,11 @@ if [[ "${1:-}" == decode ]]; then
         --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 --on-gpu \
         --out "$OUT/decode_readers.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/decode_readers.json')); [print(k, v) for k, v in d.items()]"
+    # the same dense read in 4,096-frame reads (68 GOPs: the sessions' shares even out)
+    python3 benchmarks/decode_readers.py --clip /tmp/real_hour.mp4 --frames 9000 \
+        --readers chord --reader nvdec --kinds dense --nvdec-decoders 8 --slice 4096 \
+        --on-gpu --out "$OUT/decode_readers_4096.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/decode_readers_4096.json')); [print(k, v) for k, v in d.items()]"
     echo "device s so far: $((SECONDS - t0))"
     python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
     python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \

@@ -4,9 +4,9 @@ a read it can reach going forward.
 Two facts of PyNvVideoCodec's ``SimpleDecoder`` (2.x) shape this pool:
 
 * opening a session opens the file (the MP4 index of an hour: ≈ 110,000 samples) and makes a
-  decoder: 0.1–0.4 s a session measured on the H200, so a reader that opens its sessions per
-  read (what every product read did before: ``reader_chain`` made a new reader each time)
-  pays that per job, not per file;
+  decoder: 4 sessions took 0.40 s, 8 took 0.13 s on the H200 (``decode_readers.py``
+  ``open_s``), so a reader that opens its sessions per read (what every product read did
+  before: ``reader_chain`` made a new reader each time) pays that per job, not per file;
 * ``get_batch_frames_by_index`` whose smallest index is at or before the session's previous
   one *reconfigures* the decoder (``ResetDecoderIfRequired``: the file is opened again), so a
   part goes to an idle session whose last frame lies before the part's first; only when none
