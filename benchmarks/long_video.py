@@ -19,8 +19,8 @@ GPU (the 1-hour moonshot; run on the GPU host, worker processes on every GPU):
 
 grounds the clip at 1 fps (3,600 frames) with ``ground-long``'s defaults (448×252 frames, 64
 answer tokens, 32 frames a generate call: ``longvideo/settings.GROUND_LONG_*``, one source
-for both; issue 34's figures before this used ``--tokens 32``) and makes chapters, through a JobManager over the
-visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
+for both; issue 34's figures before this used ``--tokens 32``) and makes chapters, through a
+JobManager over the visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
 median of the samples inside the task's own wall time). ``--warmup`` runs one grounding and
 one describe job first (untimed: the fast decoder's graphs for these shapes). ``--clip``
 takes a clip made elsewhere (a host without PyAV cannot write one; its scan is then
