@@ -5,10 +5,11 @@ GPU and kept for the file's later reads (:mod:`chord_core.media.nvdec_sessions`:
 read at a time, each going forward through the file); a read's GOPs
 (:mod:`chord_core.media.gop`) are split over ``CHORD_NVDEC_DECODERS`` sessions (default 4:
 an H200 has several NVDEC engines, one session keeps one busy), each fed by its own thread
-with ``get_batch_frames_by_index`` (the decode calls release the GIL). Frames arrive as DLPack tensors on the GPU; they are resized
-(area averaging) and turned upright there, so only model-sized frames exist after the
-decoder — and when the request's ``model_device`` is this GPU they stay a torch CUDA tensor
-(T×H×W×3 uint8) that the model's preprocessing takes as it is (no host round trip).
+with ``get_batch_frames_by_index`` (the decode calls release the GIL). Frames arrive as
+DLPack tensors on the GPU; they are resized (area averaging) and turned upright there, so
+only model-sized frames exist after the decoder — and when the request's ``model_device`` is
+this GPU they stay a torch CUDA tensor (T×H×W×3 uint8) that the model's preprocessing takes
+as it is (no host round trip). Each result's ``stats`` say where the read's time went.
 
 Every frame's pts (``getPTS()``, the stream's time base) is checked against the packet
 index: after one constant per file (NVDEC's frame 0 minus the index's: PyNvVideoCodec does not
