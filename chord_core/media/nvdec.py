@@ -42,7 +42,17 @@ NVDEC_CODECS = frozenset({"h264", "hevc", "vp9", "av1", "vp8", "mpeg2video"})
 NVDEC_PIX_FMTS = frozenset({"yuv420p", "yuvj420p", "nv12"})
 MIN_SIDE, MAX_SIDE = 48, 4096
 SESSION_FILES = 2  # files whose sessions are kept per reader
-BATCH = 64  # frames asked of one session per call
+BATCH = 64  # frames asked of one session per call at most (PyNvVideoCodec's own limit)
+# A call's frames stay locked in the decoder until the session's next call (also while the
+# session waits in the pool between reads): at most this many bytes of them a session, so
+# 720p asks 48 frames a call, 1080p 21, 4K 5.
+CALL_BYTES = 128 << 20
+
+
+def frames_per_call(size_wh: tuple[int, int]) -> int:
+    """Frames asked of a session per call for frames of ``size_wh`` (RGB, 3 bytes a pixel)."""
+    w, h = size_wh
+    return max(4, min(BATCH, CALL_BYTES // max(1, w * h * 3)))
 
 SessionFactory = Callable[[str, int], Any]
 
@@ -132,7 +142,7 @@ class NvdecReader:
             except Exception as exc:  # noqa: BLE001 — the stream is not NVDEC's
                 raise ReaderUnavailable(f"NVDEC cannot open it ({exc})") from exc
 
-        return key, self.pool.borrow(key, firsts, make, cap=2 * count)
+        return key, self.pool.borrow(key, firsts, make, cap=count)
 
     def _decode_parts(self, held: list[Any], wanted: list[list[int]], index: Any,
                       req: ReadRequest, shift: int, stats: dict[str, float]) -> list[Any]:
@@ -214,13 +224,14 @@ class NvdecReader:
         pts: list[int] = []
         done: list[Any] = []  # model-sized batches (copies: the decoder reuses its surfaces)
         spent = {"nvdec_calls_s": 0.0, "frame_checks_s": 0.0, "resize_launch_s": 0.0}
-        for s in range(0, len(wanted), BATCH):
+        step = frames_per_call(index.size_wh)
+        for s in range(0, len(wanted), step):
             if req.cancel is not None and req.cancel.is_set():
                 from chord_core.errors import JobCancelled
 
                 raise JobCancelled("reading video frames was cancelled",
                                    hint="start the job again")
-            asked = list(wanted[s:s + BATCH])
+            asked = list(wanted[s:s + step])
             t0 = time.perf_counter()
             frames = session.get_batch_frames_by_index(asked)
             t1 = time.perf_counter()

@@ -10,7 +10,11 @@ Two facts of PyNvVideoCodec's ``SimpleDecoder`` (2.x) shape this pool:
 * ``get_batch_frames_by_index`` whose smallest index is at or before the session's previous
   one *reconfigures* the decoder (``ResetDecoderIfRequired``: the file is opened again), so a
   part goes to an idle session whose last frame lies before the part's first; only when none
-  is idle and the file already has ``cap`` sessions does a session go backwards.
+  is idle and the file already has ``cap`` sessions does a session go backwards (once per
+  stage of a long run: the reduces after the map, a search's chapters in rank order).
+
+An idle session still holds its last call's frames (the decoder unlocks them at the next
+call: ``nvdec.CALL_BYTES`` bounds them), so at most ``cap`` sessions a file are kept idle.
 
 A session is lent to one read only (the read-ahead thread, a task's own read and the describe
 batch's reader threads read at once), returned with the last frame it decoded, and dropped
@@ -44,6 +48,7 @@ class SessionPool:
         self.files = files
         self._idle: OrderedDict[tuple, list[Held]] = OrderedDict()
         self._count: dict[tuple, int] = {}
+        self._cap: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self.stats = {"opened": 0, "reused": 0, "backward": 0}
 
@@ -54,6 +59,7 @@ class SessionPool:
         ``cap`` sessions for the file, the idle one furthest back (it reconfigures)."""
         chosen: list[Held | None] = []
         with self._lock:
+            self._cap[key] = cap
             idle = self._idle.setdefault(key, [])
             self._idle.move_to_end(key)
             self._evict()
@@ -86,14 +92,18 @@ class SessionPool:
         return out
 
     def give_back(self, key: tuple, held: Sequence[Held], ok: bool) -> None:
-        """Sessions back after a read; a failed read's are dropped (closed by GC)."""
+        """Sessions back after a read; a failed read's, and any past the file's cap of idle
+        sessions, are dropped (closed by GC)."""
         with self._lock:
+            kept: list[Held] = []
             if ok and key in self._idle:
-                for h in held:
+                idle = self._idle[key]
+                room = max(0, self._cap.get(key, len(held)) - len(idle))
+                kept = list(held)[:room]  # beyond the cap (reads at once): closed
+                for h in kept:
                     h.fresh = False
-                self._idle[key].extend(held)
-            else:
-                self._count[key] = max(0, self._count.get(key, 0) - len(held))
+                idle.extend(kept)
+            self._count[key] = max(0, self._count.get(key, 0) - (len(held) - len(kept)))
 
     def sessions(self, key: tuple) -> int:
         """Sessions open for ``key`` (lent or idle)."""

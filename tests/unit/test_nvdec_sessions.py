@@ -59,13 +59,20 @@ def test_the_product_reads_share_one_reader_and_its_sessions(clip):
 def test_a_read_behind_the_sessions_opens_new_ones_until_the_cap(clip):
     s, made = FakeStream(frames=900, gop=30), []
     r, info = reader(s, made), clip(s)
-    late, early, middle = range(600, 900, 5), range(0, 300, 5), range(300, 600, 5)
-    for part in (late, early, middle):
-        got = r.read(ReadRequest(info, tuple(part), (32, 24)))
-        assert got.indices == tuple(part)
-    assert len(made) == 8 and never_backwards(made)  # cap: 2 × 4 decoders
-    r.read(ReadRequest(info, tuple(range(0, 120, 5)), (32, 24)))  # all 8 are past it now
-    assert len(made) == 8 and r.pool.stats["backward"] == 4
+    r.read(ReadRequest(info, tuple(range(600, 620)), (32, 24)))  # one GOP: one session
+    assert len(made) == 1
+    r.read(ReadRequest(info, tuple(range(0, 300, 5)), (32, 24)))  # 4 parts, all behind it
+    assert len(made) == 4 and r.pool.stats["backward"] == 1  # cap: 4 decoders, then back
+    assert all(never_backwards([x]) for x in made[1:])
+    r.read(ReadRequest(info, tuple(range(300, 600, 5)), (32, 24)))  # all 4 are behind it
+    assert len(made) == 4 and r.pool.stats["backward"] == 1 and r.pool.stats["reused"] == 5
+
+
+def test_a_call_asks_at_most_128_mib_of_frames():
+    from chord_core.media.nvdec import frames_per_call
+
+    assert [frames_per_call(wh) for wh in ((64, 48), (1280, 720), (1920, 1080),
+                                           (3840, 2160))] == [64, 48, 21, 5]
 
 
 class OneAtATime(FakeNvSession):
@@ -106,7 +113,8 @@ def test_reads_at_once_never_share_a_session(clip):
     for t in threads:
         t.join()
     assert not errors and OneAtATime.clashes == 0
-    assert len(made) > 4  # the reads at once got sessions of their own
+    assert len(made) > 4  # the reads at once got sessions of their own,
+    assert r.pool.sessions(next(iter(r.pool._idle))) == 4  # and only 4 are kept idle
 
 
 def test_a_failed_read_drops_its_sessions(clip):
