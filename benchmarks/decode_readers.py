@@ -18,7 +18,11 @@ and Chord's own reader on the sparse 1 fps frames a grounding job reads.
   Chord's own reader chain forced onto one reader (``chord_core.media.readers``), at 448×252:
   every frame of the first ``--frames``, one in ``--every``, and only the keyframes (what
   chapters read once samples snap to keyframes), with GPU busy from Chord's own sampler
-  (``chord_core.gpus.sampler``) over each row.
+  (``chord_core.gpus.sampler``) over each row, and the reader's stage times summed over
+  the timed reads (``stages``: NVDEC's ``setup_s``, ``nvdec_calls_s`` inside the decoder,
+  ``frame_checks_s`` the per-frame pts checks and DLPack imports, ``resize_launch_s``,
+  ``decode_wall_s``, ``to_host_s``). ``--on-gpu`` adds ``_gpu`` rows whose frames stay on
+  the GPU, as when the model runs there.
 
     python3 benchmarks/decode_readers.py --clip real_hour.mp4 --frames 9000 --reader all \
         --readers chord
@@ -198,8 +202,15 @@ def _busy(sampler: Any, t0: float, t1: float) -> dict[str, Any]:
 
 
 def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
-                 sampler: Any = None) -> dict[str, Any]:
-    """Chord's reader chain forced onto ``reader`` alone: dense, sparse or keyframes."""
+                 sampler: Any = None, on_gpu: bool = False, size: int = 512
+                 ) -> dict[str, Any]:
+    """Chord's reader chain forced onto ``reader`` alone: dense, sparse or keyframes, in
+    reads of ``size`` frames (a read's GOPs are split over the sessions: 512 dense frames
+    are 9 GOPs of a 2-s GOP at 30 fps, so 8 sessions get 2, 1, … GOPs and wait for the one
+    with 2). The first read is untimed (an NVDEC row's sessions open there, a
+    fresh reader each row); the rest are timed, with the reader's own stage times summed
+    (``FrameRead.stats``). ``on_gpu``: NVDEC's frames stay on the GPU (the product's path
+    when the model is there) instead of coming back to the host."""
     from chord_core.media.packet_index import packet_index
     from chord_core.media.probe import probe
     from chord_core.media.readers import ReadRequest, read_frames_auto, reader_chain
@@ -211,17 +222,35 @@ def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
         indices = [k for k in (idx.keyframes if idx else ()) if k < n]
     else:
         indices = list(range(0, n, every if kind == "sparse" else 1))
-    chain = reader_chain(reader)[:1]
-    read_frames_auto(ReadRequest(info, tuple(indices[:8]), (448, 252)), chain)  # sessions
+    if reader == "nvdec":
+        from chord_core.media.nvdec import NvdecReader
+
+        chain: list[Any] = [NvdecReader()]
+    else:
+        chain = reader_chain(reader)[:1]
+    device = "cuda" if on_gpu and reader == "nvdec" else None
+    slices = [tuple(indices[s:s + size]) for s in range(0, len(indices), size)]
+    read_frames_auto(ReadRequest(info, slices[0], (448, 252), model_device=device), chain)
     t0, w0 = time.perf_counter(), time.time()
-    got_n, seen = 0, set()
-    for s in range(0, len(indices), 512):
-        got = read_frames_auto(ReadRequest(info, tuple(indices[s:s + 512]), (448, 252)), chain)
+    got_n, seen, stages = 0, set(), {}
+    for part in slices[1:] or slices:
+        got = read_frames_auto(ReadRequest(info, part, (448, 252), model_device=device),
+                               chain)
         got_n += len(got.indices)
         seen.add(got.reader)
+        for k, v in got.stats.items():
+            if isinstance(v, float):
+                stages[k] = round(stages.get(k, 0.0) + v, 3)
+            elif k.startswith("pool_") or k in ("sessions", "procs"):
+                stages[k] = v
         del got
+    if device:
+        import torch
+
+        torch.cuda.synchronize()
     out = _rate(got_n, time.perf_counter() - t0)
-    out.update(reader=sorted(seen), asked=len(indices), **_busy(sampler, w0, time.time()))
+    out.update(reader=sorted(seen), asked=len(indices), timed=got_n, stages=stages,
+               **_busy(sampler, w0, time.time()))
     return out
 
 
@@ -246,6 +275,9 @@ def main() -> int:
     ap.add_argument("--reader", default="all", help="chord rows: nvdec|cpu-pool|default|all")
     ap.add_argument("--kinds", default="dense,sparse,keyframes", help="chord rows' reads")
     ap.add_argument("--nvdec-decoders", default="4,8", help="chord nvdec rows: sessions per GPU")
+    ap.add_argument("--slice", type=int, default=512, help="chord rows: frames a read")
+    ap.add_argument("--on-gpu", action="store_true",
+                    help="chord nvdec rows also with the frames kept on the GPU (_gpu rows)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                   "decode_readers.json"))
     args = ap.parse_args()
@@ -273,8 +305,13 @@ def main() -> int:
                     os.environ["CHORD_NVDEC_DECODERS"] = n
                 for kind in args.kinds.split(","):
                     row = f"chord_{name}_{kind}" + (f"_x{n}" if n else "")
+                    row += f"_slice{args.slice}" if args.slice != 512 else ""
                     res[row] = attempt(chord_reader, args.clip, args.frames, args.every, name,
-                                       kind, sampler)
+                                       kind, sampler, False, args.slice)
+                    if args.on_gpu and name == "nvdec":
+                        res[row + "_gpu"] = attempt(chord_reader, args.clip, args.frames,
+                                                    args.every, name, kind, sampler, True,
+                                                    args.slice)
                     Path(args.out).write_text(json.dumps(res, indent=2))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=1))

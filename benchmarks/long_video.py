@@ -15,10 +15,12 @@ GPU (the 1-hour moonshot; run on the GPU host, worker processes on every GPU):
     python -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
     python benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b --hours 1 \
         --size 1280x720 --fps 30 --task both --chunk-s 60 --chapter-s 300 \
-        --frames-per-chunk 16 --chunk-tokens 192 --ground-batch 32 --warmup --out r.json
+        --frames-per-chunk 16 --chunk-tokens 192 --warmup --out r.json
 
-grounds the clip at 1 fps (3,600 frames) and makes chapters, through a JobManager over the
-visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
+grounds the clip at 1 fps (3,600 frames) with ``ground-long``'s defaults (448×252 frames, 64
+answer tokens, 32 frames a generate call: ``longvideo/settings.GROUND_LONG_*``, one source
+for both; issue 34's figures before this used ``--tokens 32``) and makes chapters, through a
+JobManager over the visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
 median of the samples inside the task's own wall time). ``--warmup`` runs one grounding and
 one describe job first (untimed: the fast decoder's graphs for these shapes). ``--clip``
 takes a clip made elsewhere (a host without PyAV cannot write one; its scan is then
@@ -221,12 +223,9 @@ def _queue_memory(plans) -> dict:
 
 
 def ground_sampling(args):
-    from chord_core.config import SamplingConfig
+    from chord_core.longvideo.settings import ground_long_sampling
 
-    if args.ground_max_pixels is None:
-        return SamplingConfig()
-    return SamplingConfig(ground_max_pixels=args.ground_max_pixels,
-                          min_pixels=min(SamplingConfig().min_pixels, args.ground_max_pixels))
+    return ground_long_sampling(args.ground_max_pixels)
 
 
 def warm_up(args, ex, info, settings) -> dict:
@@ -256,7 +255,15 @@ def warm_up(args, ex, info, settings) -> dict:
     return {"warmup_s": round(time.perf_counter() - t0, 2)}
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """The benchmark's options; grounding's defaults are the product's long-clip defaults
+    (``chord_core.longvideo.settings.GROUND_LONG_*``, what ``ground-long`` runs)."""
+    from chord_core.longvideo.settings import (
+        GROUND_LONG_BATCH,
+        GROUND_LONG_MAX_PIXELS,
+        GROUND_LONG_TOKENS,
+    )
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hours", type=float, default=3.0)
     ap.add_argument("--size", default="1920x1080")
@@ -268,18 +275,19 @@ def main() -> int:
     ap.add_argument("--chapter-s", type=float, default=1800.0)
     ap.add_argument("--cuts", default="keyframes")
     ap.add_argument("--ground-fps", type=float, default=1.0)
-    ap.add_argument("--tokens", type=int, default=64, help="grounding tokens per frame")
+    ap.add_argument("--tokens", type=int, default=GROUND_LONG_TOKENS,
+                    help="grounding tokens per frame (default: ground-long's)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--ground-batch", type=int, default=None,
-                    help="frames per generate call in grounding jobs (default: the worker's)")
+    ap.add_argument("--ground-batch", type=int, default=GROUND_LONG_BATCH,
+                    help="frames per generate call in grounding jobs (default: ground-long's)")
     ap.add_argument("--frames-per-chunk", type=int, default=8)
     ap.add_argument("--describe-fps", type=float, default=None,
                     help="sampling rate of a chunk description (default: the product's); "
                          "VSS density is --chunk-s 10 --frames-per-chunk 20 --describe-fps 2")
     ap.add_argument("--chunk-tokens", type=int, default=128,
                     help="tokens per chunk description and reduce answer")
-    ap.add_argument("--ground-max-pixels", type=int, default=None,
-                    help="pixel cap of a grounding frame (default: the product's)")
+    ap.add_argument("--ground-max-pixels", type=int, default=GROUND_LONG_MAX_PIXELS,
+                    help="pixel cap of a grounding frame (default: ground-long's)")
     ap.add_argument("--warmup", action="store_true")
     ap.add_argument("--decode-only-fraction", type=float, default=1.0)
     ap.add_argument("--clip", default=None, help="use this clip instead of making one")
@@ -289,7 +297,11 @@ def main() -> int:
     ap.add_argument("--no-snap", action="store_true",
                     help="chapters' samples stay where planned (default: nearest keyframe)")
     ap.add_argument("--out", default=None, help="also write the JSON here, after every stage")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = parser().parse_args()
 
     from chord_core.longvideo.settings import LongVideoSettings
     from chord_core.media.content_keys import file_hash

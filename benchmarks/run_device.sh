@@ -2,6 +2,7 @@
 # The GPU evidence run (device machine, 2 × H200). Writes everything under $OUT.
 #   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
 #   bash benchmarks/run_device.sh decode     # issue 34 only (one H200), see its section
+#   bash benchmarks/run_device.sh decode-vss / decode-user   # issue 34's other two calls
 #   bash benchmarks/run_device.sh ask        # issue 39: ask's latency with the 7B (one H200)
 #   bash benchmarks/run_device.sh live       # issue 37: streams per H200 within chunk + 1 s
 set -uo pipefail
@@ -92,31 +93,77 @@ fi
 # 18.1.0, 36 MB), .whl/nvc (pynvvideocodec 2.2.4 with its FFmpeg source tarball, samples and
 # benchmarks left out of the wheel: 10 MB), .devtmp/seg (the H.264 segment that
 # `benchmarks/footage.py --minutes 2 --source vtest.avi` encodes from opencv-doc's vtest.avi).
-#   run: bash benchmarks/run_device.sh decode     carry: .whl/av .whl/nvc .devtmp/seg
+# Three entries, one 10-minute device call each (a fresh H200; the first call took 512 s):
+#   run: bash benchmarks/run_device.sh decode       carry: .whl/av .whl/nvc .devtmp/seg
+#        readers' frames/s, the GPU test, then the hour's grounding and chapters at the
+#        defaults (ground-long's: 448×252, 64 tokens, batch 32; chapters: keyframe snap)
+#   run: bash benchmarks/run_device.sh decode-vss   carry: the same
+#        VSS density: 360 chunks × 20 frames (10 s chunks at 2 fps, ≈ 9k visual tokens each);
+#        the map's progress lines in decode-vss.log give the rate if the call runs out first
+#   run: bash benchmarks/run_device.sh decode-user  carry: the same
+#        `python -m chord_core chapters hour.mp4` at its defaults from a cold start (fresh
+#        compile cache and store), timed from outside with Chord's GPU sampler (cli_timed.py)
+decode_prelude() {  # the wheels, the hour of real footage, the random-weight 7B
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/av/*.whl .whl/nvc/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+  python3 benchmarks/footage.py --segment .devtmp/seg/real.segment.mp4 --minutes 60 \
+      --out /tmp/real_hour.mp4
+  if [[ "${1:-}" == model ]]; then
+    python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
+  fi
+}
 if [[ "${1:-}" == decode ]]; then
   {
     t0=$SECONDS
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/av/*.whl .whl/nvc/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-    nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
-    python3 benchmarks/footage.py --segment .devtmp/seg/real.segment.mp4 --minutes 60 \
-        --out /tmp/real_hour.mp4
+    decode_prelude
     python3 -m pytest -q -p no:cacheprovider tests/gpu/test_nvdec_reader.py -rs
     python3 benchmarks/decode_readers.py --clip /tmp/real_hour.mp4 --frames 9000 \
-        --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 \
+        --readers nvdec,chord --decoders 4,8 --reader all --nvdec-decoders 4,8 --on-gpu \
         --out "$OUT/decode_readers.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/decode_readers.json')); [print(k, v) for k, v in d.items()]"
+    # the same dense read in 4,096-frame reads (68 GOPs: the sessions' shares even out)
+    python3 benchmarks/decode_readers.py --clip /tmp/real_hour.mp4 --frames 9000 \
+        --readers chord --reader nvdec --kinds dense --nvdec-decoders 8 --slice 4096 \
+        --on-gpu --out "$OUT/decode_readers_4096.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/decode_readers_4096.json')); [print(k, v) for k, v in d.items()]"
     echo "device s so far: $((SECONDS - t0))"
     python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
     python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
         --clip /tmp/real_hour.mp4 --task both --chunk-s 60 --chapter-s 300 \
-        --frames-per-chunk 16 --chunk-tokens 192 --ground-max-pixels 112896 --tokens 32 \
-        --ground-batch 32 --batch-size 16 --warmup --decode-only-fraction 0.1 \
-        --out "$OUT/long_video.json" > /dev/null
+        --frames-per-chunk 16 --chunk-tokens 192 --batch-size 16 --warmup \
+        --decode-only-fraction 0.1 --out "$OUT/long_video.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/long_video.json')); [print(json.dumps(r)) for r in d['runs']]"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode.log"
+  exit 0
+fi
+if [[ "${1:-}" == decode-vss ]]; then
+  {
+    t0=$SECONDS
+    decode_prelude model
+    echo "device s before the run: $((SECONDS - t0))"
+    timeout 480 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
+        --clip /tmp/real_hour.mp4 --task chapters --chunk-s 10 --chapter-s 300 \
+        --frames-per-chunk 20 --describe-fps 2 --chunk-tokens 192 --batch-size 16 \
+        --decode-only-fraction 0.02 --out "$OUT/long_video_vss.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/long_video_vss.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode-vss.log"
+  exit 0
+fi
+if [[ "${1:-}" == decode-user ]]; then
+  {
+    t0=$SECONDS
+    decode_prelude model
+    echo "device s before the run: $((SECONDS - t0))"
+    CHORD_CACHE_DIR=/tmp/chord-cold-cache CHORD_DATA_DIR=/tmp/chord-cold-data \
+        timeout 480 python3 benchmarks/cli_timed.py --out "$OUT/chapters_user.json" -- \
+        python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
+        --json "$OUT/chapters_user_doc.json"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode-user.log"
   exit 0
 fi
 {

@@ -253,6 +253,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if url is not None:  # a running service has the model loaded: no load here
         doc = run_remote(url, why, args, query, ProgressLine(args.quiet))
         emit(doc, args.json_out)
+        _say_reader(args, [(doc.get("sampling", {}).get("reader", ""),
+                            doc.get("sampling", {}).get("reader_note", ""))])
         return 0
     log.info("running in this process: %s", why)
     cfg = model_config_from_env(model=args.model, device=args.device,
@@ -272,9 +274,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.annotated_video:  # the result is safe first: a full disk now costs only the video
         outputs.write_annotated_video(result, args.annotated_video, progress,
                                       saved_as=args.json_out or "stdout")
+    _say_reader(args, [(result.sampling.reader, result.sampling.reader_note)])
     if result.model.test_model:
         print("note: test model — random weights; its text is meaningless", file=sys.stderr)
     return 0
+
+
+def _say_reader(args: argparse.Namespace, reads: list[tuple[str, str]]) -> None:
+    """One line on stderr (unless -q): which frame reader ran, and why a faster one did not."""
+    from chord_core.media.readers import reader_line
+
+    if not args.quiet:
+        print(reader_line(reads), file=sys.stderr, flush=True)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -104,7 +104,8 @@ def _prepare_describe(engine: Engine, request: AnalysisRequest, info: VideoInfo 
         info = probe(request.video_path)
         probe_s = time.perf_counter() - t0
     plan = plan or plan_sampling(info, request.task, request.sampling)
-    frames, plan, warnings, decode_s = engine.read_frames(info, plan, cancel=cancel)
+    frames, plan, warnings, decode_s = engine.read_frames(info, plan, cancel=cancel,
+                                                          on_device=True)
     return {"info": info, "plan": plan, "frames": frames, "warnings": warnings,
             "probe_s": probe_s, "decode_s": decode_s, "t0": t0}
 

@@ -34,6 +34,7 @@ from chord_core.config import (
     injected_oom_faults,
 )
 from chord_core.errors import JobCancelled, OutOfMemory
+from chord_core.media.reader_types import host_frames
 from chord_core.types import (
     ModelInfo,
     Result,
@@ -49,6 +50,14 @@ if TYPE_CHECKING:
     from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
+
+
+def frames_device(lm: LoadedModel | None) -> str | None:
+    """Where decoded frames may stay: the model's input device when it is a CUDA GPU (NVDEC
+    decoding there hands its frames over as a tensor, no host round trip), else None."""
+    device = str(getattr(lm, "input_device", "")) if lm is not None else ""
+    return device if device.startswith("cuda") else None
+
 
 class Engine:
     """A loaded model plus the analysis pipeline around it."""
@@ -172,7 +181,8 @@ class Engine:
                 if request.task == "describe":
                     body = self._describe(lm, info, sampling_plan, frames, request, clock)
                 elif request.task == "entail":
-                    body = self._entail(lm, sampling_plan, frames, request, clock)
+                    body = self._entail(lm, sampling_plan, host_frames(frames), request,
+                                        clock)
                 else:
                     body = self._ground(lm, info, sampling_plan, frames, request, clock)
                 sampling_plan = body.pop("plan", sampling_plan)  # two_pass: frames grounded
@@ -190,11 +200,14 @@ class Engine:
         raise AssertionError("unreachable")
 
     def read_frames(self, info: VideoInfo, sampling_plan: SamplingPlan, *,
-                    cancel: threading.Event | None = None
+                    cancel: threading.Event | None = None, on_device: bool = False
                     ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
         """The plan's frames (or the image) at the plan's size: (frames, the plan of the
-        frames actually read, warnings, seconds). No model needed."""
-        return self._read(info, sampling_plan, Clock(None, cancel))
+        frames actually read, warnings, seconds). No model needed. ``on_device``: frames
+        decoded on the model's GPU may stay a tensor there (a caller whose model inputs
+        take tensors: describe); else they are a host array."""
+        frames, plan, warnings, seconds = self._read(info, sampling_plan, Clock(None, cancel))
+        return (frames if on_device else host_frames(frames)), plan, warnings, seconds
 
     def entail_many(self, requests: Sequence[AnalysisRequest], *,
                     infos: Sequence[VideoInfo | None] | None = None,
@@ -216,10 +229,13 @@ class Engine:
             from chord_core.media.read_ahead import ReadAhead
 
             self._ahead = ReadAhead()
+        self._ahead.model_device = frames_device(self._lm)
         self._ahead.expect(upcoming, now=now)
 
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: Clock
               ) -> tuple[np.ndarray, SamplingPlan, list[str], float]:
+        """Frames through the read-ahead or the reader chain; a tensor on the model's GPU
+        when NVDEC decoded them there (``frames_device``), else a host array."""
         from chord_core.media.read_ahead import read_plan_full
         from chord_core.media.sampling import adopt_decoded_times
 
@@ -233,7 +249,8 @@ class Engine:
             clock.emit("decoding", f"{len(got.indices)} frames read ahead", n, n)
         else:
             got = read_plan_full(info, sampling_plan, clock.cancel, lambda done, total:
-                                 clock.emit("decoding", f"frame {done}/{total}", done, total))
+                                 clock.emit("decoding", f"frame {done}/{total}", done, total),
+                                 model_device=frames_device(self._lm))
             decode_s = time.perf_counter() - t
         frames, read, decoded = got.frames, got.indices, got.times_s
         warnings: list[str] = list(info.warnings) + list(sampling_plan.notes)
@@ -294,7 +311,7 @@ class Engine:
         if request.ground_method == "two_pass":
             from chord_core.analysis.two_pass import ground_two_pass
 
-            return ground_two_pass(lm, info, sampling_plan, frames, request, clock,
+            return ground_two_pass(lm, info, sampling_plan, host_frames(frames), request, clock,
                                    ground_frames=self._ground_frames, guard=self._oom_guard)
         chunk = self._ground_frames(lm, sampling_plan, frames, request, clock)
         t = time.perf_counter()

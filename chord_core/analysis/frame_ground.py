@@ -64,10 +64,12 @@ def ground_frames(lm: LoadedModel, sampling_plan: SamplingPlan, frames: np.ndarr
         generate_s, score_s = time.perf_counter() - t, 0.0
         if request.score_boxes:
             from chord_core.analysis.box_scores import score_outputs
+            from chord_core.media.reader_types import host_frames
 
             clock.emit("scoring", "scoring the boxes")
+            host = host_frames(frames)  # crops are cut on the CPU
             outs, score_s = guard(lambda: score_outputs(
-                lm, outs, frames, request.query, batch_size=max(batch[0], 16),
+                lm, outs, host, request.query, batch_size=max(batch[0], 16),
                 cancel=clock.cancel), reductions, batch)
     except JobCancelled as exc:  # hand back the frames finished before the cancel
         outs = outs or frame_outputs(done)

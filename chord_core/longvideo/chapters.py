@@ -102,9 +102,11 @@ class ChaptersRun:
 
     def __init__(self, manager: JobRunner, info: VideoInfo, video_key: str,
                  settings: LongVideoSettings, model: str, *, in_flight: int = 2,
-                 on_progress: Any = None, cancel: threading.Event | None = None) -> None:
+                 on_progress: Any = None, cancel: threading.Event | None = None,
+                 on_result: Any = None) -> None:
         self.executor, self.info, self.settings, self.model = manager, info, settings, model
         self.in_flight, self.on_progress, self.cancel = in_flight, on_progress, cancel
+        self.on_result = on_result  # every job's result (run_jobs): the CLI's reader line
         settings_doc = {k: v for k, v in asdict(settings).items() if k != "in_flight"}
         self.run = chapters_run_id(video_key, settings, model)
         self.name = Path(info.path).name
@@ -159,7 +161,8 @@ class ChaptersRun:
 
     def _run(self, jobs: list[ChunkJob], stage: str) -> dict[str, Result]:
         return run_jobs(self.executor, self.runs, jobs, in_flight=self.in_flight, stage=stage,
-                        on_progress=self.on_progress, cancel=self.cancel)
+                        on_progress=self.on_progress, cancel=self.cancel,
+                        on_result=self.on_result)
 
     # -- reduce ----------------------------------------------------------------------------
     def reduce_chapters(self, groups: list[list[int]], texts: Sequence[ChunkText]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,7 +85,42 @@ def add_parsers(sub: Any, model_args: Callable[[argparse.ArgumentParser], None])
     p.add_argument("target")
     p.add_argument("--fps", type=float, default=None, help="frames per second (default 1)")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
+    ground_long_args(p)
     _long_args(p), model_args(p), _run_args(p)
+
+
+def ground_long_args(p: argparse.ArgumentParser) -> None:
+    """Long-clip grounding's frame size and answer length (defaults: the benchmark's,
+    ``settings.GROUND_LONG_*``); the frames per generate call are ``--batch-size``."""
+    from chord_core.longvideo.settings import GROUND_LONG_MAX_PIXELS, GROUND_LONG_TOKENS
+
+    g = p.add_argument_group("long-clip grounding")
+    g.add_argument("--ground-max-pixels", type=int, default=None, metavar="PIXELS",
+                   help=f"pixel cap of a grounded frame (default {GROUND_LONG_MAX_PIXELS}: "
+                        "448×252)")
+    g.add_argument("--ground-tokens", type=int, default=None, metavar="N",
+                   help=f"answer tokens per frame (default {GROUND_LONG_TOKENS}: one box; "
+                        "256 for several instances a frame)")
+
+
+def ground_long_options(args: argparse.Namespace) -> tuple[Any, int, int]:
+    """(sampling, answer tokens per frame, frames per generate call) of long-clip
+    grounding: the flags given, else the benchmark's settings (``settings.GROUND_LONG_*``).
+    ``--max-pixels`` (the one-clip ``ground``'s) counts as ``--ground-max-pixels``."""
+    from chord_core.errors import ConfigError
+    from chord_core.longvideo.settings import (
+        GROUND_LONG_BATCH,
+        GROUND_LONG_TOKENS,
+        ground_long_sampling,
+    )
+
+    px = getattr(args, "ground_max_pixels", None) or getattr(args, "max_pixels", None)
+    tokens = getattr(args, "ground_tokens", None) or GROUND_LONG_TOKENS
+    if tokens < 1 or (px is not None and px < 28 * 28):
+        raise ConfigError("--ground-tokens must be ≥ 1 and --ground-max-pixels ≥ 784",
+                          hint="e.g. --ground-tokens 64 --ground-max-pixels 112896")
+    return ground_long_sampling(px), tokens, getattr(args, "batch_size", None) or \
+        GROUND_LONG_BATCH
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -121,6 +157,7 @@ class _Session:
                                          max_memory=args.max_memory,
                                          allow_offload=args.allow_offload)
         self.quiet = args.quiet
+        self.reads: list[tuple[str, str]] = []  # (reader, note) of every job's result
         self.store = Store()
         for notice in self.store.notices:
             print(f"warning: {notice}", file=sys.stderr)
@@ -153,6 +190,16 @@ class _Session:
     def say(self, text: str) -> None:
         if not self.quiet:
             print(text, file=sys.stderr, flush=True)
+
+    def saw(self, result: Any) -> None:
+        """A job's result came back: remember which reader read its frames."""
+        self.reads.append((result.sampling.reader, result.sampling.reader_note))
+
+    def say_reader(self) -> None:
+        """The one line saying which reader ran (``media.readers.reader_line``)."""
+        from chord_core.media.readers import reader_line
+
+        self.say(reader_line(self.reads))
 
     def progress(self, event: Any) -> None:
         self.say(f"{event.elapsed_s:7.1f}s  {event.message}")
@@ -202,9 +249,10 @@ def cmd_chapters(args: argparse.Namespace) -> int:
     try:
         _note_length(s)
         doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                          in_flight=s.in_flight, on_progress=s.progress)()
+                          in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
     finally:
         s.close()
+    s.say_reader()
     _emit(doc.to_dict(), args.json_out)
     targets = {k: v for k, v in (("vtt", args.vtt), ("srt", args.srt), ("md", args.md)) if v}
     for path in write_exports(doc, targets):
@@ -248,13 +296,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         doc = _load_chapters(args.chapters_json, s.info) if args.chapters_json else \
             ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                        in_flight=s.in_flight, on_progress=s.progress)()
+                        in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
         found = search(s.executor, s.info, s.key, doc, args.query, s.cfg.model,
                        method=args.method, max_chapters=args.max_chapters, fps=args.fps,
                        max_frames=args.max_frames, in_flight=s.in_flight,
-                       on_progress=s.progress)
+                       on_progress=s.progress, on_result=s.saw)
     finally:
         s.close()
+    s.say_reader()
     _emit(found.to_dict(), args.json_out)
     for w in found.warnings[:3]:
         s.say(f"warning: {w}")
@@ -263,19 +312,21 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ground_long(args: argparse.Namespace) -> int:
-    from chord_core.config import SamplingConfig
     from chord_core.longvideo.ground import ground_long
 
     _check_outputs(args.json_out)
     _check_request(args.video, "ground", args.target)
+    sampling, tokens, batch = ground_long_options(args)
     s = _Session(args)
     try:
         _note_length(s)
         result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
-                             s.cfg.model, sampling=SamplingConfig(), in_flight=s.in_flight,
-                             on_progress=s.progress, batch_size=args.batch_size)
+                             s.cfg.model, sampling=sampling, in_flight=s.in_flight,
+                             on_progress=s.progress, batch_size=batch,
+                             max_new_tokens=tokens, on_result=s.saw)
     finally:
         s.close()
+    s.say_reader()
     _emit(result.to_dict(), args.json_out)
     _test_note(result.model.test_model)
     return 0
@@ -316,18 +367,24 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
                 s.say("warning: --prompt is not used in long-video mode: each chunk is "
                       "described, then merged into chapters")
             doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                              in_flight=s.in_flight, on_progress=s.progress)()
+                              in_flight=s.in_flight, on_progress=s.progress,
+                              on_result=s.saw)()
             out, test_model = doc.to_dict(), doc.test_model
         else:
             from chord_core.longvideo.ground import ground_long
 
+            px_sampling, tokens, batch = ground_long_options(args)
+            sampling = replace(sampling, ground_max_pixels=px_sampling.ground_max_pixels,
+                               min_pixels=min(sampling.min_pixels, px_sampling.min_pixels))
             result = ground_long(s.executor, s.info, s.key, args.target, s.settings,
                                  s.cfg.model, sampling=sampling,
                                  in_flight=s.in_flight, on_progress=s.progress,
-                                 batch_size=args.batch_size)
+                                 batch_size=batch, max_new_tokens=tokens,
+                                 on_result=s.saw)
             out, test_model = result.to_dict(), result.model.test_model
     finally:
         s.close()
+    s.say_reader()
     _emit(out, args.json_out)
     if args.annotated_video:
         if describe:

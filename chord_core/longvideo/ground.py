@@ -85,9 +85,10 @@ def ground_long(manager: JobRunner, info: VideoInfo, video_key: str, target: str
                 settings: LongVideoSettings, model: str, *, sampling: SamplingConfig,
                 in_flight: int = 2, on_progress: Any = None,
                 cancel: threading.Event | None = None, batch_size: int | None = None,
-                max_new_tokens: int = 256) -> Result:
+                max_new_tokens: int = 256, on_result: Any = None) -> Result:
     """Ground ``target`` over the whole clip through ``manager`` (see module docstring);
-    finished chunks are kept in its store and skipped when the same run starts again."""
+    finished chunks are kept in its store and skipped when the same run starts again.
+    ``on_result``: see ``run_jobs``."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
@@ -108,7 +109,7 @@ def ground_long(manager: JobRunner, info: VideoInfo, video_key: str, target: str
               f"{piece.frame_indices[-1]}")) for k, piece in enumerate(pieces)]
     with runs.running():
         results = run_jobs(manager, runs, jobs, in_flight=in_flight, stage="grounding",
-                           on_progress=on_progress, cancel=cancel)
+                           on_progress=on_progress, cancel=cancel, on_result=on_result)
         joined = join_chunks(info, target, [results[j.job_id] for j in jobs])
     runs.finish(joined.to_dict())
     return joined

@@ -138,13 +138,15 @@ class _Tally:
 
 def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, in_flight: int,
              stage: str = "chunks", on_progress: ProgressFn | None = None,
-             cancel: threading.Event | None = None) -> dict[str, Result]:
-    """Run ``jobs`` as a stage of ``runs`` (``JobManager.run_stage``: each under its fixed
+             cancel: threading.Event | None = None,
+             on_result: Callable[[Result], None] | None = None) -> dict[str, Result]:
+    """Run ``jobs`` as a stage of ``runs`` (``group_start.run_stage``: each under its fixed
     id, at most ``in_flight`` at a time; one done before is reused, one the manager runs
     already is attached to); returns job id → result. The first job that fails stops the
     run (its error, naming the chunk) after the runtime cancelled the others in flight; a
     Cancel (a ``CancelFlag`` at once, a plain event when the next child finishes) stops it
-    with ``JobCancelled``. Finished chunks are kept either way."""
+    with ``JobCancelled``. Finished chunks are kept either way. ``on_result`` sees every
+    child's result, resumed ones included (the CLI's line of which reader ran)."""
     done_before = sum(1 for j in jobs if runs.done(j.job_id) is not None)
     if done_before:
         log.info("%s: %d of %d %s already done; resuming", runs.run, done_before, len(jobs),
@@ -175,7 +177,11 @@ def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, i
     finally:
         if unhook is not None:
             unhook()
-    return _results(group, outcome)
+    results = _results(group, outcome)
+    for result in results.values():
+        if on_result is not None:
+            on_result(result)
+    return results
 
 
 def _results(group: Any, outcome: Any) -> dict[str, Result]:

@@ -132,11 +132,12 @@ def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc
            query: str, model: str, *, method: str = "entail", max_chapters: int = 3,
            fps: float = 1.0, max_frames: int = 32, in_flight: int = 2,
            on_progress: Any = None, cancel: threading.Event | None = None,
-           snap_keyframes: bool = True) -> SearchDoc:
+           snap_keyframes: bool = True, on_result: Any = None) -> SearchDoc:
     """Answer "when does ``query`` happen?" in the clip (see module docstring). The search
     is a parent job under the chapters run (``doc.run_id``): History shows it there.
     ``snap_keyframes``: frames checked move to the nearest keyframe (one decoded each;
-    each result's ``sampling.keyframe_moves_s`` says how far)."""
+    each result's ``sampling.keyframe_moves_s`` says how far). ``on_result``: see
+    ``run_jobs``."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
@@ -164,7 +165,7 @@ def search(manager: JobRunner, info: VideoInfo, video_key: str, doc: ChaptersDoc
             label=f"{Path(info.path).name} search in chapter {ch.index + 1}")))
     with runs.running():
         results = run_jobs(manager, runs, jobs, in_flight=in_flight, stage="checking",
-                           on_progress=on_progress, cancel=cancel)
+                           on_progress=on_progress, cancel=cancel, on_result=on_result)
     found = _answer(query, method, info, doc, chosen, jobs, results, warnings, t0)
     runs.finish(found.to_dict())
     return found

@@ -7,20 +7,36 @@
 | CHORD_LONG_CHAPTER_S| about one chapter per this many seconds (300)                   |
 
 The CLI's ``--long-after`` and ``--chunk-s`` override them. They are read by
-:func:`settings_from_env`, called by entry points, never at import time.
+:func:`settings_from_env`, called by entry points, never at import time. Long-clip grounding's
+defaults (``GROUND_LONG_*``, :func:`ground_long_sampling`) are the benchmark's settings.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from chord_core.config import env_value
 from chord_core.errors import ConfigError
 
+if TYPE_CHECKING:
+    from chord_core.config import SamplingConfig
+
 CUT_MODES = ("auto", "scene", "keyframes", "fixed")
 LONG_VIDEO_S_DEFAULT = 600.0
+
+# Grounding a long clip: the defaults of ``ground-long`` (and of ``ground`` past the long-video
+# threshold) are the settings ``benchmarks/long_video.py`` measures, read from here by both.
+# 448×252 (144 visual tokens a frame) rather than the one-clip cap of ≈ 1 MP (1,280 tokens):
+# at 1 fps an hour is 3,600 frames, and the larger frames cost ≈ 9× the prefill for boxes a
+# tracker joins anyway. 64 answer tokens: one box of Qwen's JSON, fenced, is ≥ 41 tokens
+# (digits are one token each), so the 32 first measured cut every box off and the parser
+# dropped it (zero detections); several instances a frame need ``--ground-tokens 256``.
+# 32 frames a generate call (W2 in docs/benchmarks.md: 1.48 s at 32 against 1.88 s at 16).
+GROUND_LONG_MAX_PIXELS = 112_896  # 448×252
+GROUND_LONG_TOKENS = 64
+GROUND_LONG_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,15 @@ class LongVideoSettings:
     def is_long(self, duration_s: float) -> bool:
         """Whether a clip of this length gets long-video mode."""
         return duration_s > self.threshold_s
+
+
+def ground_long_sampling(max_pixels: int | None = None) -> SamplingConfig:
+    """The sampling of long-clip grounding: frames capped at ``max_pixels`` (default
+    ``GROUND_LONG_MAX_PIXELS``), the lower pixel bound no higher than the cap."""
+    from chord_core.config import SamplingConfig
+
+    px = max_pixels or GROUND_LONG_MAX_PIXELS
+    return SamplingConfig(ground_max_pixels=px, min_pixels=min(SamplingConfig().min_pixels, px))
 
 
 def _seconds(env: Mapping[str, str], name: str) -> float | None:

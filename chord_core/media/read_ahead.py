@@ -45,16 +45,20 @@ def read_plan(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | Non
 
 
 def read_plan_full(info: VideoInfo, plan: SamplingPlan, cancel: threading.Event | None = None,
-                   on_progress: Callable[[int, int], None] | None = None) -> FrameRead:
+                   on_progress: Callable[[int, int], None] | None = None, *,
+                   model_device: str | None = None) -> FrameRead:
     """The plan's frames through the reader chain (``media/readers.py``: NVDEC, the CPU
-    decode pool, the default reader), or the image: which reader ran, and why, included."""
+    decode pool, the default reader), or the image: which reader ran, and why, included.
+    ``model_device``: where the model runs (a CUDA device), so a reader decoding there
+    hands back a tensor on it (``ReadRequest.model_device``)."""
     from chord_core.media.images import read_image
     from chord_core.media.readers import FrameRead, ReadRequest, read_frames_auto
 
     if info.container == "image":
         return FrameRead(read_image(info.path, plan.input_wh), (0,), (0.0,), "image")
     return read_frames_auto(ReadRequest(info, tuple(plan.frame_indices), plan.input_wh,
-                                        cancel=cancel, on_progress=on_progress))
+                                        cancel=cancel, on_progress=on_progress,
+                                        model_device=model_device))
 
 
 def read_key(info: VideoInfo | None, plan: SamplingPlan | None) -> tuple | None:
@@ -86,8 +90,10 @@ class _Read:
 class ReadAhead:
     """Expected reads, run one at a time, oldest first, on a daemon thread."""
 
-    def __init__(self, *, max_bytes: int = READ_AHEAD_BYTES) -> None:
+    def __init__(self, *, max_bytes: int = READ_AHEAD_BYTES,
+                 model_device: str | None = None) -> None:
         self.max_bytes = max_bytes
+        self.model_device = model_device  # frames decoded there stay there (read_plan_full)
         self._cv = threading.Condition()
         self._expecting = threading.Lock()  # the worker's loop and its control thread
         self._reads: dict[tuple, _Read] = {}
@@ -190,7 +196,9 @@ class ReadAhead:
             r = self._next()
             t = time.perf_counter()
             try:
-                r.out = (read_plan_full(r.info, r.plan, r.cancel), time.perf_counter() - t)
+                r.out = (read_plan_full(r.info, r.plan, r.cancel,
+                                        model_device=self.model_device),
+                         time.perf_counter() - t)
                 self.stats["read_s"] += r.out[1]
             except Exception as exc:  # noqa: BLE001 — the task's own read reports it
                 log.debug("read-ahead of %s failed: %s", r.info.path, exc)

@@ -12,8 +12,8 @@ import numpy as np
 
 from chord_core.types import VideoInfo
 
-__all__ = ["FrameRead", "ReadRequest", "ReaderFailed", "ReaderUnavailable", "inside",
-           "usable_index"]
+__all__ = ["FrameRead", "ReadRequest", "ReaderFailed", "ReaderUnavailable", "host_frames",
+           "inside", "usable_index"]
 
 MAX_TIME_OFF_S = 0.0015  # packet times and the probe's timeline agree within this
 
@@ -35,7 +35,9 @@ class ReadRequest:
     size_wh: tuple[int, int] | None
     cancel: threading.Event | None = None
     on_progress: Callable[[int, int], None] | None = None
-    keep_on_device: bool = False  # nvdec: hand back a torch CUDA tensor
+    # the model's device ("cuda:0"): a reader decoding there hands back a torch tensor on
+    # it (NVDEC), so the frames reach the model's preprocessing without a host round trip
+    model_device: str | None = None
 
 
 @dataclass
@@ -57,6 +59,15 @@ class FrameRead:
             return []
         return [f"decoding stopped at frame {self.stopped_at} (the file is damaged or "
                 f"truncated there); the result uses the {len(self.indices)} frames before it"]
+
+
+def host_frames(frames: Any) -> Any:
+    """``frames`` as a host numpy array (one copy from the device for a read kept there;
+    numpy arrays and lists pass unchanged): for the consumers that crop or resize on the
+    CPU (two-pass, box scores, entailment, exports)."""
+    if type(frames).__module__.startswith("torch"):
+        return frames.cpu().numpy()
+    return frames
 
 
 def usable_index(info: VideoInfo) -> Any:

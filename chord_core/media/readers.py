@@ -38,7 +38,7 @@ from chord_core.media.reader_types import (
 )
 
 __all__ = ["FrameRead", "FrameReader", "ReadRequest", "ReaderFailed", "ReaderUnavailable",
-           "read_frames_auto", "reader_chain", "usable_index"]
+           "read_frames_auto", "reader_chain", "reader_line", "usable_index"]
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +141,9 @@ def reader_chain(prefer: str | None = None) -> list[FrameReader]:
     made: list[FrameReader] = []
     for name in names:
         if name == "nvdec":
-            from chord_core.media.nvdec import NvdecReader
+            from chord_core.media.nvdec import shared_reader
 
-            made.append(NvdecReader())
+            made.append(shared_reader())  # its sessions outlive the read
         elif name == "cpu-pool":
             made.append(CpuPoolReader())
         else:
@@ -175,3 +175,26 @@ def read_frames_auto(req: ReadRequest, chain: Sequence[FrameReader] | None = Non
     raise VideoError(f"no reader could read {req.info.path}: {'; '.join(skipped)}",
                      hint="check that the file plays; re-encode it, e.g. "
                           "`ffmpeg -i in.ext -c:v libx264 out.mp4`") from last
+
+
+def reader_line(reads: Sequence[tuple[str, str]]) -> str:
+    """The one line a command prints on stderr about its reads ((reader, note) per result:
+    ``sampling.reader`` and ``sampling.reader_note``): which reader ran and why a faster one
+    did not, e.g. ``reader: cpu-pool (nvdec not used: no CUDA GPU here)``. A long run's jobs
+    may differ: each reader is counted, the note is the most used reader's."""
+    from collections import Counter
+
+    got = [(r, n) for r, n in reads if r]
+    if not got:
+        return "reader: none (nothing was decoded: the result was read back from the store)"
+    counts = Counter(r for r, _ in got).most_common()
+    main = counts[0][0]
+    why = Counter(_skipped(n) for r, n in got if r == main).most_common(1)[0][0]
+    head = main if len(counts) == 1 else ", ".join(
+        f"{r} for {k} of {len(got)} reads" for r, k in counts)
+    return f"reader: {head}" + (f" ({why})" if why else "")
+
+
+def _skipped(note: str) -> str:
+    """A read's note without its "read by X" part: why the readers before X were not used."""
+    return "; ".join(p for p in note.split("; ") if p and not p.startswith("read by "))

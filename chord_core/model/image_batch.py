@@ -6,7 +6,8 @@ second, longer than the 7B prefill it feeds (issue 13's profile). Images the eng
 already have the model's size (sides a multiple of patch × merge, e.g. 28 px), so the resize
 is the identity and what is left is arithmetic: here the uint8 pixels go to the device once
 and are normalised and laid out as patches there, and the text is tokenized with the image
-placeholder expanded to the image's token count.
+placeholder expanded to the image's token count. Images may be torch uint8 tensors (frames
+NVDEC decoded on the model's GPU): they are stacked where they are, never copied to the host.
 
 The layout is the processor's, and this module checks that rather than assuming it: the first
 batch of each loaded model is built both ways and compared (token ids, masks, every tensor
@@ -54,7 +55,8 @@ def _fits(processor: Any, images: Sequence[np.ndarray]) -> bool:
     if ip is None or not getattr(processor, "image_token", None):
         return False
     side = int(getattr(ip, "patch_size", 14)) * int(getattr(ip, "merge_size", 2))
-    return all(getattr(img, "ndim", 0) == 3 and img.shape[2] == 3 and str(img.dtype) == "uint8"
+    return all(getattr(img, "ndim", 0) == 3 and img.shape[2] == 3
+               and str(img.dtype) in ("uint8", "torch.uint8")
                and img.shape[0] % side == 0 and img.shape[1] % side == 0 for img in images)
 
 
@@ -109,7 +111,11 @@ def _patches(images: Sequence[np.ndarray], device: str, ip: Any, patch: int, mer
 
     n, (h, w) = len(images), images[0].shape[:2]
     gh, gw = h // patch, w // patch
-    x = torch.from_numpy(np.stack(images)).to(device, non_blocking=True)
+    if all(torch.is_tensor(img) for img in images):  # decoded on the GPU: stays there
+        x = torch.stack([torch.as_tensor(img) for img in images]).to(device, non_blocking=True)
+    else:
+        x = torch.from_numpy(np.stack([np.asarray(img) for img in images])).to(
+            device, non_blocking=True)
     x = x.permute(0, 3, 1, 2).to(torch.float32)
     scale = float(ip.rescale_factor) if getattr(ip, "do_rescale", True) else 1.0
     if getattr(ip, "do_normalize", True):

@@ -29,20 +29,28 @@ MIN_SIDE_PX = 28
 
 # -- inputs ---------------------------------------------------------------------------------
 def check_frames(frames: Any, ndim: int, what: str) -> tuple[int, int]:
+    """(h, w) of uint8 RGB ``frames`` (a numpy array, or a torch tensor: frames NVDEC
+    decoded on the model's GPU, which the processor then converts there); else InputError."""
     import numpy as np
 
-    if not isinstance(frames, np.ndarray) or frames.ndim != ndim or frames.shape[-1] != 3:
+    array = isinstance(frames, np.ndarray) or is_tensor(frames)
+    if not array or frames.ndim != ndim or frames.shape[-1] != 3:
         shape = getattr(frames, "shape", None)
         raise InputError(f"{what} must be a uint8 RGB array with {ndim} dims (..., 3), got "
                          f"{type(frames).__name__} {shape}",
                          hint="pass frames from video.read_frames")
-    if frames.dtype != np.uint8:
+    if str(frames.dtype) not in ("uint8", "torch.uint8"):
         raise InputError(f"{what} must be uint8, got {frames.dtype}", hint="convert to uint8 RGB")
     h, w = frames.shape[-3], frames.shape[-2]
     if min(h, w) < MIN_SIDE_PX:
         raise InputError(f"{what} is {w}×{h}, smaller than {MIN_SIDE_PX} px on a side",
                          hint="sample at a larger size (multiples of 28)")
     return h, w
+
+
+def is_tensor(x: Any) -> bool:
+    """``x`` is a torch tensor (checked without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "dim")
 
 
 def no_resize_kwargs(processor_part: Any, sizes: Sequence[tuple[int, int]],

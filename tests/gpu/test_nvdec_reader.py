@@ -60,7 +60,7 @@ def test_nvdec_frames_stay_on_the_gpu_when_asked(clip):
     from chord_core.media.readers import ReadRequest
 
     got = NvdecReader(decoders=2).read(ReadRequest(clip, (0, 30, 60), (224, 126),
-                                                   keep_on_device=True))
+                                                   model_device="cuda"))
     assert isinstance(got.frames, torch.Tensor) and got.frames.is_cuda
     assert tuple(got.frames.shape) == (3, 126, 224, 3) and got.frames.dtype == torch.uint8
 
@@ -70,3 +70,36 @@ def test_the_automatic_choice_is_nvdec_here(clip):
 
     got = read_frames_auto(ReadRequest(clip, (1, 2, 3), (224, 126)))
     assert got.reader == "nvdec" and got.note == "read by nvdec"
+
+
+@pytest.mark.parametrize("task, query", [("describe", ""), ("ground", "the square")])
+def test_frames_reach_the_model_on_the_gpu_without_a_host_copy(tiny_model_dir, clip,
+                                                                monkeypatch, task, query):
+    """The engine on cuda: NVDEC's frames go to the processor as a CUDA tensor (no frame
+    tensor is ever turned into numpy), and the result is the host path's."""
+    import torch
+
+    from chord_core.analysis import engine as engine_mod
+    from chord_core.analysis.engine import Engine
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import ModelConfig, SamplingConfig
+
+    seen: list[tuple] = []
+    real = torch.Tensor.numpy
+
+    def spy(self, *args, **kwargs):
+        if self.dtype == torch.uint8 and self.dim() in (3, 4) and self.shape[-1] == 3:
+            seen.append(tuple(self.shape))
+        return real(self, *args, **kwargs)
+
+    engine = Engine(ModelConfig(model="test", device="cuda", compile=False))
+    req = AnalysisRequest(clip.path, task, query, SamplingConfig(fps=1.0),
+                          max_new_tokens=8, min_new_tokens=8)
+    monkeypatch.setattr(engine_mod, "frames_device", lambda lm: None)
+    host = engine.analyze(req, info=clip)
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.Tensor, "numpy", spy)
+    kept = engine.analyze(req, info=clip)
+    assert kept.sampling.reader == host.sampling.reader == "nvdec"
+    assert seen == [] and kept.sampling == host.sampling
+    assert len(kept.raw_outputs) == len(host.raw_outputs)

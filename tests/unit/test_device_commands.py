@@ -1,0 +1,88 @@
+"""The device commands of issue 34 (``benchmarks/run_device.sh`` decode, decode-vss,
+decode-user) cannot be run here (no GPU): each one's arguments are checked against the
+parser it goes to, so a typo does not cost a 10-minute device call."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "run_device.sh"
+
+
+def block(name: str) -> str:
+    """The body of ``run_device.sh NAME``, continuation lines joined."""
+    text = SCRIPT.read_text().replace("\\\n", " ")
+    got = re.search(rf'if \[\[ "\$\{{1:-\}}" == {name} \]\]; then\n(.*?)\n  exit 0\nfi',
+                    text, re.S)
+    assert got, f"no {name} entry in run_device.sh"
+    return got.group(1)
+
+
+def entry(name: str) -> list[list[str]]:
+    """The python3 commands of ``run_device.sh NAME``, as shell words (no redirections)."""
+    cmds = []
+    for line in block(name).splitlines():
+        words = shlex.split(line.replace("$OUT", "/tmp/out"), comments=True)
+        while words and ("=" in words[0] or words[0] == "timeout" or words[0].isdigit()):
+            words = words[1:]
+        if ">" in words:
+            words = words[:words.index(">")]
+        if words[:1] == ["python3"]:
+            cmds.append(words[1:])
+    return cmds
+
+
+def bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}",
+                                                  ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def long_video_args(name: str):
+    cmds = [c for c in entry(name) if c[:1] == ["benchmarks/long_video.py"]]
+    assert len(cmds) == 1
+    return bench("long_video").parser().parse_args(cmds[0][1:])
+
+
+def test_decode_runs_the_hour_at_the_product_defaults():
+    from chord_core.longvideo import settings as lv
+
+    args = long_video_args("decode")
+    assert (args.task, args.reader) == ("both", "auto")
+    assert (args.ground_max_pixels, args.tokens, args.ground_batch) == (
+        lv.GROUND_LONG_MAX_PIXELS, lv.GROUND_LONG_TOKENS, lv.GROUND_LONG_BATCH)
+
+
+def test_decode_vss_is_360_chunks_of_20_frames():
+    args = long_video_args("decode-vss")
+    assert (args.task, args.chunk_s, args.frames_per_chunk, args.describe_fps) == (
+        "chapters", 10.0, 20, 2.0)
+    assert args.chunk_s * args.describe_fps == args.frames_per_chunk
+
+
+def test_decode_user_times_the_chapters_command_at_its_defaults():
+    from chord_core.__main__ import build_parser
+
+    cmds = [c for c in entry("decode-user") if c[:1] == ["benchmarks/cli_timed.py"]]
+    assert len(cmds) == 1
+    inner = cmds[0][cmds[0].index("--") + 1:]
+    assert inner[:3] == ["python3", "-m", "chord_core"]
+    args = build_parser().parse_args(inner[3:])
+    assert args.command == "chapters"
+    given = {a for a in inner if a.startswith("--")}
+    assert given == {"--model", "--json"}, "a user's run sets nothing else"
+
+
+@pytest.mark.parametrize("name", ["decode", "decode-vss", "decode-user"])
+def test_each_entry_makes_the_hour_and_the_model_it_runs(name):
+    body = block(name)
+    assert "decode_prelude" in body and "/tmp/real_hour.mp4" in body
+    assert "decode_prelude model" in body or "make-tiny-model /tmp/chord-rand-7b" in body

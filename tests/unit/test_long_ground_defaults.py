@@ -1,0 +1,72 @@
+"""Long-clip grounding's defaults are the benchmark's settings (issue 34: "defaults are the
+fast path"): ``ground-long`` and ``ground`` past the long-video threshold read them from
+``longvideo/settings.py``, as ``benchmarks/long_video.py`` does; flags still override."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from chord_core.errors import ConfigError
+from chord_core.longvideo import settings as lv
+from chord_core.longvideo.cli import ground_long_options
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_long_video",
+                                                  ROOT / "benchmarks" / "long_video.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cli_args(*argv: str):
+    from chord_core.__main__ import build_parser
+
+    return build_parser().parse_args(list(argv))
+
+
+@pytest.mark.parametrize("argv", [("ground-long", "hour.mp4", "the red car"),
+                                  ("ground", "hour.mp4", "the red car")],
+                         ids=["ground-long", "ground-past-the-threshold"])
+def test_cli_defaults_are_what_the_benchmark_runs(bench, argv):
+    b = bench.parser().parse_args([])
+    sampling, tokens, batch = ground_long_options(cli_args(*argv))
+    assert sampling == bench.ground_sampling(b)
+    assert (tokens, batch) == (b.tokens, b.ground_batch)
+    assert (sampling.ground_max_pixels, tokens, batch) == (112_896, lv.GROUND_LONG_TOKENS, 32)
+    assert sampling.min_pixels <= sampling.ground_max_pixels
+
+
+def test_the_flags_still_override():
+    sampling, tokens, batch = ground_long_options(cli_args(
+        "ground-long", "hour.mp4", "car", "--ground-max-pixels", "200704",
+        "--ground-tokens", "256", "--batch-size", "8"))
+    assert (sampling.ground_max_pixels, tokens, batch) == (200_704, 256, 8)
+    one_clip, _, _ = ground_long_options(cli_args("ground", "h.mp4", "car", "--max-pixels",
+                                                  "50176"))
+    assert one_clip.ground_max_pixels == 50_176 and one_clip.min_pixels <= 50_176
+    with pytest.raises(ConfigError) as err:
+        ground_long_options(cli_args("ground-long", "h.mp4", "car", "--ground-max-pixels", "9"))
+    assert err.value.hint
+
+
+def test_the_default_answer_length_holds_one_whole_box():
+    """A box cut off is dropped by the parser; Qwen's tokenizer splits digits one a token, so
+    the pre-tokenizer's pieces are a lower bound on the tokens of one fenced box."""
+    regex = pytest.importorskip("regex")
+    from chord_core.analysis import grounding as g
+
+    qwen2_pieces = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                    r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    answer = '```json\n[\n\t{"bbox_2d": [123, 45, 389, 211], "label": "the red car"}\n]\n```'
+    pieces = regex.findall(qwen2_pieces, answer)
+    assert len(pieces) <= lv.GROUND_LONG_TOKENS
+    cut = "".join(pieces[:32])  # the 32 tokens first measured: no box survives
+    assert g.parse_boxes(cut, (448, 252)).boxes == []
+    assert len(g.parse_boxes(answer, (448, 252)).boxes) == 1
