@@ -1,6 +1,7 @@
 """Issue 40, medium: search filters are parsed and checked (a 400 with the accepted form,
 never a 500), and a filter's internal token (year, month, day, task, folder hash) is not a
-word a query can match. On a keyed uvicorn over a store of stored results."""
+word a query can match. On a keyed uvicorn over a store of stored results, and through the
+real ``serve`` the service tests share (a job it ran itself)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,33 @@ def test_a_filter_token_is_no_word_of_the_query(url):
         assert r.json()["hits"] == [], token  # it matched every passage of that filter
         both = _search(url, q=f"forklift {token}").json()
         assert both["matched"] == "any" and len(both["hits"]) == 2  # the word alone counts
+
+
+def test_the_real_service_checks_filters_and_keeps_their_tokens_out(server):
+    """The shared ``python -m chord_core serve``: a describe job it ran is found by its
+    clip's name, a bad date is a 400 with the accepted form (it was a 500), and the tokens
+    of the job's task and day match nothing."""
+    from chord_core.testing.videos import make_video
+
+    clip = make_video(server.media / "filterprobe.mp4", duration_s=1.0, fps=10.0,
+                      size_wh=(96, 72)).path
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        job_id = c.post("/v1/jobs", json={"task": "describe", "video_path": str(clip),
+                                          "max_new_tokens": 4}).json()["job_id"]
+        deadline = time.monotonic() + 120
+        while c.get(f"/v1/jobs/{job_id}").json()["state"] not in ("done", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        found = c.get("/v1/search", params={"q": "filterprobe", "task": "describe"})
+        assert [h["source"] for h in found.json()["hits"]] == [job_id], found.text
+        for bad in ("2026-13-01", "2026-02-30", "٢٠٢٦-١٢-٠١", "0000-01-01"):
+            r = c.get("/v1/search", params={"q": "filterprobe", "date_from": bad})
+            assert r.status_code == 400 and "YYYY-MM-DD" in r.json()["hint"], (bad, r.text)
+        day = time.gmtime()
+        for token in ("tdescribe", f"y{day.tm_year}",
+                      f"d{day.tm_year}{day.tm_mon:02d}{day.tm_mday:02d}"):
+            r = c.get("/v1/search", params={"q": token})
+            assert r.status_code == 200 and r.json()["hits"] == [], (token, r.text)
 
 
 def test_a_big_backlog_is_indexed_behind_and_the_answer_says_so(tmp_path, monkeypatch):
