@@ -2,8 +2,10 @@
 stream is held by the event loop (no thread per subscriber), a key holds at most
 ``max_streams`` (429 past it, a slot back when a stream ends), a quiet stream gets a ping and
 ends after its idle time, and a huge or odd ``after`` / ``Last-Event-ID`` is a 400 before the
-stream starts (it cut the connection). On a keyed uvicorn over a store; the 1,000-subscriber
-load figure is the slow test at the end (benchmarks/alert_streams.py)."""
+stream starts (it cut the connection). Through a real keyed ``serve`` (``keyed_server``: 3
+streams a key); the ping and the idle end on a keyed uvicorn in this process (their times are
+shortened here); the 1,000-subscriber load figure is the slow test at the end
+(benchmarks/alert_streams.py)."""
 
 from __future__ import annotations
 
@@ -14,16 +16,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from service_server import HARDEN_KEY as KEY
 from uvicorn_app import served
 
 from chord_core.runtime.store import Store
 
-KEY = "stream-hardening-key"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture()
-def url(tmp_path, monkeypatch):
+def url(keyed_server) -> str:
+    return keyed_server.url
+
+
+@pytest.fixture()
+def quick_url(tmp_path, monkeypatch):
+    """In this process: a ping every 0.3 s and the end after 1 s without an alert."""
     from chord_core.service import alert_stream
 
     monkeypatch.setattr(alert_stream, "PING_S", 0.3)
@@ -94,9 +102,9 @@ def test_a_key_holds_at_most_its_streams_and_gets_a_slot_back(url):
             s.close()
 
 
-def test_a_quiet_stream_pings_then_ends_after_its_idle_time(url):
+def test_a_quiet_stream_pings_then_ends_after_its_idle_time(quick_url):
     started = time.monotonic()
-    with httpx.stream("GET", url + "/v1/alerts/events", params={"timeout": 60}, timeout=20,
+    with httpx.stream("GET", quick_url + "/v1/alerts/events", params={"timeout": 60}, timeout=20,
                       headers={"Authorization": f"Bearer {KEY}"}) as r:
         lines = [line for line in r.iter_lines() if line]
     assert ": ping" in lines and lines[-2:] == ["event: end", "data: {}"]
