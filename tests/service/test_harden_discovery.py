@@ -54,6 +54,9 @@ class Listener:
             length = int(h.headers.get("Content-Length") or 0)
             h.rfile.read(min(length, 1 << 20))
         body, kind, status = b"{}", "application/json", 200
+        if self.mode in ("trickle-body", "trickle-headers") and h.command == "POST":
+            self._trickle(h)
+            return
         if h.path.startswith("/v1/identity") and self.mode == "fakeproof":
             body = json.dumps({"service": "chord", "proof": "0" * 64}).encode()
         elif self.mode in ("html", "fakeproof") or h.path.startswith("/health") and self.mode != "events":
@@ -85,6 +88,20 @@ class Listener:
         h.end_headers()
         h.wfile.write(body)
 
+    def _trickle(self, h: BaseHTTPRequestHandler) -> None:
+        """A reply that never ends: a header line, or a byte of the body, every 0.3 s."""
+        out = h.wfile
+        try:
+            out.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            if self.mode == "trickle-body":
+                out.write(b"Content-Length: 100000\r\n\r\n")
+            for k in range(100000):
+                out.write(b" " if self.mode == "trickle-body" else b"X-%d: 1\r\n" % k)
+                out.flush()
+                time.sleep(0.3)
+        except OSError:
+            return
+
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -106,6 +123,8 @@ STRANGERS = [  # each a real CLI process, about 1 s (the endless stream: the 2 s
     ("dotdot", "no Chord job id ('../../etc/passwd')"),
     ("redirect", "it redirected (302)"),
     ("events", "did not end within 2 s"),
+    ("trickle-body", "its reply did not arrive whole within 2 s (CHORD_REMOTE_REPLY_S)"),
+    ("trickle-headers", "its reply did not arrive whole within 2 s (CHORD_REMOTE_REPLY_S)"),
 ]
 
 
@@ -117,7 +136,8 @@ def test_a_server_that_is_not_chord_is_a_clear_error_in_bounded_time(
         started = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "chord_core", "describe", str(clip),
                               "--server", stranger.url, "--model", "test"], cwd=ROOT,
-                             env=_env(tmp_path / "data", CHORD_REMOTE_WAIT_S="2"),
+                             env=_env(tmp_path / "data", CHORD_REMOTE_WAIT_S="2",
+                                      CHORD_REMOTE_REPLY_S="2"),
                              capture_output=True, text=True, timeout=60)
         took = time.monotonic() - started
     finally:
