@@ -98,6 +98,42 @@ def test_the_real_service_checks_filters_and_keeps_their_tokens_out(server):
             assert r.status_code == 200 and r.json()["hits"] == [], (token, r.text)
 
 
+def test_a_real_services_first_search_of_a_backlog_answers_at_once(keyed_server):
+    """The real keyed ``serve``: 2,000 results of about 500 words stored behind its back (as
+    a store grows while no one searches), then its first search answers from the part it
+    indexed within its inline budget (0.25 s: about 190 results here, at 750 a second under
+    load), says the index is not complete, and the background catches up in steps (2.2 s
+    here; /health answers meanwhile)."""
+    from service_server import HARDEN_KEY
+
+    import random
+
+    from chord_core.testing.library_docs import sentence
+
+    rng = random.Random(0)
+    body = " ".join(sentence(rng) for _ in range(40))  # ≈ 500 words a result
+    store = Store(keyed_server.data / "chord.sqlite3")
+    for i in range(2000):
+        store_result(store, f"j-bl-{i:04d}", result_doc(
+            "describe", f"/media/yard/c{i}.mp4", text=f"A crane lifts crate{i} slowly. {body}"))
+    store.close()
+    auth = {"Authorization": f"Bearer {HARDEN_KEY}"}
+    with httpx.Client(base_url=keyed_server.url, headers=auth, timeout=20) as c:
+        first = c.get("/v1/search", params={"q": "crate999"})
+        assert first.status_code == 200, first.text
+        assert first.json()["index"]["complete"] is False, first.json()["index"]
+        assert "background" in first.json()["index"]["note"]
+        assert c.get("/health").status_code in (200, 503)  # it answers while indexing
+        deadline = time.monotonic() + 60
+        while not (doc := c.get("/v1/search", params={"q": "crate999"}).json())[
+                "index"]["complete"]:
+            assert time.monotonic() < deadline, "the background indexing did not finish"
+            time.sleep(0.2)
+        assert [h["source"] for h in doc["hits"]] == ["j-bl-0999"]
+        every = c.get("/v1/search", params={"q": "crane", "limit": "100"}).json()
+        assert len(every["hits"]) == 100 and every["index"]["complete"] is True
+
+
 def test_a_big_backlog_is_indexed_behind_and_the_answer_says_so(tmp_path, monkeypatch):
     """The first search of an unindexed store answers at once from what is indexed, says
     the index is not complete, and a background thread indexes the rest in steps."""
