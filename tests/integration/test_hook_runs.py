@@ -47,3 +47,14 @@ def test_a_process_the_hook_left_holding_its_output_does_not_hold_the_run() -> N
                 os.kill(left, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_hook_gets_a_minimal_environment_without_the_key(monkeypatch) -> None:
+    monkeypatch.setenv("CHORD_API_KEY", "the-services-secret-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "another-secret")
+    script = "import os; print(' '.join(sorted(os.environ)))"
+    run = hooks.run_hook(f"{sys.executable} -c \"{script}\"", ALERT, timeout_s=30)
+    assert run.outcome == "exit 0", run.output
+    names = set(run.output.split())
+    assert {"CHORD_ALERT_ID", "CHORD_ALERT_WATCH", "PATH"} <= names
+    assert names <= {*hooks.KEPT_ENV, "CHORD_ALERT_ID", "CHORD_ALERT_WATCH", "LC_CTYPE"}, names
