@@ -1,19 +1,23 @@
 """Idle alert-stream subscribers against the service's other routes (issue 40,
 docs/reliability.md): N subscribers open ``/v1/alerts/events`` on one key and read nothing
-more; while they are held, ``/health`` and ``GET /v1/alerts`` (a route of the thread pool)
-are timed one after the other.
+more; while they are held, ``/health``, ``GET /v1/alerts`` (a route of the thread pool) and a
+job submit (``POST /v1/jobs``, a describe of a 1 s clip, timed to its 202) are timed one after
+the other. The submits are timed before the subscribers too (their jobs waited for, so they do
+not run while the subscribers are measured).
 
 The service is a real ``python -m chord_core serve`` (the test model, one CPU worker, a key,
 a fresh data dir), waited for until ``/health`` says ready; only 127.0.0.1, bounded in count
 and time.
 
-    python benchmarks/alert_streams.py [--subscribers 1000] [--samples 20] [--data DIR]
+    python benchmarks/alert_streams.py [--subscribers 1000] [--samples 20] [--submits 10]
+                                       [--data DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -43,19 +47,51 @@ async def _subscribe(port: int) -> tuple[asyncio.StreamWriter, int]:
     return writer, int(line.split(b" ", 2)[1]) if line else 0
 
 
-async def _timed(port: int, path: str) -> float:
+async def _exchange(port: int, head: str, body: bytes = b"") -> tuple[float, bytes]:
+    """(seconds to the whole answer, the answer) of one request on a new connection."""
     started = time.perf_counter()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
-                 "Connection: close\r\n\r\n".encode())
+    writer.write(f"{head}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {KEY}\r\n"
+                 f"Connection: close\r\n\r\n".encode() + body)
     await writer.drain()
-    await asyncio.wait_for(reader.read(), 60)
+    answer = await asyncio.wait_for(reader.read(), 120)
     writer.close()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, answer
 
 
-async def _measure(port: int, subscribers: int, samples: int) -> dict[str, float]:
+async def _timed(port: int, path: str) -> float:
+    return (await _exchange(port, f"GET {path} HTTP/1.1"))[0]
+
+
+async def _submit(port: int, clip: Path) -> tuple[float, str]:
+    """(seconds to the 202, the job id) of a describe submit."""
+    body = json.dumps({"task": "describe", "video_path": str(clip),
+                       "max_new_tokens": 1}).encode()
+    took, answer = await _exchange(port, "POST /v1/jobs HTTP/1.1\r\nContent-Type: "
+                                   f"application/json\r\nContent-Length: {len(body)}", body)
+    head, _, doc = answer.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 202"):
+        raise SystemExit(f"a submit was not accepted: {answer[:300]!r}")
+    return took, str(json.loads(doc)["job_id"])
+
+
+async def _finished(port: int, job_ids: list[str]) -> None:
+    """Wait (at most 5 min) until the jobs submitted before the subscribers ended."""
+    deadline = time.monotonic() + 300
+    for job_id in job_ids:
+        while time.monotonic() < deadline:
+            _, answer = await _exchange(port, f"GET /v1/jobs/{job_id} HTTP/1.1")
+            state = json.loads(answer.partition(b"\r\n\r\n")[2]).get("state")
+            if state in ("done", "failed", "cancelled"):
+                break
+            await asyncio.sleep(0.2)
+
+
+async def _measure(port: int, subscribers: int, samples: int, submits: int,
+                   clip: Path) -> dict[str, float]:
     before = [await _timed(port, "/health") for _ in range(samples)]
+    submitted = [await _submit(port, clip) for _ in range(submits)]
+    await _finished(port, [job_id for _, job_id in submitted])
     opened = []
     for start in range(0, subscribers, 100):  # 100 at a time: a burst, bounded
         opened += await asyncio.gather(*(_subscribe(port)
@@ -64,11 +100,17 @@ async def _measure(port: int, subscribers: int, samples: int) -> dict[str, float
     await asyncio.sleep(1.0)
     health = [await _timed(port, "/health") for _ in range(samples)]
     alerts = [await _timed(port, "/v1/alerts?limit=5") for _ in range(samples)]
+    held_submits = [(await _submit(port, clip))[0] for _ in range(submits)]
     for writer, _ in opened:
         writer.close()
-    return {"held": held, "health_before_p50_s": statistics.median(before),
-            "health_p50_s": statistics.median(health), "health_max_s": max(health),
-            "alerts_p50_s": statistics.median(alerts), "alerts_max_s": max(alerts)}
+    figures = {"held": held, "health_before_p50_s": statistics.median(before),
+               "health_p50_s": statistics.median(health), "health_max_s": max(health),
+               "alerts_p50_s": statistics.median(alerts), "alerts_max_s": max(alerts)}
+    if submits:
+        figures |= {"submit_before_p50_s": statistics.median(t for t, _ in submitted),
+                    "submit_p50_s": statistics.median(held_submits),
+                    "submit_max_s": max(held_submits)}
+    return figures
 
 
 def _wait_ready(port: int, proc: subprocess.Popen) -> None:
@@ -89,12 +131,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--subscribers", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--submits", type=int, default=10,
+                    help="job submits timed before and while the subscribers are held")
     ap.add_argument("--data", default="")
     args = ap.parse_args()
     data = Path(args.data or tempfile.mkdtemp(prefix="chord-streams-"))
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHORD_")}
     (data / "media").mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    from chord_core.testing.videos import make_video
+
+    clip = make_video(data / "media" / "clip.mp4", duration_s=1.0, fps=4.0,
+                      size_wh=(64, 48)).path
     log = (data / "serve.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "chord_core", "serve", "--model", "test",
                              "--cpu-workers", "1", "--port", str(port)], cwd=ROOT, env={
@@ -102,7 +151,8 @@ def main() -> int:
         "CHORD_MEDIA_ROOTS": str(data / "media")}, stdout=subprocess.DEVNULL, stderr=log)
     try:
         _wait_ready(port, proc)
-        figures = asyncio.run(_measure(port, args.subscribers, args.samples))
+        figures = asyncio.run(_measure(port, args.subscribers, args.samples, args.submits,
+                                       Path(clip)))
     finally:
         proc.terminate()
         proc.wait(20)

@@ -113,6 +113,8 @@ ENV_VARS = (
            "unset: the service `serve` advertises in the data dir, if any)", "cli/remote.py"),
     EnvVar("CHORD_REMOTE_WAIT_S", "longest the one-clip commands follow a service's job "
            "events, in all (3660 s)", "cli/remote_http.py"),
+    EnvVar("CHORD_REMOTE_REPLY_S", "longest one reply of a service (headers and body, not "
+           "a job's events) may take to arrive whole once asked (120 s)", "cli/remote_http.py"),
     EnvVar("CHORD_API_READERS", "processes that read `/batch_predict` bodies beside the "
            "dispatcher (1 per 4 cores, 1–4; `0`: threads)", "ServiceSettings"),
     EnvVar("CHORD_API_KEY_FILE", "file whose first line is the service's key (not shown by "

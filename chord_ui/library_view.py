@@ -230,8 +230,11 @@ def alert_toasts() -> None:
         return
     for alert in list_alerts(index, after_id=st.session_state[K_ALERT_SEEN], limit=5):
         st.session_state[K_ALERT_SEEN] = int(alert["id"])
+        # literal text: a toast renders Markdown links and images, and the file's name is
+        # anyone's who may write to the watched folder
         st.toast(t("Alert: {statement} in {name} at {start} s",
-                   statement=alert["statement"][:80], name=Path(alert["path"]).name,
+                   statement=md_escape(alert["statement"][:80]),
+                   name=md_escape(Path(alert["path"]).name),
                    start=f"{alert['start_s']:.1f}"), icon=":material/notifications_active:")
 
 

@@ -279,10 +279,10 @@ def _add_to_case(item: dict[str, Any]) -> None:
     name = str(st.session_state.get(K_CASE) or "").strip()
     try:
         added = add_review_item(resources.library_index(), name, item)
-        st.toast(t("Added to case {name}.", name=name) if added else
-                 t("Already in case {name}.", name=name))
-    except ChordError as exc:
-        st.toast(f"{exc.message} — {exc.hint}")
+        st.toast(t("Added to case {name}.", name=md_escape(name)) if added else
+                 t("Already in case {name}.", name=md_escape(name)))
+    except ChordError as exc:  # a toast is Markdown: the message may name a clip
+        st.toast(md_escape(f"{exc.message} — {exc.hint}"))
 
 
 def case_box(item: dict[str, Any] | None) -> None:

@@ -12,6 +12,19 @@ from chord_core.config import SamplingConfig
 from chord_core.types import ProgressEvent
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: a control or format character (a line
+    break, ESC, a right-to-left override) written as its escape (``\\n``, ``\\x1b``,
+    ``\\u202e``). A file name in a watched folder is anyone's who may write there: raw,
+    ``a\\ndone: b.mp4`` printed a forged ``done:`` line, and ESC sequences reach the
+    terminal."""
+    import unicodedata
+
+    return "".join(c.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") else c
+                   for c in text)
+
+
 def sampling_from(args: argparse.Namespace) -> SamplingConfig:
     fields: dict[str, Any] = {}
     if args.fps is not None:

@@ -5,8 +5,11 @@ every reply is read bounded (MAX_REPLY_BYTES; a result MAX_RESULT_BYTES; an even
 MAX_LINE_BYTES), must be JSON where JSON is due (an HTML page is not), a submitted job's id
 must look like a Chord job id (letters, digits, ``-`` and ``_``: never ``../``), a redirect
 is refused (Chord never redirects, and urllib would carry the key along), and a job's event
-stream is waited for CHORD_REMOTE_WAIT_S in all, however much or little it sends. Each of
-these is one ChordError that says the server does not answer as Chord does.
+stream is waited for CHORD_REMOTE_WAIT_S in all, however much or little it sends, and any
+other reply must arrive whole within CHORD_REMOTE_REPLY_S of its request being sent (a reply
+trickled a byte, or a header line, at a time held the CLI: each byte reset the socket's
+30 s timeout). Each of these is one ChordError that says the server does not answer as
+Chord does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ MAX_REPLY_BYTES = 1 << 20
 MAX_RESULT_BYTES = 256 << 20
 MAX_LINE_BYTES = 1 << 20
 DEFAULT_WAIT_S = 3660.0  # the service ends a job's stream after an hour (EVENTS_MAX_S)
+DEFAULT_REPLY_S = 120.0  # a reply (not a stream) arrives whole within this, once asked
 JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 NOT_CHORD_HINT = ("check that --server (or CHORD_SERVER) names a Chord service "
                   "(python -m chord_core serve), or run here with --local")
@@ -42,20 +46,113 @@ def base_of(url: str) -> str:
     return url.split("/v1/", 1)[0].split("/health", 1)[0][:200]
 
 
-def wait_s() -> float:
-    """CHORD_REMOTE_WAIT_S: the longest a job's event stream is followed, in all."""
+def _seconds(name: str, default: float) -> float:
     from chord_core.config import env_value
     from chord_core.errors import ConfigError
 
-    raw = env_value("CHORD_REMOTE_WAIT_S")
+    raw = env_value(name)
     try:
-        value = float(raw) if raw else DEFAULT_WAIT_S
+        value = float(raw) if raw else default
     except ValueError:
         value = -1.0
     if not 0 < value <= 7 * 86400:
-        raise ConfigError(f"CHORD_REMOTE_WAIT_S={raw!r} is not a number of seconds",
-                          hint="give seconds between 1 and 604800, e.g. 3600")
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds",
+                          hint=f"give seconds between 1 and 604800, e.g. {default:.0f}")
     return value
+
+
+def wait_s() -> float:
+    """CHORD_REMOTE_WAIT_S: the longest a job's event stream is followed, in all."""
+    return _seconds("CHORD_REMOTE_WAIT_S", DEFAULT_WAIT_S)
+
+
+def reply_s() -> float:
+    """CHORD_REMOTE_REPLY_S: the longest one reply (its headers and body) may take to
+    arrive, from the moment its request was sent."""
+    return _seconds("CHORD_REMOTE_REPLY_S", DEFAULT_REPLY_S)
+
+
+class _Deadline:
+    """Shuts a socket once ``seconds`` are up (the blocked read then ends); ``fired`` says
+    it did, so the error can name the time instead of a broken connection."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        self.seconds, self.fired = seconds, False
+        self._timer = threading.Timer(seconds, self._fire, args=(sock,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self, sock: socket.socket) -> None:
+        self.fired = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+class _TimedResponse(http.client.HTTPResponse):
+    """A reply that stops its deadline's timer when it is closed (read in time)."""
+
+    deadline: _Deadline | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if self.deadline is not None:
+                self.deadline.cancel()
+
+
+class _HTTP(http.client.HTTPConnection):
+    """An HTTP connection whose reply must arrive whole within ``reply_s()`` of the
+    request being sent (the upload itself is not counted)."""
+
+    response_class: type[http.client.HTTPResponse] = _TimedResponse
+
+    def getresponse(self) -> http.client.HTTPResponse:
+        deadline = _Deadline(self.sock, reply_s())
+        try:
+            resp = super().getresponse()
+        except BaseException:
+            deadline.cancel()
+            if deadline.fired:
+                raise _TooSlow(deadline.seconds) from None
+            raise
+        if isinstance(resp, _TimedResponse):
+            resp.deadline = deadline
+        return resp
+
+
+class _TooSlow(OSError):
+    """The reply's headers did not arrive in time (``call`` makes it a ChordError)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"its reply did not arrive whole within {seconds:.0f} s "
+                         "(CHORD_REMOTE_REPLY_S)")
+        self.seconds = seconds
+
+
+class _HTTPS(_HTTP, http.client.HTTPSConnection):
+    """The same for HTTPS."""
+
+
+class _Handler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_HTTP, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_HTTPS, req, context=getattr(self, "_context", None))
+
+
+def _too_slow(resp: Any) -> float | None:
+    """The reply's deadline in seconds if it was cut for taking longer, else None."""
+    deadline = getattr(resp, "deadline", None)
+    return deadline.seconds if deadline is not None and deadline.fired else None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -63,7 +160,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # the 3xx comes back as an HTTPError (see _remote_error)
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+_OPENER = urllib.request.build_opener(_NoRedirect, _Handler, _HTTPSHandler)
 
 
 def headers(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -86,6 +183,8 @@ def call(url: str, *, data: Any = None, headers_: dict[str, str] | None = None,
     except urllib.error.HTTPError as exc:
         raise _remote_error(exc, url) from None
     except (OSError, http.client.HTTPException) as exc:
+        if isinstance(exc, _TooSlow):  # raised by getresponse, which urllib does not wrap
+            raise not_chord(url, str(exc)) from None
         raise ChordError(f"the Chord service at {base_of(url)} cannot be reached: {exc}",
                          hint="start it (python -m chord_core serve), name another with "
                               "--server, or run here with --local") from None
@@ -112,10 +211,17 @@ def _remote_error(exc: urllib.error.HTTPError, url: str) -> ChordError:
 def read_json(resp: Any, url: str, what: str, limit: int = MAX_REPLY_BYTES) -> dict[str, Any]:
     """The reply as a JSON object, read at most ``limit`` bytes; ChordError otherwise."""
     kind = str(resp.headers.get("Content-Type", "")).lower()
+    broke: Exception | None = None
     try:
         raw = resp.read(limit + 1)
     except (OSError, http.client.HTTPException) as exc:
-        raise not_chord(url, f"{what} broke off ({exc})") from None
+        raw, broke = b"", exc
+    slow = _too_slow(resp)
+    if slow is not None:
+        raise not_chord(url, f"its reply did not arrive whole within {slow:.0f} s "
+                             "(CHORD_REMOTE_REPLY_S)")
+    if broke is not None:
+        raise not_chord(url, f"{what} broke off ({broke})")
     if len(raw) > limit:
         raise not_chord(url, f"{what} is over {limit:,} bytes")
     if "json" not in kind:

@@ -109,9 +109,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _report(row: dict[str, Any]) -> None:
     """A file that ended: ``done: PATH``, ``error: PATH (why)`` or ``skipped: PATH (why)``."""
+    from chord_core.cli.output import one_line
+
     why = f" ({row['error']})" if row.get("state") != "done" and row.get("error") else ""
-    print(f"{row.get('state')}: {row.get('path')}{why}", file=sys.stderr, flush=True)
+    print(one_line(f"{row.get('state')}: {row.get('path')}{why}"), file=sys.stderr,
+          flush=True)
 
 
 def _report_hook(run: Any) -> None:
-    print(run.line(), file=sys.stderr, flush=True)
+    from chord_core.cli.output import one_line
+
+    print(one_line(run.line()), file=sys.stderr, flush=True)

@@ -12,7 +12,11 @@ API key, tokens or anything else Chord was started with.
 
 Each run is **recorded** (``watch_table.record_hook_run``): exit status (or why it did not
 run / was killed), start time, duration, and the first ``OUTPUT_LINES`` lines of its stdout
-and stderr. ``watch`` prints it, ``GET /v1/alerts`` returns it as each alert's
+and stderr (``OUTPUT_CHARS`` at most). Of each stream only the first ``OUTPUT_BYTES`` are
+kept; the rest is read and dropped (a hook that printed without end was held whole in the
+watcher's memory). The run ends when the hook exits (or is killed): a process it left
+behind that still holds its output (``setsid cmd &``, out of the killed group) is waited
+for ``DRAIN_S`` at most (it held the hooks' thread until it ended). ``watch`` prints it, ``GET /v1/alerts`` returns it as each alert's
 ``hook_run``, and the app's alerts section shows it.
 """
 
@@ -34,6 +38,9 @@ log = logging.getLogger(__name__)
 HOOK_TIMEOUT_S = 30.0
 QUEUE_MAX = 100
 OUTPUT_LINES = 10
+OUTPUT_CHARS = 4000  # of the recorded output, both streams together
+OUTPUT_BYTES = 64 * 1024  # kept of each stream while it is read
+DRAIN_S = 2.0  # the output still read once the hook has exited (or was killed)
 KEPT_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 _STOP = object()
 
@@ -75,6 +82,47 @@ def _first_lines(text: str, n: int = OUTPUT_LINES) -> str:
     return "\n".join(text.splitlines()[:n])
 
 
+class _Drain:
+    """Reads a pipe to its end on a thread of its own, keeping the first OUTPUT_BYTES (the
+    hook never blocks on a full pipe, and the watcher never holds more)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream, self._kept = stream, bytearray()
+        self._thread = threading.Thread(target=self._read, name="chord-hook-output",
+                                        daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        fd = self._stream.fileno()
+        try:
+            while chunk := os.read(fd, 65536):
+                if len(self._kept) < OUTPUT_BYTES:
+                    self._kept += chunk[:OUTPUT_BYTES - len(self._kept)]
+        except OSError:
+            pass
+        finally:
+            self._stream.close()  # only here: the fd is not reused while it is read
+
+    def text(self, wait_s: float) -> str:
+        """What was kept, once the pipe ended or ``wait_s`` passed (a process the hook left
+        may hold it open: its thread is left to end with it)."""
+        self._thread.join(wait_s)
+        return bytes(self._kept).decode("utf-8", "replace")
+
+
+def _feed(stdin: Any, data: bytes) -> None:
+    """The alert to the hook's stdin, on a thread (a hook that never reads it blocks only
+    that thread, until it exits)."""
+    def write() -> None:
+        try:
+            stdin.write(data)
+            stdin.close()
+        except OSError:  # it exited, or closed its stdin, first
+            pass
+
+    threading.Thread(target=write, name="chord-hook-input", daemon=True).start()
+
+
 def run_hook(command: str, alert: dict[str, Any],
              timeout_s: float = HOOK_TIMEOUT_S) -> HookRun:
     """Run ``command`` for ``alert`` now (on the calling thread) and say how it went."""
@@ -84,27 +132,30 @@ def run_hook(command: str, alert: dict[str, Any],
     out = err = ""
     try:
         proc = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", env=hook_env(alert), start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=hook_env(alert), start_new_session=True)
     except (OSError, ValueError) as exc:
         outcome = f"not run: {exc}"
     else:
+        drains = (_Drain(proc.stdout), _Drain(proc.stderr))
+        _feed(proc.stdin, json.dumps(alert).encode())
         try:
-            out, err = proc.communicate(json.dumps(alert), timeout=timeout_s)
-            code = proc.returncode
+            code = proc.wait(timeout=timeout_s)
             outcome = f"exit {code}"
         except subprocess.TimeoutExpired:
-            _kill_group(proc)  # the hook and whatever it started: none holds the pipes
-            out, err = proc.communicate()
+            _kill_group(proc)  # the hook and whatever it started in its group
+            proc.wait()
             outcome = f"timed out after {timeout_s:g} s (killed)"
+        deadline = time.monotonic() + DRAIN_S
+        out, err = (d.text(max(0.0, deadline - time.monotonic())) for d in drains)
     output = _first_lines(out)
     if err.strip():
         output = (output + "\n" if output else "") + "stderr: " + _first_lines(err)
     return HookRun(int(alert.get("id", 0)), str(alert.get("watch", "")), command, started,
-                   round(time.monotonic() - t0, 3), code, outcome, output)
+                   round(time.monotonic() - t0, 3), code, outcome, output[:OUTPUT_CHARS])
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     import signal
 
     try:

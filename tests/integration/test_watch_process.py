@@ -1,8 +1,10 @@
 """``python -m chord_core watch --once`` as a real process, on files an attacker or a
 careless user leaves in a watched folder: an empty (0-byte) file, a name that is not valid
-UTF-8. Before, the first kept ``--once`` waiting forever (the empty file was "settling"
-again and again) and the second killed the watch thread. Now both are said (``skipped:``),
-nothing is claimed for them, and the command exits."""
+UTF-8, a name holding a line break and an ESC sequence. Before, the first kept ``--once``
+waiting forever (the empty file was "settling" again and again), the second killed the watch
+thread, and the third printed a forged ``done:`` line (and sent ESC to the terminal). Now
+each is said on one line (``skipped:``, control characters escaped), nothing is claimed for
+them, and the command exits."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ def test_watch_once_skips_an_empty_file_and_a_non_utf8_name_and_exits(tmp_path):
     (folder / "empty.mp4").write_bytes(b"")
     with open(os.path.join(os.fsencode(folder), b"caf\xe9.mp4"), "wb") as fh:
         fh.write(b"\x00" * 64)
+    (folder / "evil\x1b[2J\ndone: forged.mp4").write_bytes(b"")
     env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
     done = subprocess.run(
         [sys.executable, "-m", "chord_core", "watch", str(folder), "--once", "--settle-s",
@@ -31,9 +34,12 @@ def test_watch_once_skips_an_empty_file_and_a_non_utf8_name_and_exits(tmp_path):
         capture_output=True, text=True, timeout=120, errors="replace")
     assert done.returncode == 0, done.stderr[-3000:]
     skipped = sorted(ln for ln in done.stderr.splitlines() if ln.startswith("skipped: "))
-    assert len(skipped) == 2, done.stderr[-3000:]
+    assert len(skipped) == 3, done.stderr[-3000:]
     assert "caf\ufffd.mp4 (the name is not valid UTF-8" in skipped[0]
     assert skipped[1].startswith(f"skipped: {folder / 'empty.mp4'} (empty (0 bytes)")
+    assert skipped[2].startswith(f"skipped: {folder}/evil\\x1b[2J\\ndone: forged.mp4 (")
+    assert "\x1b" not in done.stderr and not any(
+        ln.startswith("done:") for ln in done.stderr.splitlines())  # no forged line
     assert "Traceback" not in done.stderr
     with sqlite3.connect(data / "chord.sqlite3") as conn:
         assert conn.execute("SELECT COUNT(*) FROM library_watch_files").fetchone() == (0,)

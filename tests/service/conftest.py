@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from service_server import MAX_BODY_MB, MAX_TASKS, Server, start_server, stop_server
+from service_server import (HARDEN_ENV, MAX_BODY_MB, MAX_TASKS, Server, kill_server,
+                            start_server, stop_server)
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +18,17 @@ def server(tiny_model_dir, tmp_path_factory) -> Server:
                        "--max-body-mb", str(MAX_BODY_MB), "--max-tasks", str(MAX_TASKS))
     yield srv
     stop_server(srv)
+
+
+@pytest.fixture(scope="session")
+def keyed_server(tiny_model_dir, tmp_path_factory) -> Server:
+    """A second real service for the HTTP hardening tests: a key (``HARDEN_KEY``) and small
+    limits (``HARDEN_ENV``: 3 streams a key, 2 s for headers, 3 s for a body). Used as soon
+    as it answers (its routes under test need no model): about 2 s to start."""
+    srv = start_server(tmp_path_factory.mktemp("keyed"), "--cpu-workers", "1",
+                       wait_ready=False, env=HARDEN_ENV)
+    yield srv
+    kill_server(srv)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MAX_BODY_MB = 2
 MAX_TASKS = 8
+HARDEN_KEY = "hardening-key-of-a-real-serve"
+HARDEN_ENV = {  # small limits, so a test reaches each in seconds
+    "CHORD_API_KEY": HARDEN_KEY, "CHORD_API_MAX_STREAMS": "3",
+    "CHORD_API_READ_TIMEOUT_S": "2", "CHORD_API_BODY_TIMEOUT_S": "3",
+}
 
 
 @dataclass
@@ -75,3 +80,10 @@ def stop_server(server: Server) -> None:
     except subprocess.TimeoutExpired:
         server.proc.kill()
         server.proc.wait(5)
+
+
+def kill_server(server: Server) -> None:
+    """Stop at once (SIGKILL; its workers die with it, ``runtime/lifeline.py``): for a
+    service whose model may still be loading, which SIGTERM takes 5–12 s to stop here."""
+    server.proc.kill()
+    server.proc.wait(10)

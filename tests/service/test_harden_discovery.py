@@ -54,6 +54,9 @@ class Listener:
             length = int(h.headers.get("Content-Length") or 0)
             h.rfile.read(min(length, 1 << 20))
         body, kind, status = b"{}", "application/json", 200
+        if self.mode in ("trickle-body", "trickle-headers") and h.command == "POST":
+            self._trickle(h)
+            return
         if h.path.startswith("/v1/identity") and self.mode == "fakeproof":
             body = json.dumps({"service": "chord", "proof": "0" * 64}).encode()
         elif self.mode in ("html", "fakeproof") or h.path.startswith("/health") and self.mode != "events":
@@ -85,6 +88,20 @@ class Listener:
         h.end_headers()
         h.wfile.write(body)
 
+    def _trickle(self, h: BaseHTTPRequestHandler) -> None:
+        """A reply that never ends: a header line, or a byte of the body, every 0.3 s."""
+        out = h.wfile
+        try:
+            out.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+            if self.mode == "trickle-body":
+                out.write(b"Content-Length: 100000\r\n\r\n")
+            for k in range(100000):
+                out.write(b" " if self.mode == "trickle-body" else b"X-%d: 1\r\n" % k)
+                out.flush()
+                time.sleep(0.3)
+        except OSError:
+            return
+
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -100,13 +117,14 @@ def _env(data: Path, **extra: str) -> dict[str, str]:
     return {**env, "CHORD_DATA_DIR": str(data), "CHORD_API_KEY": KEY, **extra}
 
 
-SLOW = pytest.mark.slow  # the same checks run in-process below, in the default tier
-STRANGERS = [
-    pytest.param("html", "text/html, not JSON", marks=SLOW),
-    pytest.param("nojob", "no Chord job id (none)", marks=SLOW),
+STRANGERS = [  # each a real CLI process, about 1 s (the endless stream: the 2 s wait)
+    ("html", "text/html, not JSON"),
+    ("nojob", "no Chord job id (none)"),
     ("dotdot", "no Chord job id ('../../etc/passwd')"),
-    pytest.param("redirect", "it redirected (302)", marks=SLOW),
+    ("redirect", "it redirected (302)"),
     ("events", "did not end within 2 s"),
+    ("trickle-body", "its reply did not arrive whole within 2 s (CHORD_REMOTE_REPLY_S)"),
+    ("trickle-headers", "its reply did not arrive whole within 2 s (CHORD_REMOTE_REPLY_S)"),
 ]
 
 
@@ -118,7 +136,8 @@ def test_a_server_that_is_not_chord_is_a_clear_error_in_bounded_time(
         started = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "chord_core", "describe", str(clip),
                               "--server", stranger.url, "--model", "test"], cwd=ROOT,
-                             env=_env(tmp_path / "data", CHORD_REMOTE_WAIT_S="2"),
+                             env=_env(tmp_path / "data", CHORD_REMOTE_WAIT_S="2",
+                                      CHORD_REMOTE_REPLY_S="2"),
                              capture_output=True, text=True, timeout=60)
         took = time.monotonic() - started
     finally:
@@ -181,11 +200,10 @@ def decoy():
     proc.wait(5)
 
 
-PLANTED = [
-    pytest.param("loose-mode", "other users may read or change it (mode 644)", marks=SLOW),
-    pytest.param("shared-folder", "other users may write to its folder (mode 777)",
-                 marks=SLOW),
-    pytest.param("not-chord-pid", "is not a Chord service (its command is", marks=SLOW),
+PLANTED = [  # each a real CLI process, stopped once it said where the clip runs (about 1 s)
+    ("loose-mode", "other users may read or change it (mode 644)"),
+    ("shared-folder", "other users may write to its folder (mode 777)"),
+    ("not-chord-pid", "is not a Chord service (its command is"),
     ("no-proof", "could not prove it is the one that wrote service.json"),
 ]
 
@@ -222,44 +240,30 @@ def test_the_real_service_proves_its_token_and_no_other(server) -> None:
     assert (discovery.discovery_path(server.data).stat().st_mode & 0o777) == 0o600
 
 
-@pytest.mark.parametrize("case,says", [p.values if hasattr(p, "values") else p
-                                       for p in PLANTED])
-def test_each_planted_file_is_refused_in_process(tmp_path: Path, decoy: int, case: str,
-                                                 says: str) -> None:
-    """The default tier's run of every planted case (the CLI above runs one of them)."""
+NOBODY = 65534
+FOREIGN = [
+    ("foreign-file", f"it belongs to another user (uid {NOBODY})"),
+    ("foreign-folder", f"its folder belongs to another user (uid {NOBODY})"),
+]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+@pytest.mark.parametrize("case,says", FOREIGN)
+def test_a_service_file_of_another_user_is_refused_before_any_request(
+        tmp_path: Path, clip: Path, decoy: int, case: str, says: str) -> None:
+    """A ``service.json`` of another user (uid 65534, ``nobody``), or one of ours in a folder
+    of another user (who could replace it): the real CLI says whose it is and runs the clip
+    itself; the port it names is never even asked (no identity check, no key, no clip)."""
     stranger = Listener("fakeproof")
     data = tmp_path / "data"
-    sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        pid = sleeper.pid if case == "not-chord-pid" else decoy
-        _plant(data, stranger.url, pid, 0o644 if case == "loose-mode" else 0o600)
-        if case == "shared-folder":
-            os.chmod(data, 0o777)
-        doc, why = discovery.find_service(data)
-        if doc is not None:
-            why = discovery.verify(doc["url"], doc["token"])
-    finally:
-        sleeper.kill()
-        sleeper.wait(5)
-        stranger.close()
-    assert says in why
-    assert not any(auth for _, _, auth in stranger.seen)
-
-
-@pytest.mark.parametrize("mode,says", [p.values if hasattr(p, "values") else p
-                                       for p in STRANGERS])
-def test_each_stranger_is_refused_in_process(monkeypatch, mode: str, says: str) -> None:
-    from chord_core.cli import remote_http
-    from chord_core.errors import ChordError
-
-    monkeypatch.setenv("CHORD_REMOTE_WAIT_S", "2")
-    stranger = Listener(mode)
-    try:
-        with pytest.raises(ChordError) as caught:
-            with remote_http.call(stranger.url + "/v1/jobs", data=b"{}") as resp:
-                job_id = remote_http.job_id_of(resp, stranger.url)
-            for _ in remote_http.events(stranger.url, job_id):
-                pass
+        path = _plant(data, stranger.url, decoy)  # 0600, an otherwise well-formed file
+        os.chmod(data, 0o755)  # no one else may write: only the owner is wrong
+        os.chown(path if case == "foreign-file" else data, NOBODY, NOBODY)
+        said = _runs_here(data, clip)
     finally:
         stranger.close()
-    assert says in caught.value.message and caught.value.hint
+    assert f"{path} is not trusted: {says}" in said, said
+    assert "no key or clip is sent to it, the clip runs here" in said
+    assert "Traceback" not in said
+    assert stranger.seen == []  # refused on the file alone: nothing was sent to its port

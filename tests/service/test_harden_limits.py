@@ -1,7 +1,8 @@
 """Issue 40, medium: a body trickled one byte at a time is cut at its whole-body limit (408),
 ``POST /v1/jobs`` with a urlencoded form is a 415, the alerts' signal folder and file are
 private whatever the umask, and an API key file others may read is said on stderr. Through a
-keyed uvicorn with serve's own protocol, a real writer process and the real ``serve``."""
+real keyed ``serve`` (``keyed_server``: a 3 s body limit), a real writer process and the real
+``serve`` reading a key file."""
 
 from __future__ import annotations
 
@@ -16,20 +17,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from uvicorn_app import served
+from service_server import HARDEN_KEY as KEY
 
 from chord_core.runtime.store import Store
 
-KEY = "limits-hardening-key"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("limits") / "chord.sqlite3")
-    with served(store, KEY, read_timeout_s=2.0, body_timeout_s=3.0) as (base, _):
-        yield base
-    store.close()
+@pytest.fixture()
+def url(keyed_server) -> str:
+    return keyed_server.url
 
 
 def test_a_body_trickled_a_byte_at_a_time_gets_a_408_at_its_whole_limit(url):
