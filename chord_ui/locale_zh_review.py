@@ -51,4 +51,6 @@ ZH_REVIEW: dict[str, str] = {
     "queue them again.": "这些视频已按当前设置排队；更改视频或任一设置后才能再次排队。",
     "This browser could not decode the file; playing a transcoded preview of it.":
         "此浏览器无法解码该文件；正在播放转码后的预览。",
+    "The whole clip ({start}–{end})": "整个视频（{start}–{end}）", "Moment": "片段",
+    "Add": "加入",
 }
