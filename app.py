@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from chord_ui import library_view, live_view, theme
+from chord_ui import library_view, live_view, theme, watch_view
 from chord_ui.i18n import language_switch, t
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -42,6 +42,7 @@ def main() -> None:
     with st.sidebar:  # the theme chosen in Settings, the same on every page and reload
         theme.keep_theme([page.url_path for page in pages])
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+    watch_view.start_saved()  # the folders watched from the Library page
     live_view.start_env_streams()  # CHORD_WATCH: its live streams, once per server
     library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
     navigation.run()
