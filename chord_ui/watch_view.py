@@ -41,7 +41,11 @@ def start_saved() -> None:
         log.warning("saved watches unreadable: %s", exc.message)
         return
     if rows or _started:
-        resources.app_watches().sync(rows)
+        try:
+            resources.app_watches().sync(rows)
+        except ChordError as exc:  # a bad CHORD_WATCH: start_watches says it in the sidebar
+            log.warning("saved watches not started: %s", exc.message)
+            return
         _started = True
 
 
@@ -91,7 +95,10 @@ def add_form() -> None:
 def _state_line(row: dict[str, Any]) -> str:
     from chord_core.library.watch_saved import watch_state
 
-    runner = resources.app_watches()
+    try:
+        runner = resources.app_watches()
+    except ChordError as exc:  # CHORD_WATCH is wrong: nothing is started beside it
+        return t("Not running: {why}", why=md_escape(exc.message))
     if int(row["id"]) in runner.errors:
         return t("Not running: {why}", why=md_escape(runner.errors[int(row["id"])]))
     watch = runner.watch_id(int(row["id"]))
