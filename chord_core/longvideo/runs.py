@@ -144,10 +144,12 @@ class _Tally:
         self.stage, self.on_progress, self.t0 = stage, on_progress, time.perf_counter()
         self.pace = ChunkPace(total, resumed)
 
-    def finished(self, result: Result) -> None:
-        """A chunk's result came in (now)."""
-        self.done += 1
-        self.pace.finished(time.time(), work_seconds(result))
+    def finished(self, results: Sequence[Result]) -> None:
+        """Chunks' results came in (now, together: a worker's batch): each one is timed
+        before any is ticked, so the first tick of a batch knows the batch's pace."""
+        now = time.time()
+        for result in results:
+            self.pace.finished(now, work_seconds(result))
 
     def tick(self, note: str = "") -> dict[str, Any]:
         estimate = self.pace.estimate(self.done)
@@ -189,9 +191,11 @@ def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, i
                 running[job_id] = job
                 wakeups.follow(manager, job_id)
             wakeups.wait()  # a child finished, or Cancel
-            for job, result in _collect(manager, running):
+            collected = _collect(manager, running)
+            tally.finished([result for _, result in collected])
+            for job, result in collected:
                 results[job.job_id] = result
-                tally.finished(result)
+                tally.done += 1
                 runs.progress({"progress": tally.tick()})
     except BaseException:
         for job_id in running:

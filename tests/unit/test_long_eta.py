@@ -69,11 +69,28 @@ def test_the_tally_writes_the_estimate_into_the_runs_progress(monkeypatch) -> No
     tally = runs._Tally(10, 0, "chunks", events.append)
     first = tally.tick()
     assert (first["done"], first["eta_s"]) == (0, None)
-    tally.finished(_result(40.0, load_s=30.0))  # waited for the model: 10 s of work
+    tally.finished([_result(40.0, load_s=30.0)])  # waited for the model: 10 s of work
+    tally.done += 1
     doc = tally.tick()
     assert (doc["done"], doc["eta_s"], doc["eta_at"], doc["chunk_s"]) == (1, 90.0, 1040.0,
                                                                           10.0)
-    tally.finished(_result(10.0))
+    tally.finished([_result(10.0)])
+    tally.done += 1
     doc = tally.tick()
     assert (doc["done"], doc["eta_s"]) == (2, 80.0)
     assert "about 80 s left" in events[-1].message
+
+
+def test_a_batch_of_chunks_finishing_together_is_timed_before_its_first_tick(monkeypatch):
+    """A worker that ran five chunks in one 20 s batch: each chunk's own time is the whole
+    batch's, so timed one at a time the first tick said 20 s a chunk (11 × 20 = 220 s)."""
+    from chord_core.longvideo import runs
+
+    monkeypatch.setattr(runs.time, "time", lambda: 1020.0)
+    tally = runs._Tally(12, 0, "chunks", None)
+    tally.finished([_result(20.0)] * 5)
+    ticks = []
+    for _ in range(5):
+        tally.done += 1
+        ticks.append(tally.tick()["eta_s"])
+    assert ticks == pytest.approx([44.0, 40.0, 36.0, 32.0, 28.0])  # 4 s a chunk
