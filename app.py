@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from chord_ui import library_view, live_view
+from chord_ui import library_view, live_view, theme, watch_view
 from chord_ui.i18n import cjk_font_notice, language_switch, t
 from chord_ui.quiet_logs import quiet_worker_warnings
 
@@ -41,7 +41,10 @@ def main() -> None:
     navigation = st.navigation(pages)
     language_switch()
     cjk_font_notice()  # Chinese chosen, no CJK font here: say which package draws it
+    with st.sidebar:  # the theme chosen in Settings, the same on every page and reload
+        theme.keep_theme([page.url_path for page in pages])
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server
+    watch_view.start_saved()  # the folders watched from the Library page
     live_view.start_env_streams()  # CHORD_WATCH: its live streams, once per server
     library_view.alert_toasts()  # a toast per new alert of a standing check, on every page
     navigation.run()

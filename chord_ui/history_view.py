@@ -1,5 +1,6 @@
 """History page body: past analyses from the store, paged, newest first; open one in the
-Analyze views, read a failure's message, or delete it.
+Analyze views, read a failure's message, or delete it. The filters, sort and page are kept
+in the URL (``?show=&task=&name=&sort=&page=``), so a reload or a shared link shows the same.
 
 Rows come from the SQLite store (``resources.store``) — they survive restarts. Jobs the
 shared manager is still working on show their live state: while the page shows one, the
@@ -45,6 +46,9 @@ SORTS = {"newest": "Newest first", "oldest": "Oldest first", "longest": "Longest
 K_CONFIRM, K_NOTICE = "history_confirm_delete", "history_notice"
 FILTERS = {"all": "All", "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
 ANALYZE_PAGE = "pages/analyze.py"
+# the filters kept in the URL: session key → (query parameter, default)
+URL_PARAMS = {K_FILTER: ("show", "all"), K_TASK_FILTER: ("task", "all"),
+              K_NAME_FILTER: ("name", ""), K_SORT: ("sort", "newest")}
 
 
 def live_row(row: dict[str, Any], manager: Any) -> dict[str, Any]:
@@ -68,6 +72,7 @@ def history() -> None:
     query = _controls(store)
     total = history_count(store, query)
     if total == 0:
+        _to_url(query, 1)
         _notice()
         if store.count_jobs(top_level=True):
             st.info(t("No analysis matches these filters."), icon=":material/filter_alt_off:")
@@ -82,10 +87,41 @@ def history() -> None:
     st.fragment(_table, run_every=REFRESH_S if live else None)(query, page, pages, live)
 
 
+def _from_url() -> None:
+    """A reload or a shared link (``?show=failed&task=ground&name=…&sort=oldest&page=2``)
+    seeds the filters that this session has not set yet; a bad value is left out."""
+    allowed: dict[str, Any] = {K_FILTER: FILTERS, K_SORT: ORDERS}
+    for key, (param, _) in URL_PARAMS.items():
+        value = str(st.query_params.get(param) or "")[:MAX_NAME_CHARS]
+        if key not in st.session_state and value and value in allowed.get(key, (value,)):
+            st.session_state[key] = value
+
+
+def _to_url(query: HistoryQuery, page: int) -> None:
+    """The filters and page into the URL (defaults left out; other parameters kept)."""
+    values = {"show": query.state or "all", "task": query.task or "all", "name": query.name,
+              "sort": query.order, "page": str(page)}
+    defaults = {param: default for param, default in URL_PARAMS.values()} | {"page": "1"}
+    for param, value in values.items():
+        if value and value != defaults[param]:
+            if st.query_params.get(param) != value:
+                st.query_params[param] = value
+        elif param in st.query_params:
+            del st.query_params[param]
+
+
+def _url_page() -> int:
+    raw = str(st.query_params.get("page") or "1")
+    return int(raw) if raw.isdigit() and 0 < len(raw) < 6 else 1
+
+
 def _controls(store: Any) -> HistoryQuery:
     """State, task, text in the file name, sort: the page's query (page 1 of it)."""
+    _from_url()
+    default = None if K_FILTER in st.session_state else "all"  # seeded: no second default
     choice = st.segmented_control(t("Show"), list(FILTERS), format_func=lambda k: t(FILTERS[k]),
-                                  key=choice_key(K_FILTER), default="all", required=True) or "all"
+                                  key=choice_key(K_FILTER), default=default,
+                                  required=True) or "all"
     tasks = ["all", *history_tasks(store)]
     if st.session_state.get(K_TASK_FILTER) not in tasks:
         st.session_state[K_TASK_FILTER] = "all"
@@ -102,11 +138,15 @@ def _controls(store: Any) -> HistoryQuery:
 
 
 def _pager(query: HistoryQuery, pages: int) -> int:
-    """The page shown (1-based): back to 1 when the filters change; Previous/Next move it."""
-    if st.session_state.get(K_QUERY) != query:
+    """The page shown (1-based): back to 1 when the filters change; Previous/Next move it;
+    the URL's page on the first showing."""
+    if K_QUERY not in st.session_state:
+        st.session_state[K_QUERY], st.session_state[K_PAGE] = query, _url_page()
+    elif st.session_state.get(K_QUERY) != query:
         st.session_state[K_QUERY], st.session_state[K_PAGE] = query, 1
     page = min(max(1, int(st.session_state.get(K_PAGE) or 1)), pages)
     st.session_state[K_PAGE] = page
+    _to_url(query, page)
     if pages > 1:
         prev, where, nxt = st.columns([1, 2, 1], vertical_alignment="center")
         prev.button(t("Previous"), key="history_prev", icon=":material/chevron_left:",

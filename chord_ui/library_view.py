@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 TASK_CHOICES = ("", "describe", "ground", "entail", "chapters")
 LIMIT = 30
 K_PLAY = "library_play"
+K_CASE_NAME = "library-case"
 
 
 def _param(name: str) -> str:
@@ -95,6 +96,9 @@ def results() -> None:
     st.caption(t("{n} hits for {q}", **words) if doc["matched"] == "all" else
                t("{n} hits for {q} (no passage has every word: passages with any of them)",
                  **words))
+    from chord_ui.case_add import name_input
+
+    name_input(K_CASE_NAME, st.columns([2, 3])[0])  # "Add to case" on a card puts it here
     for i, hit in enumerate(hits):
         card(hit, i)
 
@@ -142,6 +146,9 @@ def card(hit: dict[str, Any], i: int) -> None:
             if shown and browser_playable(path):
                 buttons.button(t("Play here"), key=f"play-{i}", icon=":material/play_arrow:",
                                   on_click=st.session_state.__setitem__, args=(K_PLAY, i))
+            from chord_ui.case_add import hit_button
+
+            hit_button(buttons, hit, i, K_CASE_NAME)
             if hit["task"] in ("describe", "ground", "entail"):
                 buttons.link_button(t("Open in Analyze"),  # at the hit's moment
                                     f"/?job={quote(hit['source'])}&t={hit['start_s']:g}"

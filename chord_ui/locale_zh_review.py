@@ -51,4 +51,18 @@ ZH_REVIEW: dict[str, str] = {
     "queue them again.": "这些视频已按当前设置排队；更改视频或任一设置后才能再次排队。",
     "This browser could not decode the file; playing a transcoded preview of it.":
         "此浏览器无法解码该文件；正在播放转码后的预览。",
+    "The whole clip ({start}–{end})": "整个视频（{start}–{end}）", "Moment": "片段",
+    "Add": "加入",
+    "Running · {done} clip(s) done · {error} failed · {working} in work · {checks} check(s) "
+    "waiting · {alerts} alert(s)": "运行中 · 已完成 {done} 个视频 · {error} 个失败 · {working} 个处理中 · "
+                                   "{checks} 项检查等待中 · {alerts} 条警报",
+    "Watching {folder}.": "正在监视 {folder}。", "Not running: {why}": "未运行：{why}",
+    "Not running in this process": "未在此进程中运行", "Watched folders": "监视的文件夹",
+    "**Watch a folder**": "**监视文件夹**", "Target or statement of the task": "任务的目标或陈述",
+    "Alert at P ≥": "警报阈值 P ≥", "Standing checks, one a line": "常设检查（每行一条）",
+    "Watch": "监视", "No folder is watched from here yet.": "尚未从此处监视任何文件夹。",
+    "A folder under the media roots; new clips in it are analysed as they settle":
+        "媒体根目录下的文件夹；其中的新视频写入完成后即被分析",
+    "What to find (ground) or check (entail)": "要查找（定位）或检查（判断）的内容",
+    "Checks (P ≥ {p}): {statements}": "检查（P ≥ {p}）：{statements}",
 }

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from chord_core.errors import ChordError
+from chord_core.longvideo.eta import left_now
 from chord_core.types import VideoInfo
 from chord_ui import clip_view, resources
 from chord_ui.formatting import human_duration, md_escape, test_model_label
@@ -196,8 +198,8 @@ def progress(key: str, box: str = "long-progress") -> None:
             st.markdown(f"**{md_escape(stage)}**" + (f" · {done}/{total}" if total else ""))
             st.progress(done / total if total else 0.0)
             text = t("Elapsed {elapsed}", elapsed=human_duration(snap["elapsed_s"]))
-            eta = p.get("eta_s")
-            text += " · " + (t("about {left} left", left=human_duration(float(eta)))
+            eta = left_now(p, time.time())  # counted down between chunks (longvideo/eta)
+            text += " · " + (t("about {left} left", left=human_duration(eta))
                              if eta is not None else t("estimating the time left…"))
             st.caption(text)
             st.button(t("Cancel"), key=f"cancel-{key}", icon=":material/stop_circle:",

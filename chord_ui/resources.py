@@ -181,6 +181,16 @@ def watches() -> Any:
     return BackgroundWatches(job_manager(), store(), settings).start()
 
 
+@st.cache_resource(show_spinner=False, on_release=_stop_watches)
+def app_watches() -> Any:
+    """The watches saved in the app (library/watch_saved.py), over the shared manager and
+    store; made the first time one is saved (the workers start then, not before)."""
+    from chord_core.library.watch_saved import AppWatches
+
+    taken = [w.settings.watch_id for w, _ in watches().pairs]
+    return AppWatches(job_manager(), store(), cluster().startup_model, taken=taken)
+
+
 def _stop_streams(hub: Any) -> None:
     hub.shutdown()
 

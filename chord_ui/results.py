@@ -19,7 +19,7 @@ import streamlit as st
 
 from chord_core.errors import ChordError
 from chord_core.types import Result
-from chord_ui import clip_view, entail_view, resources, scroll
+from chord_ui import case_add, clip_view, entail_view, resources, scroll
 from chord_ui.figures import timeline_figure
 from chord_ui.formatting import (
     detections_rows,
@@ -74,6 +74,7 @@ def show_outcome(outcome: Outcome, clip: ClipSource) -> None:
         entail_view.show(result, clip, outcome.job_id)
     else:
         _description(result, clip, outcome.job_id)
+    case_add.result_control(result, outcome.job_id)
     _notes(result)
 
 

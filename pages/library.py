@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from chord_ui import ask_view, library_view
+from chord_ui import ask_view, library_view, watch_view
 from chord_ui.i18n import t
 
 st.title(t("Library"))
@@ -19,5 +19,7 @@ st.divider()
 ask_view.ask_box()
 st.divider()
 library_view.alerts_section()
+st.divider()
+watch_view.watch_section()
 st.divider()
 library_view.index_footer()

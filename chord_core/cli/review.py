@@ -7,6 +7,8 @@
     review --mark-all --source DIR         every unreviewed item passing the filters
     review --case "yard night" a12 a13     put items into a case; --export DIR [--zip]
                                            writes the case (clips, stills, JSON, reports)
+    review --case NAME --job ID --start 4 --end 9
+                                           a span of a done job's clip into the case
     ask "is a forklift in the walkway?"    search the library, check the best hits on their
                                            frames (loads the model here), answer with
                                            clip@time citations (chord.ask/v1)
@@ -36,6 +38,10 @@ def add_parsers(sub: Any, model_args: Callable[[argparse.ArgumentParser], None])
     p.add_argument("--mark-all", action="store_true", help="mark every listed item reviewed")
     p.add_argument("--by", default="", help="who reviewed (kept with the mark)")
     p.add_argument("--case", default="", help="a case name: the ids go into it")
+    p.add_argument("--job", default="", metavar="ID",
+                   help="with --case: a done job whose clip the --start/--end span is cut from")
+    p.add_argument("--start", type=float, default=None, metavar="S", help="span start (s)")
+    p.add_argument("--end", type=float, default=None, metavar="S", help="span end (s)")
     p.add_argument("--export", default="", metavar="DIR", help="write the --case under DIR")
     p.add_argument("--zip", action="store_true", help="as a ZIP (with --export)")
     p.add_argument("--json", dest="json_out", default=None, metavar="OUT")
@@ -68,8 +74,8 @@ def cmd_review(args: argparse.Namespace) -> int:
             print(f"{n} item(s) marked reviewed", file=sys.stderr)
         elif args.case:
             return _case(index, args)
-        elif args.ids or args.export:
-            raise InputError("ids or --export given without --mark, --unmark or --case",
+        elif args.ids or args.export or args.job:
+            raise InputError("ids, --job or --export given without --mark, --unmark or --case",
                              hint="e.g. `review --mark a12` or `review --case NAME a12`")
         doc = review.listing(index, filters, limit=args.limit)
     emit(doc, args.json_out)
@@ -89,11 +95,23 @@ def _case(index: Any, args: argparse.Namespace) -> int:
         raise InputError(f"no review item {missing[0]}",
                          hint="list them with `python -m chord_core review`")
     added = sum(cases.add_review_item(index, args.case, by_id[i]) for i in sorted(wanted))
+    if args.job:
+        added += _job_span(index, args)
     print(f"{added} moment(s) added to case {args.case!r}", file=sys.stderr)
     if args.export:
         out = export_case(index, args.case, args.export, as_zip=args.zip)
         print(f"case written to {out}", file=sys.stderr)
     return 0
+
+
+def _job_span(index: Any, args: argparse.Namespace) -> int:
+    from chord_core.errors import InputError
+    from chord_core.library import cases
+
+    if args.start is None or args.end is None:
+        raise InputError("--job needs --start and --end (seconds of its clip)",
+                         hint="e.g. `review --case NAME --job ID --start 4 --end 9`")
+    return int(cases.add_job_span(index, args.case, args.job, args.start, args.end))
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -103,6 +103,60 @@ def add_hit(index: Any, case: str, hit: dict[str, Any]) -> bool:
                       job_id=hit["source"], score=checked.get("p_entailment"))
 
 
+def add_passage(index: Any, case: str, source: str, start_s: float, end_s: float) -> bool:
+    """A search hit named as a client sends it back (its ``source`` and span) as a moment:
+    the passage must be in the index, and its clip and words come from there, never from
+    the request. InputError when no passage of ``source`` has that span."""
+    rows = index.read(
+        "SELECT p.source, p.video_path, p.t0, p.t1, f.text FROM library_passages p "
+        "JOIN library_fts f ON f.rowid = p.id WHERE p.source = ? AND abs(p.t0 - ?) < 0.01 "
+        "AND abs(p.t1 - ?) < 0.01 LIMIT 1", (str(source)[:64], float(start_s), float(end_s)))
+    if not rows:
+        raise InputError(f"no search hit of {str(source)[:64]!r} at {start_s}–{end_s} s",
+                         hint="give a hit's source, start_s and end_s as GET /v1/search "
+                              "returned them")
+    row = rows[0]
+    return add_hit(index, case, {"video_path": row["video_path"], "start_s": row["t0"],
+                                 "end_s": row["t1"], "snippet": row["text"],
+                                 "source": row["source"]})
+
+
+def stored_result(index: Any, job_id: str) -> dict[str, Any] | None:
+    """The job's stored ``chord.result/v1`` (the store's ``results`` row), or None."""
+    import json
+
+    rows = index.read("SELECT result_json FROM results WHERE job_id = ?", (str(job_id)[:64],))
+    return json.loads(rows[0]["result_json"]) if rows else None
+
+
+def span_label(result: dict[str, Any], start_s: float, end_s: float) -> str:
+    """Words for a moment of a result: the segment's label it overlaps, else the query."""
+    for seg in result.get("segments") or []:
+        if seg.get("start_s", 0.0) <= end_s and seg.get("end_s", 0.0) >= start_s \
+                and seg.get("label"):
+            return str(seg["label"])
+    return str(result.get("query") or result.get("text") or result.get("task") or "moment")
+
+
+def add_job_span(index: Any, case: str, job_id: str, start_s: float, end_s: float,
+                 label: str = "") -> bool:
+    """A moment of a finished job's result: the clip is the result's own, and the span must
+    lie within it (``video.duration_s``). InputError for a job without a stored result."""
+    result = stored_result(index, job_id)
+    if result is None:
+        raise InputError(f"no finished job {str(job_id)[:64]!r} with a stored result",
+                         hint="use the id of a done job (History, or GET /v1/jobs)")
+    start, end = float(start_s), float(end_s)
+    duration = float((result.get("video") or {}).get("duration_s") or 0.0)
+    if not (0.0 <= start <= end <= duration + 0.05):
+        raise InputError(f"{start:g}–{end:g} s is not within the clip (0–{duration:.2f} s)",
+                         hint="give start and end in seconds inside the clip, start ≤ end")
+    return add_moment(index, case, path=result["video"]["path"], start_s=start,
+                      end_s=min(end, duration), label=label.strip() or
+                      span_label(result, start, end), origin="result", ref=str(job_id),
+                      job_id=str(job_id))
+
+
 def cases(index: Any) -> list[dict[str, Any]]:
     """Every case with its moment count, newest first."""
     create_tables(index)
@@ -128,5 +182,5 @@ def remove_moment(index: Any, case: str, moment_id: int) -> bool:
             "library_cases WHERE name = ?)", (int(moment_id), check_name(case))).rowcount == 1
 
 
-__all__ = ["open_case", "add_moment", "add_review_item", "add_hit", "cases", "moments",
-           "remove_moment", "check_name"]
+__all__ = ["open_case", "add_moment", "add_review_item", "add_hit", "add_passage",
+           "add_job_span", "stored_result", "cases", "moments", "remove_moment", "check_name"]

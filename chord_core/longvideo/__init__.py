@@ -7,6 +7,7 @@ Above the engine and the runtime (it imports them; they never import it):
     scenes     scene cuts from histograms of the low-resolution stream (every frame or keyframes)
     chunks     cuts → chunks with exact container times; a chunk's sampling plan
     runs       chunk jobs through JobManager (worker processes, or one thread in-process), kept in the job store (resume)
+    eta        the time left from the finished chunks' own pace, counted down between them
     chapters   map (describe chunks) → chapters → overall summary (reduce, same model)
     search     "when does X happen?": chapters narrowed by text, frames checked (entail/ground)
     ground     a target over the whole clip in chunks; tracks joined across chunk boundaries

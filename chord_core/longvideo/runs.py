@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from chord_core.errors import ChordError, InternalError, JobCancelled, from_record
+from chord_core.longvideo.eta import ChunkPace, work_seconds
 from chord_core.media.roots import is_under, job_roots
 from chord_core.runtime.group_start import run_stage
 from chord_core.runtime.jobs import JobSpec
@@ -111,28 +112,32 @@ ProgressFn = Callable[[ProgressEvent], None]
 
 
 class _Tally:
-    """Done counts and an estimate of the time left from the jobs finished in this run."""
+    """Done counts and the time left, from the pace of the chunks finished in this run
+    (longvideo/eta.py: their own work, not the wait for a worker or the model's load)."""
 
     def __init__(self, total: int, resumed: int, stage: str, on_progress: ProgressFn | None
                  ) -> None:
         self.total, self.resumed, self.done = total, resumed, resumed
         self.stage, self.on_progress, self.t0 = stage, on_progress, time.perf_counter()
+        self.pace = ChunkPace(total, resumed)
 
-    def eta_s(self) -> float | None:
-        ran = self.done - self.resumed
-        if ran <= 0:
-            return None
-        return (time.perf_counter() - self.t0) / ran * (self.total - self.done)
+    def finished(self, results: Sequence[Result]) -> None:
+        """Chunks' results came in (now, together: a worker's batch): each one is timed
+        before any is ticked, so the first tick of a batch knows the batch's pace."""
+        now = time.time()
+        for result in results:
+            self.pace.finished(now, work_seconds(result))
 
     def tick(self, note: str = "") -> dict[str, Any]:
-        eta = self.eta_s()
+        estimate = self.pace.estimate(self.done)
+        eta = estimate["eta_s"]
         left = "" if eta is None else f", about {eta:.0f} s left"
         msg = f"{self.stage} {self.done}/{self.total}{left}" + (f" ({note})" if note else "")
         if self.on_progress is not None:
             self.on_progress(ProgressEvent(self.stage, msg, self.done, self.total,
                                            time.perf_counter() - self.t0))
         return {"stage": self.stage, "done": self.done, "total": self.total,
-                "resumed": self.resumed, "eta_s": eta,
+                "resumed": self.resumed, **estimate,
                 "elapsed_s": round(time.perf_counter() - self.t0, 3)}
 
 
@@ -158,6 +163,8 @@ def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, i
     def one_done(child: Any, status: Any) -> None:  # on the dispatcher thread
         if child.reused:
             return  # counted as done before
+        if status is not None and status.result is not None:
+            tally.finished([status.result])  # its pace, before the tick that reports it
         tally.done += 1
         runs.progress({"progress": tally.tick()})
         if stop_on_cancel and cancel is not None and cancel.is_set():

@@ -11,6 +11,12 @@
            entailment with the service's model, the answer citing clip@time
     GET  /v1/cases                       → {"cases": [{name, moments, …}]}
     POST /v1/cases/{name}/items {"ids": ["a12", …]}  review items into a case → {"added": N}
+                           or {"hit": {"source": …, "start_s": …, "end_s": …}}  a search hit
+                           or {"job_id": …, "start_s": …, "end_s": …, "label": ""}  a span of
+                           a done job's clip (within the clip; the label defaults to the
+                           segment's or the query)
+    GET  /v1/cases/{name}/export         → application/zip, streamed (clips cut at the
+                           moments, stills, case.json, reports; clips read under the roots)
 
 Behind the API key like every route but /health. Every field is bounded (pydantic; lengths
 and ranges below); items are named by id and cases by name, never by a path.
@@ -18,10 +24,12 @@ and ranges below); items are named by id and cases by name, never by a path.
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from pathlib import Path
+from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -29,6 +37,9 @@ from chord_core.service.http_errors import ApiError
 from chord_core.service.library_routes import library_index
 
 router = APIRouter()
+MAX_S = 7 * 86400.0
+EXPORT_CHUNK = 1 << 20
+_exporting = threading.Lock()  # one case export at a time: each cuts clips, reads files
 
 
 class MarkBody(BaseModel):
@@ -53,10 +64,27 @@ class AskBody(BaseModel):
     threshold: float = Field(0.5, gt=0.0, le=1.0)
 
 
+class HitBody(BaseModel):
+    """A search hit as GET /v1/search returned it: its source and span name the passage."""
+
+    model_config = ConfigDict(extra="ignore")  # a whole hit may be sent back as it came
+
+    source: str = Field(..., min_length=1, max_length=64)
+    start_s: float = Field(..., ge=0.0, le=MAX_S)
+    end_s: float = Field(..., ge=0.0, le=MAX_S)
+
+
 class CaseItemsBody(BaseModel):
+    """One of: review item ids; a search hit; a finished job and a span of its clip."""
+
     model_config = ConfigDict(extra="forbid")
 
-    ids: list[str] = Field(..., min_length=1, max_length=500)
+    ids: list[str] = Field(default_factory=list, max_length=500)
+    hit: HitBody | None = None
+    job_id: str = Field("", max_length=64)
+    start_s: float = Field(0.0, ge=0.0, le=MAX_S)
+    end_s: float = Field(0.0, ge=0.0, le=MAX_S)
+    label: str = Field("", max_length=500)
 
 
 def _reviewed(value: str) -> bool | None:
@@ -145,12 +173,86 @@ async def list_cases(request: Request) -> dict[str, Any]:
 
 @router.post("/v1/cases/{name}/items")
 async def case_items(request: Request, name: str, body: CaseItemsBody) -> dict[str, Any]:
-    from chord_core.library.cases import add_review_item, check_name
+    """Review items by id, a search hit, or a finished job's span into the case ``name``
+    (made when new). The clip is always the store's (the item's, the passage's or the
+    result's), never a path from the request."""
+    from chord_core.library import cases
+
+    index = library_index(request)
+    case = cases.check_name(name)
+    given = sum((bool(body.ids), body.hit is not None, bool(body.job_id)))
+    if given != 1:
+        raise ApiError(400, "give one of ids, hit, or job_id with start_s and end_s",
+                       'e.g. {"ids": ["a12"]}, {"hit": {"source": …, "start_s": 1, '
+                       '"end_s": 2}} or {"job_id": …, "start_s": 1, "end_s": 2}')
+    if body.job_id:
+        _finished_job(request, body.job_id)
+        added = await run_in_threadpool(lambda: cases.add_job_span(
+            index, case, body.job_id, body.start_s, body.end_s, body.label))
+        return {"added": int(added)}
+    if body.hit is not None:
+        hit = body.hit
+        added = await run_in_threadpool(lambda: cases.add_passage(
+            index, case, hit.source, hit.start_s, hit.end_s))
+        return {"added": int(added)}
+
+    def add() -> int:
+        return sum(cases.add_review_item(index, case, _item(index, i)) for i in body.ids)
+
+    return {"added": await run_in_threadpool(add)}
+
+
+def _finished_job(request: Request, job_id: str) -> None:
+    """404 for a job the store does not know, 409 for one without a result yet."""
+    row = request.app.state.runtime.stored_job(job_id)
+    if row is None:
+        raise ApiError(404, f"no job {job_id!r}", "use a job_id that GET /v1/jobs lists")
+    if row["state"] != "done":
+        raise ApiError(409, f"job {job_id} is {row['state']}: it has no result to take "
+                            "a moment from", "wait until it is done, or pick another job")
+
+
+@router.get("/v1/cases/{name}/export")
+async def export_case_zip(request: Request, name: str) -> StreamingResponse:
+    """The case as one ZIP (case_export.py: clips cut at the moments, stills, case.json,
+    reports), streamed. Each clip is read under the media roots again; the ZIP is made in
+    the data folder and removed once sent. One export at a time (429 while one runs)."""
+    import tempfile
+
+    from chord_core.config import default_data_dir
+    from chord_core.library.case_export import export_case
+    from chord_core.library.cases import check_name, moments
 
     index = library_index(request)
     case = check_name(name)
+    if not await run_in_threadpool(moments, index, case):
+        raise ApiError(404, f"no case {case!r} with moments",
+                       "add moments with POST /v1/cases/{name}/items; GET /v1/cases lists them")
+    if not _exporting.acquire(blocking=False):
+        raise ApiError(429, "another case is being exported", "try again in a moment")
+    tmp: Path | None = None
+    try:
+        out = default_data_dir() / "exports" / "cases"
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = dest = Path(tempfile.mkdtemp(dir=out, prefix=".api-"))
+        archive = await run_in_threadpool(lambda: export_case(index, case, dest, as_zip=True))
+        fh = open(archive, "rb")  # noqa: SIM115 (closed by the stream)
+    finally:
+        _exporting.release()
+        if tmp is not None:  # the open handle keeps the bytes until the stream closes it
+            _remove(tmp)
+    return StreamingResponse(_stream(fh), media_type="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="{archive.name}"'.encode(
+            "ascii", "replace").decode()})
 
-    def add() -> int:
-        return sum(add_review_item(index, case, _item(index, i)) for i in body.ids)
 
-    return {"added": await run_in_threadpool(add)}
+def _remove(folder: Path) -> None:
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stream(fh: Any) -> Iterator[bytes]:
+    with fh:
+        while chunk := fh.read(EXPORT_CHUNK):
+            yield chunk

@@ -416,3 +416,33 @@ def test_batch_summary_in_chinese(monkeypatch: pytest.MonkeyPatch) -> None:
     assert history_table.counts_summary({"task": "describe", "counts": {"done": 9,
                                                                         "failed": 1}}) == (
         "已描述 9 个视频，1 个失败")
+
+
+def test_filters_and_page_are_kept_in_the_url(new_app, own_store) -> None:
+    _library(own_store)
+    for i in range(22):  # 22 more failed describe jobs: two pages
+        own_store.add_job(f"more-{i:02d}", video_path=f"/clips/m{i:02d}.mp4", task="describe",
+                          model="test", state="failed", submitted_at=1_600_000_000 + i)
+    at = _history(new_app)
+    assert not {"show", "task", "name", "sort", "page"} & set(at.query_params)  # defaults
+    at.segmented_control(key="history_filter").set_value("failed")
+    at.selectbox(key="history_task").set_value("describe")
+    at = at.selectbox(key="history_sort").set_value("oldest").run()
+    at = at.button(key="history_next").click().run()
+    kept = {k: "".join(at.query_params[k]) for k in ("show", "task", "sort", "page")}
+    assert kept == {"show": "failed", "task": "describe", "sort": "oldest", "page": "2"}
+    shown = list(_table(at)["clip"])
+    again = new_app()  # a reload of that URL: a new session with the same parameters
+    for key, value in kept.items():
+        again.query_params[key] = value
+    again = again.run().switch_page(HISTORY_PAGE).run()
+    assert not again.exception
+    assert again.segmented_control(key="history_filter").value == "failed"
+    assert again.selectbox(key="history_sort").value == "oldest"
+    assert list(_table(again)["clip"]) == shown
+    assert "page 2 of 2" in [c.value for c in again.caption]
+    bad = new_app()  # values that are not choices are left out, never an error
+    for key, value in {"show": "everything", "sort": "random", "page": "x9"}.items():
+        bad.query_params[key] = value
+    bad = bad.run().switch_page(HISTORY_PAGE).run()
+    assert not bad.exception and bad.segmented_control(key="history_filter").value == "all"

@@ -202,3 +202,40 @@ def test_a_new_statement_checks_the_clips_done_before_once_each(watched):
                                  for s in both)]), jobs
     finally:
         manager.shutdown()
+
+
+def test_a_watch_saved_in_the_app_runs_its_checks_and_alerts(watched):
+    """The Library page's saved watch (library/watch_saved.py) run as app.py runs it:
+    ``AppWatches.sync`` starts a real watcher with its standing check over the manager, the
+    clip is described and checked, the alert is stored once; removing the row stops it."""
+    from chord_core.config import ModelConfig
+    from chord_core.library.alerts import latest_alerts
+    from chord_core.library.index import LibraryIndex, store_path
+    from chord_core.library.watch_saved import (
+        AppWatches, remove_watch, save_watch, saved_watches, watch_state)
+    from chord_core.runtime.cluster import in_process_manager
+
+    folder, store, _ = watched
+    make_video(folder / "gate.mp4", duration_s=3.0, fps=10.0, size_wh=(192, 108))
+    index = LibraryIndex(store_path(store))
+    row = save_watch(index, str(folder), statements=[STATEMENT], threshold=0.8)
+    manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store)
+    runner = AppWatches(manager, store, "test")
+    try:
+        runner.sync(saved_watches(index))
+        watch = runner.watch_id(row["id"])
+        assert watch is not None and not runner.errors
+        deadline = time.monotonic() + 180
+        while not latest_alerts(index) and time.monotonic() < deadline:
+            time.sleep(0.5)  # the watcher's own threads do the work; this only looks
+        [alert] = latest_alerts(index)
+        assert (Path(alert["path"]).name, alert["statement"]) == ("gate.mp4", STATEMENT)
+        state = watch_state(index, watch)
+        assert (state["done"], state["alerts"]) == (1, 1), state
+        remove_watch(index, row["id"])
+        runner.sync(saved_watches(index))
+        assert runner.running == {} and runner.watch_id(row["id"]) is None
+    finally:
+        runner.stop()
+        manager.shutdown()
+        index.close()

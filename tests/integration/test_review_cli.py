@@ -54,6 +54,19 @@ def test_review_lists_marks_and_exports_a_case(tmp_path):
     doc = json.loads((out / "gate" / "case.json").read_text())
     assert [m["cut"] for m in doc["moments"]] == ["remuxed"]
     assert (out / "gate" / doc["moments"][0]["clip_file"]).stat().st_size > 0
+    with Store(data / "chord.sqlite3") as store:  # a done grounding job over the same clip
+        store_result(store, "g1", result_doc("ground", str(clip), query="the square",
+                                             duration_s=3.0, segments=[(0.5, 1.5)]))
+    span = _run(env, "review", "--case", "gate", "--job", "g1", "--start", "0.5", "--end",
+                "1.5", "--export", str(out))
+    assert span.returncode == 0, span.stderr
+    doc = json.loads((out / "gate" / "case.json").read_text())
+    assert [(m["origin"], m["job_id"], m["error"]) for m in doc["moments"]] == [
+        ("review", "j1", None), ("result", "g1", None)]
+    past = _run(env, "review", "--case", "gate", "--job", "g1", "--start", "2", "--end", "9")
+    assert past.returncode == 2 and "not within the clip" in past.stderr, past.stderr
+    none = _run(env, "review", "--case", "gate", "--job", "g1", "--start", "1")
+    assert none.returncode == 2 and "--end" in none.stderr
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ on a keyed uvicorn over a store holding alerts (auth, marking, bounds, no traceb
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -51,6 +52,29 @@ def test_ask_searches_checks_the_frames_and_cites_clip_at_time(server, media):
         assert c.post("/v1/ask", json={"question": "x", "check": 99}).status_code in (400, 422)
 
 
+def _store_ground_job(store, job_id: str) -> None:  # noqa: ANN001
+    """A done grounding job over a real 3 s clip in the uploads folder (a media root)."""
+    from chord_core.config import default_data_dir
+    from chord_core.media.probe import probe
+    from chord_core.testing.videos import make_video
+    from chord_core.types import ModelInfo, Result, SamplingPlan, Segment, Timing
+
+    (default_data_dir() / "uploads").mkdir(parents=True, exist_ok=True)
+    clip = make_video(default_data_dir() / "uploads" / "dock.mp4", duration_s=3.0, fps=10.0,
+                      size_wh=(96, 72)).path
+    plan = SamplingPlan(task="ground", fps=2.0, frame_indices=(0, 10), timestamps_s=(0.0, 1.0),
+                        input_wh=(96, 72), visual_tokens=8, tokens_per_frame=4)
+    result = Result(task="ground", query="the green square", video=probe(clip), sampling=plan,
+                    model=ModelInfo(id="test", dtype="float32", device_map={"": "cpu"},
+                                    test_model=True),
+                    timing=Timing(probe_s=0.0, decode_s=0.0, generate_s=0.0, total_s=0.1),
+                    segments=(Segment(1, 0.5, 1.5, "green square"),),
+                    created_at="2026-12-01T10:00:00+00:00")
+    store.add_job(job_id, video_path=str(clip), task="ground", query="the green square",
+                  model="test", state="running")
+    store.save_result(job_id, result)
+
+
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory):
     import uvicorn
@@ -73,6 +97,7 @@ def keyed(tmp_path_factory):
                     {"start_s": start, "end_s": start + 1, "probability": 0.9,
                      "evidence": [{"t_s": start, "frame_index": 3, "entailment": 0.9}]})
     index.close()
+    _store_ground_job(store, "g-1")
     port = free_port()
     app = create_app(ServiceRuntime(manager=None, store=store),
                      ServiceSettings(port=port, api_key=KEY))
@@ -117,3 +142,56 @@ def test_review_lists_marks_and_guards(keyed):
             ("yard night", 1)]
         assert c.post("/v1/cases/..%2Fetc/items", json={"ids": ["a1"]}).status_code in (400,
                                                                                         404)
+
+
+def test_cases_take_hits_and_job_spans_and_export_as_a_zip(keyed):
+    import io
+    import zipfile
+
+    from chord_core.library.case_export import CASE_JSON_SCHEMA
+
+    jsonschema = pytest.importorskip("jsonschema")
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(base_url=keyed, timeout=60, headers=auth) as c:
+        url = "/v1/cases/dock%20case/items"
+        assert httpx.post(keyed + url, json={"job_id": "g-1", "start_s": 0, "end_s": 1}
+                          ).status_code == 401
+        assert c.get("/v1/cases/dock%20case/export").status_code == 404  # no moments yet
+        span = c.post(url, json={"job_id": "g-1", "start_s": 0.5, "end_s": 1.5})
+        assert span.json() == {"added": 1}, span.text
+        again = c.post(url, json={"job_id": "g-1", "start_s": 0.5, "end_s": 1.5})
+        assert again.json() == {"added": 0}  # the same moment is kept once
+        hits = c.get("/v1/search", params={"q": "green square"}).json()["hits"]
+        hit = next(h for h in hits if h["source"] == "g-1")
+        added = c.post(url, json={"hit": hit | {"video_path": "/etc/passwd"}})  # path ignored
+        assert added.json() == {"added": 1}, added.text
+        bad = {  # each refused with a message and a hint, never a traceback
+            "no job": ({"job_id": "nope", "start_s": 0, "end_s": 1}, 404),
+            "past the clip": ({"job_id": "g-1", "start_s": 1, "end_s": 9}, 400),
+            "reversed": ({"job_id": "g-1", "start_s": 2, "end_s": 1}, 400),
+            "unknown hit": ({"hit": {"source": "g-1", "start_s": 0.1, "end_s": 0.2}}, 400),
+            "two kinds": ({"ids": ["a1"], "job_id": "g-1", "start_s": 0, "end_s": 1}, 400),
+            "nothing": ({}, 400),
+        }
+        for why, (payload, status) in bad.items():
+            r = c.post(url, json=payload)
+            assert r.status_code == status and "hint" in r.json(), (why, r.text)
+            assert "Traceback" not in r.text
+        assert c.post("/v1/cases/..%2Fetc/items", json={"job_id": "g-1", "start_s": 0,
+                                                         "end_s": 1}).status_code in (400, 404)
+        assert c.post("/v1/cases/" + "x" * 81 + "/items",
+                      json={"job_id": "g-1", "start_s": 0, "end_s": 1}).status_code == 400
+        assert httpx.get(keyed + "/v1/cases/dock%20case/export").status_code == 401
+        r = c.get("/v1/cases/dock%20case/export")
+        assert r.status_code == 200 and r.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+        names = z.namelist()
+        doc = json.loads(z.read(next(n for n in names if n.endswith("case.json"))))
+    jsonschema.validate(doc, CASE_JSON_SCHEMA)
+    assert [(m["origin"], m["error"]) for m in doc["moments"]] == [("result", None),
+                                                                   ("search", None)]
+    assert doc["moments"][0]["label"] == "green square"
+    assert doc["moments"][0]["result"]["query"] == "the green square"
+    assert all(m["path"].endswith("dock.mp4") for m in doc["moments"])
+    clips = [n for n in names if "/clips/" in n and not n.endswith("/")]
+    assert len(clips) == 2 and all(n.endswith(".mp4") for n in clips)
