@@ -173,9 +173,11 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
 def _load_model(cfg: ModelConfig) -> LoadedModel:
     laps = Laps()
     lap = laps.lap
+    from chord_core.model import preimport
     from chord_core.model.bytecode import bytecode_cache
 
     bytecode_cache()  # before the first import of transformers (and torch) in this process
+    preimport.join()  # a worker's imports began at its start: what is left is waited for here
     import torch
     from transformers import AutoProcessor
 

@@ -2,7 +2,14 @@
 what it is doing while it does (``Warming`` messages: ``/health`` and the app show them).
 
     imports ─▶ loading the model ─▶ warm-up steps (analysis/warmup.py) ─▶ Ready
-                                └─ lazy: Ready ─▶ warm-up steps between requests
+      └ thread ─┘ (joined)          └─ lazy: Ready ─▶ warm-up steps between requests
+
+The split Ready carries (``/health``'s ``startup``): ``imports_s`` from the process's start
+to the load step (torch, waited for on the main thread); ``early_imports_s``, the import
+thread's own seconds (torch, transformers, the family's model and processor classes:
+``model/preimport.py``), which ran beside it; ``load_imports_s``, what the load step still
+had to wait for of them (near zero once the thread was done); then the load's other steps
+(``load_weights_s`` …) and the warm-up's (``warmup_*``).
 
 Modes: ``auto`` (the default: GPU workers warm up before they say ready, CPU workers do not —
 they have no graphs to capture), ``full``, ``lazy`` (ready as soon as the model is loaded;
@@ -117,6 +124,11 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
         return None, [], report
     startup["load_s"] = lm.load_s
     startup.update({f"load_{k}": v for k, v in lm.phases.items()})
+    from chord_core.model import preimport
+
+    early = preimport.seconds()
+    if early is not None:  # the imports' own time on their thread, beside imports_s
+        startup["early_imports_s"] = early
     steps = _steps(engine) if mode != "off" else []
     if mode == "full":
         try:
@@ -126,8 +138,9 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
             log.warning("warm-up failed (%s); the first request will be slower", exc)
         steps = []
     startup["total_s"] = startup["ready_s"] = time.perf_counter() - t0
-    log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f%s)", startup["total_s"],
-             startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0),
+    log.info("ready in %.1f s (imports %.1f, load %.1f of which imports %.1f, warm-up "
+             "%.1f%s)", startup["total_s"], startup["imports_s"], startup["load_s"],
+             startup.get("load_imports_s", 0.0), startup.get("warmup_total_s", 0.0),
              ", the rest in the background" if steps else "")
     report.startup = startup
     if steps:
@@ -195,17 +208,15 @@ def background_step(engine: WorkerEngine, steps: list[Any], report: StartReport)
 def prefetch_weights(model: str) -> int:
     """Ask the kernel to read the checkpoint's safetensors files into the page cache now
     (``posix_fadvise`` WILLNEED: it returns at once, the disk works while the worker imports
-    torch and transformers). A hub id, or a system without fadvise: nothing. Returns the
-    bytes asked for."""
-    from pathlib import Path
+    torch and transformers). A test model, a local folder or a hub model already in the hub
+    cache; anything else, or a system without fadvise: nothing. Returns the bytes asked for."""
+    from chord_core.model.hub import config_file
 
-    from chord_core.config import TEST_MODELS, default_cache_dir
-
-    folder = default_cache_dir() / "models" if model in TEST_MODELS else Path(model)
-    if not hasattr(os, "posix_fadvise") or not folder.is_dir():
+    config = config_file(model)
+    if not hasattr(os, "posix_fadvise") or config is None:
         return 0
     asked = 0
-    for path in folder.rglob("*.safetensors"):
+    for path in config.parent.rglob("*.safetensors"):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
