@@ -16,8 +16,8 @@ they have no graphs to capture), ``full``, ``lazy`` (ready as soon as the model 
 the warm-up steps run while the worker has nothing queued, one at a time, so a request waits
 at most for the step in hand and captures only the shapes it needs itself) and ``off``.
 
-How long is left comes from the last start of the same model, devices and mode on this
-machine (a small JSON file under the Chord cache); the first start has no estimate (None).
+How long is left comes from the last start of the same model, devices, mode and warmed-up
+tasks on this machine (a small JSON file under the Chord cache); the first start has no estimate (None).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from chord_core.config import warmup_mode
-from chord_core.errors import ChordError
+from chord_core.config import TASKS, warmup_mode, warmup_tasks
+from chord_core.errors import ChordError, ConfigError
 from chord_core.model.bytecode import bytecode_cache, bytecode_valid
 from chord_core.runtime.messages import Ready, Warming
 
@@ -41,7 +41,7 @@ WorkerSpec = Any  # runtime.workers.WorkerSpec (which imports this module)
 
 log = logging.getLogger(__name__)
 __all__ = ["StartReport", "background_step", "bytecode_cache", "bytecode_valid", "idle",
-           "prefetch_weights", "resolve_mode", "start_engine"]
+           "prefetch_weights", "resolve_mode", "served_tasks", "start_engine"]
 
 
 class StartReport:
@@ -58,7 +58,7 @@ class StartReport:
         from chord_core.config import default_cache_dir
 
         where = "cpu" if self.spec.is_cpu else f"gpu{len(self.spec.devices)}"
-        key = f"{self.spec.model_cfg.model}|{where}|{self.mode}"
+        key = f"{self.spec.model_cfg.model}|{where}|{self.mode}|{','.join(served_tasks())}"
         return default_cache_dir() / "startup" / (
             hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
 
@@ -91,6 +91,16 @@ def _read_history(path: Any) -> dict[str, float]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def served_tasks() -> tuple[str, ...]:
+    """The tasks this worker warms up for (``CHORD_WARMUP_TASKS``; ``serve`` refuses a bad
+    value before any worker starts, a worker started otherwise warms up for all of them)."""
+    try:
+        return warmup_tasks()
+    except ConfigError as exc:
+        log.warning("%s (%s); warming up for every task", exc.message, exc.hint)
+        return TASKS
 
 
 def resolve_mode(spec: WorkerSpec) -> str:
@@ -129,11 +139,12 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
     early = preimport.seconds()
     if early is not None:  # the imports' own time on their thread, beside imports_s
         startup["early_imports_s"] = early
-    steps = _steps(engine) if mode != "off" else []
+    tasks = served_tasks()  # the served tasks' shapes only
+    steps = _steps(engine, tasks) if mode != "off" else []
     if mode == "full":
         try:
             startup.update({f"warmup_{k}": v for k, v in engine.warmup(
-                on_step=report.step).items()})
+                on_step=report.step, tasks=tasks).items()})
         except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
             log.warning("warm-up failed (%s); the first request will be slower", exc)
         steps = []
@@ -156,17 +167,18 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
     return engine, steps, report
 
 
-def _steps(engine: WorkerEngine) -> list[Any]:
-    """The warm-up as separate steps (an engine without them: one step, its warmup())."""
+def _steps(engine: WorkerEngine, tasks: tuple[str, ...]) -> list[Any]:
+    """The warm-up for ``tasks`` as separate steps (an engine without them: one step, its
+    warmup())."""
     from chord_core.analysis.warmup import WarmStep
 
     steps = getattr(engine, "warmup_steps", None)
     if steps is None:
         def whole(_: Any) -> None:
-            engine.warmup()
+            engine.warmup(tasks=tasks)
 
         return [WarmStep("total_s", "warm-up", whole)]
-    return list(steps())
+    return list(steps(tasks))
 
 
 def idle(inbox: Any) -> bool:
