@@ -175,8 +175,10 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     lap = laps.lap
     from chord_core.model import preimport
     from chord_core.model.bytecode import bytecode_cache
+    from chord_core.model.decode_step import compile_cache_env
 
     bytecode_cache()  # before the first import of transformers (and torch) in this process
+    compile_cache_env()  # before anything of inductor picks its own cache dir
     preimport.join()  # a worker's imports began at its start: what is left is waited for here
     import torch
     from transformers import AutoProcessor

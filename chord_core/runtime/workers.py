@@ -156,9 +156,11 @@ def prepare_process(spec: WorkerSpec) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
     from chord_core.model import preimport
+    from chord_core.model.decode_step import compile_cache_env
     from chord_core.runtime.startup import bytecode_cache
 
     bytecode_cache()  # before any of the imports below
+    compile_cache_env()  # the compile cache under the Chord cache, before inductor picks one
     preimport.start(spec.model_cfg.model)  # torch first: the line below waits for it
     import torch  # noqa: F401 — only now, after the visible GPUs are fixed
 

@@ -92,3 +92,31 @@ def test_lazy_warmup_is_ready_at_once_and_warms_between_requests(tmp_path, tiny_
         assert st["state"] in ("running", "queued", "done"), st
     finally:
         stop_server(srv)
+
+
+@pytest.mark.slow  # two service starts
+def test_a_second_start_says_how_long_it_has_left_from_the_first(tmp_path, tiny_model_dir):
+    """The first start on a machine has no estimate (``left_s`` None while loading); it
+    leaves its times in the Chord cache, and the next start of the same service counts
+    down from them in /health (and sends Retry-After from it)."""
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_model_dir, cache / "models" / tiny_model_dir.name)
+    env = {"CHORD_CACHE_DIR": str(cache)}
+    seen_by_start = []
+    for run in ("first", "second"):
+        srv = start_server(tmp_path / run, "--cpu-workers", "1", wait_ready=False, env=env)
+        try:
+            r, seen = _poll(srv.url, lambda r: r.status_code == 200)
+            loading = [d for d in [srv.first_health or {}, *seen]
+                       if d.get("status") == "loading" and d.get("stage")]
+            seen_by_start.append(loading)
+            assert r.json()["workers"][0]["startup"]["total_s"] > 0
+        finally:
+            stop_server(srv)
+    first, second = seen_by_start
+    assert all(d["left_s"] is None for d in first), first
+    estimates = [d["left_s"] for d in second if d["left_s"] is not None]
+    assert estimates, second  # the second start said how long it had left
+    assert all(e >= 0 for e in estimates)
+    assert estimates == sorted(estimates, reverse=True)  # counting down
+    assert list((cache / "startup").glob("*.json"))

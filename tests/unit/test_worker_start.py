@@ -149,3 +149,24 @@ def test_the_import_plan_follows_the_checkpoints_model_type(tmp_path, model_type
     assert plan[:2] == ("torch", "transformers")
     assert wanted <= set(plan) and len(plan) == len(preimport.BASE) + (4 + 1 if wanted else 0)
     assert preimport.import_plan(str(tmp_path / "missing")) == preimport.BASE
+
+
+def test_the_worker_points_the_compile_cache_at_the_chord_cache_before_torch(
+        monkeypatch, tmp_path):
+    """The worker's set-up names inductor's and Triton's cache dirs before anything of
+    inductor can pick its own (/tmp/torchinductor_<user>, lost with the container); a dir the
+    user set is kept."""
+    from chord_core.config import ModelConfig
+    from chord_core.model import preimport
+    from chord_core.runtime.workers import WorkerSpec, prepare_process
+
+    monkeypatch.setattr(preimport, "_PENDING", None)
+    monkeypatch.setenv("CHORD_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "mine"))
+    prepare_process(WorkerSpec("cpu0", (), ModelConfig(model="test"), warmup=False))
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "cache" / "compile" /
+                                                        "inductor")
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
+    assert preimport._PENDING is not None  # and the imports were begun on their thread
+    preimport.join()
