@@ -71,10 +71,8 @@ ENV_VARS = (
     EnvVar("CHORD_WARMUP", "workers' warm-up: `auto` (GPU workers warm up before ready, CPU "
            "workers do not), `full`, `lazy` (ready after loading; the warm-up runs between "
            "requests) or `off` (`serve --warmup`)", "workers"),
-    EnvVar("CHORD_WARMUP_TASKS", "the tasks workers warm up for, comma-separated (`describe,"
-           "ground,entail`; default all: every task the service and the app serve); a task "
-           "left out captures its shapes on its first request (`serve --warmup-tasks`)",
-           "workers"),
+    EnvVar("CHORD_WARMUP_TASKS", "tasks workers warm up for: `describe,ground,entail` (default "
+           "all); one left out captures on its first request (`serve --warmup-tasks`)", "workers"),
     EnvVar("CHORD_READ_AHEAD", "`0`: workers do not read the next tasks' frames while the "
            "model runs (default on)", "workers"),
     EnvVar("CHORD_READER", "frame reader: `auto` (default: NVDEC, then the CPU decode pool, "
@@ -401,21 +399,6 @@ def warmup_mode(env: Mapping[str, str] | None = None) -> str:
         raise ConfigError(f"CHORD_WARMUP must be one of {', '.join(WARMUP_MODES)}, got "
                           f"{mode!r}", hint="unset it for the default (auto)")
     return mode
-
-
-TASKS = ("describe", "ground", "entail")  # the analysis tasks (analysis/request.py)
-
-
-def warmup_tasks(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The tasks a worker warms up for (``CHORD_WARMUP_TASKS``, ``serve --warmup-tasks``),
-    in TASKS order; unset or empty: all of them."""
-    raw = env_value("CHORD_WARMUP_TASKS", env) or ""
-    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
-    unknown = sorted(names - set(TASKS))
-    if unknown:
-        raise ConfigError(f"CHORD_WARMUP_TASKS names unknown task(s) {', '.join(unknown)}",
-                          hint=f"use some of: {','.join(TASKS)} (unset: all)")
-    return tuple(t for t in TASKS if t in names) if names else TASKS
 
 
 def normalise_strategy(name: str) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chord_core.analysis.ground_chunks import GroundChunk, assemble_ground, merge_chunks
 from chord_core.analysis.request import (
+    TASKS,
     AnalysisRequest,
     Clock,
     ProgressFn,
@@ -29,7 +30,6 @@ from chord_core.analysis.request import (
 )
 from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
-    TASKS,
     ModelConfig,
     SamplingConfig,
     injected_oom_faults,

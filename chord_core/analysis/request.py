@@ -18,7 +18,6 @@ from chord_core.config import (
     MAX_NEW_TOKENS_DEFAULT,
     MAX_NEW_TOKENS_RANGE,
     MAX_QUERY_CHARS,
-    TASKS,
     SamplingConfig,
     check_max_new_tokens,
 )
@@ -33,6 +32,7 @@ from chord_core.types import (
 )
 
 ProgressFn = Callable[[ProgressEvent], None]
+TASKS = ("describe", "ground", "entail")
 # ground: every sampled frame (exact), or time spans of the whole clip first (two_pass.py)
 GROUND_METHODS = ("per_frame", "two_pass")
 # Per-frame cap for grounding answers (a few boxes of JSON); the request's max_new_tokens

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.analysis.describe_batch import DESCRIBE_BATCH
-from chord_core.config import MAX_NEW_TOKENS_DEFAULT, PATCH_PX, TASKS, SamplingConfig
+from chord_core.analysis.request import TASKS
+from chord_core.config import MAX_NEW_TOKENS_DEFAULT, PATCH_PX, SamplingConfig
 
 if TYPE_CHECKING:
     from chord_core.analysis.engine import Engine

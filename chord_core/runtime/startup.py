@@ -27,9 +27,10 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from chord_core.config import TASKS, warmup_mode, warmup_tasks
+from chord_core.analysis.request import TASKS
+from chord_core.config import env_value, warmup_mode
 from chord_core.errors import ChordError, ConfigError
 from chord_core.model.bytecode import bytecode_cache, bytecode_valid
 from chord_core.runtime.messages import Ready, Warming
@@ -41,7 +42,7 @@ WorkerSpec = Any  # runtime.workers.WorkerSpec (which imports this module)
 
 log = logging.getLogger(__name__)
 __all__ = ["StartReport", "background_step", "bytecode_cache", "bytecode_valid", "idle",
-           "prefetch_weights", "resolve_mode", "served_tasks", "start_engine"]
+           "prefetch_weights", "resolve_mode", "served_tasks", "start_engine", "warmup_tasks"]
 
 
 class StartReport:
@@ -91,6 +92,19 @@ def _read_history(path: Any) -> dict[str, float]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def warmup_tasks(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The tasks workers warm up for (``CHORD_WARMUP_TASKS``, ``serve --warmup-tasks``), in
+    TASKS order; unset or empty: all of them (every task the service's routes and the app's
+    pages run). An unknown name: ConfigError naming the known ones."""
+    raw = env_value("CHORD_WARMUP_TASKS", env) or ""
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    unknown = sorted(names - set(TASKS))
+    if unknown:
+        raise ConfigError(f"CHORD_WARMUP_TASKS names unknown task(s) {', '.join(unknown)}",
+                          hint=f"use some of: {','.join(TASKS)} (unset: all)")
+    return tuple(t for t in TASKS if t in names) if names else TASKS
 
 
 def served_tasks() -> tuple[str, ...]:

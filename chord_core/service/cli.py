@@ -150,7 +150,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["CHORD_WARMUP"] = args.warmup
     if args.warmup_tasks is not None:
         os.environ["CHORD_WARMUP_TASKS"] = args.warmup_tasks
-    from chord_core.config import warmup_mode, warmup_tasks
+    from chord_core.config import warmup_mode
+    from chord_core.runtime.startup import warmup_tasks
 
     warmup_mode()  # a bad CHORD_WARMUP (or CHORD_WARMUP_TASKS) is refused here too
     warmup_tasks()

@@ -68,24 +68,3 @@ def test_env_value_refuses_an_unlisted_name_and_strips():
         env_value("CHORD_NOT_A_SETTING", {})
     assert env_value("CHORD_MODEL", {"CHORD_MODEL": "  test "}) == "test"
     assert env_value("CHORD_MODEL", {}) == ""
-
-
-@pytest.mark.parametrize("raw, want", [
-    (None, ("describe", "ground", "entail")),
-    ("", ("describe", "ground", "entail")),
-    ("entail, Describe", ("describe", "entail")),  # TASKS order, any case and spacing
-    ("ground", ("ground",)),
-], ids=["unset", "empty", "two", "one"])
-def test_warmup_tasks_reads_the_served_tasks(raw, want):
-    from chord_core.config import warmup_tasks
-
-    assert warmup_tasks({} if raw is None else {"CHORD_WARMUP_TASKS": raw}) == want
-
-
-def test_warmup_tasks_refuses_an_unknown_task_naming_the_known_ones():
-    from chord_core.config import warmup_tasks
-    from chord_core.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="chat") as exc:
-        warmup_tasks({"CHORD_WARMUP_TASKS": "describe,chat"})
-    assert "describe,ground,entail" in exc.value.hint

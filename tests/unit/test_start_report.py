@@ -113,3 +113,24 @@ def test_health_stage_is_the_slowest_workers_with_the_most_seconds_left():
     assert health._stage([{"warming": {"step": "importing", "left_s": None}}]) == {
         "stage": "importing", "left_s": None}  # a first start: no estimate
     assert health._stage([{}]) == {}
+
+
+@pytest.mark.parametrize("raw, want", [
+    (None, ("describe", "ground", "entail")),
+    ("", ("describe", "ground", "entail")),
+    ("entail, Describe", ("describe", "entail")),  # TASKS order, any case and spacing
+    ("ground", ("ground",)),
+], ids=["unset", "empty", "two", "one"])
+def test_warmup_tasks_reads_the_served_tasks(raw, want):
+    from chord_core.runtime.startup import warmup_tasks
+
+    assert warmup_tasks({} if raw is None else {"CHORD_WARMUP_TASKS": raw}) == want
+
+
+def test_warmup_tasks_refuses_an_unknown_task_naming_the_known_ones():
+    from chord_core.runtime.startup import warmup_tasks
+    from chord_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="chat") as exc:
+        warmup_tasks({"CHORD_WARMUP_TASKS": "describe,chat"})
+    assert "describe,ground,entail" in exc.value.hint
