@@ -17,7 +17,8 @@ the warm-up steps run while the worker has nothing queued, one at a time, so a r
 at most for the step in hand and captures only the shapes it needs itself) and ``off``.
 
 How long is left comes from the last start of the same model, devices, mode and warmed-up
-tasks on this machine (a small JSON file under the Chord cache); the first start has no estimate (None).
+tasks on this machine (a small JSON file under the Chord cache); the first start has no
+estimate (None).
 """
 
 from __future__ import annotations
