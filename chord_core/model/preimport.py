@@ -39,10 +39,13 @@ BASE = ("torch", "transformers", "transformers:AutoProcessor", "transformers:Aut
 
 class EarlyImports:
     """The imports of ``names`` (``module`` or ``module:attribute``) on a daemon thread;
-    ``join`` waits for them and raises what failed as a ModelError."""
+    ``join`` waits for them and raises what failed as a ModelError. A name in ``optional``
+    that fails is only logged: the processor classes (a host without torchvision loads the
+    image processor's PIL variant instead, and the load decides that, not this thread)."""
 
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
+    def __init__(self, names: tuple[str, ...], optional: frozenset[str] = frozenset()
+                 ) -> None:
+        self.names, self.optional = names, optional
         self.took_s: float | None = None  # the thread's own seconds, once done
         self.failed: tuple[str, BaseException] | None = None
         self._thread = threading.Thread(target=self._run, name="chord-imports", daemon=True)
@@ -63,6 +66,10 @@ class EarlyImports:
                 except AttributeError:  # a class this transformers lacks: the load says so
                     log.info("early import: %s not found; the load will tell", name)
                 except BaseException as exc:  # noqa: BLE001 — raised again by join()
+                    if name in self.optional:
+                        log.info("early import of %s failed (%s); the load will tell",
+                                 name, exc)
+                        continue
                     self.failed = (name, exc)
                     return
         finally:
@@ -91,7 +98,8 @@ def start(model: str) -> EarlyImports:
     global _PENDING
     with _LOCK:
         if _PENDING is None:
-            _PENDING = EarlyImports(import_plan(model)).start()
+            names = import_plan(model)  # BASE, the model class, then the processor's classes
+            _PENDING = EarlyImports(names, frozenset(names[len(BASE) + 1:])).start()
         return _PENDING
 
 

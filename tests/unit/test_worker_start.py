@@ -132,6 +132,21 @@ def test_an_import_error_on_the_thread_is_the_loads_error_with_its_hint(monkeypa
     assert "pip install -r requirements.txt" in err["hint"]
 
 
+def test_a_processor_class_that_fails_to_import_is_left_to_the_load():
+    """An optional name (a processor class: without torchvision the load takes the PIL image
+    processor instead) that fails does not fail the join; a required one does."""
+    from chord_core.errors import ModelError
+    from chord_core.model import preimport
+
+    missing = "chord_no_such_package:ImageProcessor"
+    ok = preimport.EarlyImports(("json", missing), frozenset({missing})).start()
+    ok.join()
+    assert ok.failed is None and ok.took_s is not None
+    bad = preimport.EarlyImports(("json", missing)).start()
+    with pytest.raises(ModelError, match="chord_no_such_package.ImageProcessor"):
+        bad.join()
+
+
 @pytest.mark.parametrize("model_type, wanted", [
     ("qwen2_5_vl", {"transformers:Qwen2_5_VLForConditionalGeneration",
                     "transformers:Qwen2_5_VLProcessor", "transformers:Qwen2VLVideoProcessor"}),
