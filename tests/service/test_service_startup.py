@@ -1,7 +1,8 @@
 """The service's start as a client sees it, through a real ``serve`` on 127.0.0.1: a model
 that cannot load makes ``/health`` say ``failed`` with the loader's error (never ready), and
 a starting worker says which step it is on; ``--warmup lazy`` answers ready at once and
-warms up between requests, saying so in ``/health``."""
+warms up between requests, saying so in ``/health``; a second start says how long it has
+left from the first; an unknown ``--warmup-tasks`` task is refused before any worker."""
 
 from __future__ import annotations
 
@@ -120,3 +121,19 @@ def test_a_second_start_says_how_long_it_has_left_from_the_first(tmp_path, tiny_
     assert all(e >= 0 for e in estimates)
     assert estimates == sorted(estimates, reverse=True)  # counting down
     assert list((cache / "startup").glob("*.json"))
+
+
+def test_serve_refuses_an_unknown_warmup_task_before_any_worker_starts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from service_server import ROOT
+
+    out = subprocess.run([sys.executable, "-m", "chord_core", "serve", "--model", "test",
+                          "--cpu-workers", "1", "--warmup-tasks", "describe,chat"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "CHORD_DATA_DIR": str(tmp_path / "data")})
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "unknown task(s) chat" in out.stderr and "describe,ground,entail" in out.stderr
+    assert "workers are loading" not in out.stderr  # refused before the workers
