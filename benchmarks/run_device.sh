@@ -84,6 +84,8 @@ if [ "${1:-}" = startup ]; then  # issue 35: start-up on one H200, random-weight
     for run in cold warm; do PYTHONPYCACHEPREFIX=/tmp/pyc python3 -X importtime -c "$imp" 2> "$OUT/importtime_$run.txt"; done
     python3 benchmarks/startup.py --model /tmp/chord-rand-7b --clip /tmp/c10.mp4 --timeout 240 \
         --out "$OUT/startup.json"
+    # the imports' thread on vs off, fresh worker processes on GPU 0 (docs/benchmarks.md)
+    python3 benchmarks/startup_imports.py --pairs 3 --gpu 0 --model /tmp/chord-rand-7b
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/startup.log"
   exit
 fi

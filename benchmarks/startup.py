@@ -4,7 +4,9 @@ request through the service, the one-shot CLI in-process and through the running
 Every figure comes from one run of this script, so the ratios are same-run ratios:
 - worker ready, cold: ``serve`` with an empty ``CHORD_CACHE_DIR`` (compile cache, test model)
   until ``/health`` answers 200, with the worker's own split (imports / load / warm-up) from
-  ``/health``'s ``startup`` block;
+  ``/health``'s ``startup`` block (``early_imports_s``: the import thread's own seconds beside
+  ``imports_s``; ``load_imports_s``: what the load step still waited for of them;
+  ``load_processor_thread_s``: the processor, loaded beside the weights);
 - worker ready, warm: the same again on the cache the cold start left;
 - first and second request: two ``describe`` jobs of different clips (the same clip would be
   answered from the first job: the content key) on the warm service, submit to result;

@@ -71,6 +71,8 @@ ENV_VARS = (
     EnvVar("CHORD_WARMUP", "workers' warm-up: `auto` (GPU workers warm up before ready, CPU "
            "workers do not), `full`, `lazy` (ready after loading; the warm-up runs between "
            "requests) or `off` (`serve --warmup`)", "workers"),
+    EnvVar("CHORD_WARMUP_TASKS", "tasks workers warm up for: `describe,ground,entail` (default "
+           "all); one left out captures on its first request (`serve --warmup-tasks`)", "workers"),
     EnvVar("CHORD_READ_AHEAD", "`0`: workers do not read the next tasks' frames while the "
            "model runs (default on)", "workers"),
     EnvVar("CHORD_READER", "frame reader: `auto` (default: NVDEC, then the CPU decode pool, "

@@ -45,18 +45,28 @@ class ModelType:
     family: str
     class_name: str
     fast_decoder: bool     # Chord's fast decoder implements its layers (no routed experts)
+    # the processor's classes (processor, image, video, tokenizer): imported early, on a
+    # thread, while a worker starts (model/preimport.py)
+    processor: tuple[str, ...] = ()
 
 
+_QWEN25_PROCESSOR = ("Qwen2_5_VLProcessor", "Qwen2VLImageProcessor", "Qwen2VLVideoProcessor",
+                     "Qwen2Tokenizer")
+_QWEN3_PROCESSOR = ("Qwen3VLProcessor", "Qwen2VLImageProcessor", "Qwen3VLVideoProcessor",
+                    "Qwen2Tokenizer")
 FAMILIES = {
     "qwen2.5-vl": Family("qwen2.5-vl", "Qwen2.5-VL", "absolute", _GROUND_PIXELS, False),
     "qwen3-vl": Family("qwen3-vl", "Qwen3-VL", "relative1000", _GROUND_RELATIVE, True,
                        thinking=True),
 }
 MODEL_TYPES = {
-    "qwen2_5_vl": ModelType("qwen2.5-vl", "Qwen2_5_VLForConditionalGeneration", True),
-    "qwen3_vl": ModelType("qwen3-vl", "Qwen3VLForConditionalGeneration", True),
+    "qwen2_5_vl": ModelType("qwen2.5-vl", "Qwen2_5_VLForConditionalGeneration", True,
+                            _QWEN25_PROCESSOR),
+    "qwen3_vl": ModelType("qwen3-vl", "Qwen3VLForConditionalGeneration", True,
+                          _QWEN3_PROCESSOR),
     # MoE text decoder, same vision tower, processor and prompts (every expert is loaded)
-    "qwen3_vl_moe": ModelType("qwen3-vl", "Qwen3VLMoeForConditionalGeneration", False),
+    "qwen3_vl_moe": ModelType("qwen3-vl", "Qwen3VLMoeForConditionalGeneration", False,
+                              _QWEN3_PROCESSOR),
 }
 COORD_MODES = tuple(sorted({f.coords for f in FAMILIES.values()}))
 DEFAULT_FAMILY = "qwen2.5-vl"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chord_core.analysis.ground_chunks import GroundChunk, assemble_ground, merge_chunks
 from chord_core.analysis.request import (
+    TASKS,
     AnalysisRequest,
     Clock,
     ProgressFn,
@@ -89,22 +90,23 @@ class Engine:
                          time.perf_counter() - t0, self._lm.info.device_map)
             return self._lm
 
-    def warmup(self, on_step: Any = None) -> dict[str, float]:
-        """Run one tiny describe and one tiny grounding batch so the first user request does
-        not pay for CUDA context, kernel selection and allocator growth, then capture the
-        decode graphs of every shape a request at the default settings reaches
-        (``warmup.py``). Returns seconds per step (``total_s`` for all);
+    def warmup(self, on_step: Any = None, tasks: Sequence[str] | None = None
+               ) -> dict[str, float]:
+        """Capture the decode graphs of every shape a request of ``tasks`` (default: all)
+        at the default settings reaches, then run one tiny request of each task so the
+        first user request does not pay for CUDA context, kernel selection and allocator
+        growth (``warmup.py``). Returns seconds per step (``total_s`` for all);
         ``on_step(detail, done, total)`` as it goes."""
         from chord_core.analysis.warmup import run_warmup
 
-        return run_warmup(self, on_step)
+        return run_warmup(self, on_step, TASKS if tasks is None else tasks)
 
-    def warmup_steps(self) -> list[Any]:
-        """The warm-up as separate steps (``warmup.WarmStep``), for a worker warming up in
-        the background between requests."""
+    def warmup_steps(self, tasks: Sequence[str] | None = None) -> list[Any]:
+        """The warm-up for ``tasks`` (default: all) as separate steps (``warmup.WarmStep``),
+        for a worker warming up in the background between requests."""
         from chord_core.analysis.warmup import warmup_steps
 
-        return warmup_steps(self, self.load())
+        return warmup_steps(self, self.load(), TASKS if tasks is None else tasks)
 
     @property
     def model_info(self) -> ModelInfo | None:

@@ -198,6 +198,25 @@ def compile_stats() -> dict[str, float]:
             "aot_cache_misses": float(c["aot_autograd"]["autograd_cache_miss"])}
 
 
+def compile_cache_env() -> None:
+    """Point inductor's and Triton's caches under the Chord cache dir (a user's own
+    ``TORCHINDUCTOR_CACHE_DIR`` / ``TRITON_CACHE_DIR`` win), so a restarted worker finds what
+    the last start compiled. Called before torch is imported (the worker's set-up, a model
+    load): the first time anything of inductor asks for its cache dir, inductor sets the
+    variable itself, to ``/tmp/torchinductor_<user>``, and a setdefault after that moment
+    would keep the compiled graphs where a container restart loses them. Their keys are
+    inductor's: the graph, the inputs' shapes and dtypes, the inductor config and torch's
+    own build hash, so a model of another shape or dtype, or another torch, compiles anew
+    beside them instead of reusing a wrong entry (tests/integration/test_compile_cache.py)."""
+    import os
+
+    from chord_core.config import default_cache_dir
+
+    root = default_cache_dir() / "compile"
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+
+
 def functions(compiled: bool) -> tuple[StepFunctions, StepFunctions]:
     """The step functions for (one row, more rows): plain, or ``torch.compile``d — shared by
     every layer (modules are arguments, so one compiled graph serves all layers of the same
@@ -209,15 +228,9 @@ def functions(compiled: bool) -> tuple[StepFunctions, StepFunctions]:
     if not compiled:
         return PLAIN, PLAIN
     if _COMPILED is None:
-        import os
-
         import torch
 
-        from chord_core.config import default_cache_dir
-
-        root = default_cache_dir() / "compile"
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
-        os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+        compile_cache_env()  # already done at the load's start; an engine given a model too
         # "duck sizing" would tie sizes that merely happen to be equal at the first trace
         # (two end tokens and a 2-row batch, say) and recompile when they part
         torch.fx.experimental._config.use_duck_shape = False

@@ -143,6 +143,27 @@ def local_snapshot(repo_id: str, cache_dir: str | Path | None = None) -> Path | 
     return Path(path)
 
 
+def config_file(model: str) -> Path | None:
+    """The ``config.json`` loading ``model`` would read, when it is on this machine already:
+    the test model's folder, a local folder, or the hub cache's snapshot (``refs/main``).
+    Plain file look-ups — no network, no huggingface_hub import — for a worker that wants to
+    know the family before transformers is imported (``preimport``, ``prefetch_weights``)."""
+    if model in TEST_MODELS:
+        from chord_core.testing.checkpoints import family_builder
+
+        folder = default_cache_dir() / "models" / family_builder(TEST_MODELS[model])[0]
+    elif Path(model).expanduser().is_dir() or not is_hub_id(model):
+        folder = Path(model).expanduser()
+    else:
+        repo = _hf_cache(None) / ("models--" + model.replace("/", "--"))
+        try:
+            folder = repo / "snapshots" / (repo / "refs" / "main").read_text().strip()
+        except OSError:
+            return None
+    path = folder / "config.json"
+    return path if path.is_file() else None
+
+
 def _endpoint() -> str:
     from huggingface_hub import constants
 

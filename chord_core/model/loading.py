@@ -2,7 +2,7 @@
 ground requests.
 
     resolve (hub.py) ─▶ dtype (placement.py) + device map (device_map.py)
-        ─▶ from_pretrained + AutoProcessor
+        ─▶ from_pretrained, with AutoProcessor on a thread beside it (``_load_processor``)
     frames + metadata ─▶ processor inputs (inputs.py) ─▶ generate ─▶ new tokens → text
 
 Rules that keep results right (see shared/design/QWEN_FACTS.md):
@@ -24,6 +24,7 @@ import logging
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -173,11 +174,14 @@ def load_model(cfg: ModelConfig) -> LoadedModel:
 def _load_model(cfg: ModelConfig) -> LoadedModel:
     laps = Laps()
     lap = laps.lap
+    from chord_core.model import preimport
     from chord_core.model.bytecode import bytecode_cache
+    from chord_core.model.decode_step import compile_cache_env
 
     bytecode_cache()  # before the first import of transformers (and torch) in this process
+    compile_cache_env()  # before anything of inductor picks its own cache dir
+    preimport.join()  # a worker's imports began at its start: what is left is waited for here
     import torch
-    from transformers import AutoProcessor
 
     from chord_core.model import fastgen
     lap("imports_s")
@@ -205,15 +209,16 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     log.info("loading %s (%s) as %s, device_map=%s", cfg.model, family, dtype,
              device_map if not isinstance(device_map, dict) or len(device_map) < 4 else
              sorted({str(v) for v in device_map.values()}))
-    model = _load_weights(cls, path, dtype=dtype, device_map=device_map, max_memory=max_memory,
-                          attn_implementation=cfg.attn_implementation)
-    lap("weights_s")
-    hf_map = dict(getattr(model, "hf_device_map", None) or {"": input_device(model)})
-    check_placement(hf_map, kind == "cuda", cfg.allow_offload)
-    model.eval()
-    processor = AutoProcessor.from_pretrained(path, trust_remote_code=False)
-    processor.tokenizer.padding_side = "left"
-    lap("processor_s")
+    with ThreadPoolExecutor(1, thread_name_prefix="chord-processor") as pool:
+        loading = pool.submit(_load_processor, path, family)  # beside the weights
+        model = _load_weights(cls, path, dtype=dtype, device_map=device_map,
+                              max_memory=max_memory, attn_implementation=cfg.attn_implementation)
+        lap("weights_s")
+        hf_map = dict(getattr(model, "hf_device_map", None) or {"": input_device(model)})
+        check_placement(hf_map, kind == "cuda", cfg.allow_offload)
+        model.eval()
+        processor, laps.steps["processor_thread_s"] = loading.result()
+    lap("processor_s")  # what was left to wait for of the processor's thread
     template = getattr(processor, "chat_template", None) or getattr(
         processor.tokenizer, "chat_template", None)
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
@@ -226,6 +231,33 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
                        decoder=decoder, coord_mode=coord_mode, load_s=laps.total(),
                        input_device=input_device(model), resolved=resolved, phases=laps.steps,
                        placement=placement or _placement_line(info.device_map, cfg))
+
+
+def _load_processor(path: str, family: str) -> tuple[Any, float]:
+    """The processor (left padding for batches) and its tokenizer's first calls — the chat
+    template of a describe and a grounding request compiled and tokenized — and the seconds
+    they took. Runs on a thread while the weights load (``_load_model``): it makes no tensor,
+    because the model's ``from_pretrained`` switches torch's default dtype process-wide
+    meanwhile, and a tensor the image processor caches on its first call (its fused mean and
+    std) would keep that dtype; the image and video processors' first calls stay in the
+    warm-up (``analysis/warmup.py``)."""
+    from transformers import AutoProcessor
+
+    from chord_core.model.prompts import describe_messages, ground_messages
+
+    t0 = time.perf_counter()
+    try:
+        processor = AutoProcessor.from_pretrained(path, trust_remote_code=False)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelError(f"could not load the processor (tokenizer, image and video "
+                         f"settings) in {path}: {type(exc).__name__}: {exc}",
+                         hint="its files may be missing or corrupt; download the model again "
+                              "(`hf download <repo> --local-dir <folder>`)") from exc
+    processor.tokenizer.padding_side = "left"
+    texts = [processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+             for messages in (describe_messages("warm-up"), ground_messages("warm-up", family))]
+    processor.tokenizer(texts)  # python lists: no tensor
+    return processor, time.perf_counter() - t0
 
 
 def _placement_line(device_map: Mapping[str, str], cfg: ModelConfig) -> str:

@@ -2,15 +2,23 @@
 what it is doing while it does (``Warming`` messages: ``/health`` and the app show them).
 
     imports ─▶ loading the model ─▶ warm-up steps (analysis/warmup.py) ─▶ Ready
-                                └─ lazy: Ready ─▶ warm-up steps between requests
+      └ thread ─┘ (joined)          └─ lazy: Ready ─▶ warm-up steps between requests
+
+The split Ready carries (``/health``'s ``startup``): ``imports_s`` from the process's start
+to the load step (torch, waited for on the main thread); ``early_imports_s``, the import
+thread's own seconds (torch, transformers, the family's model and processor classes:
+``model/preimport.py``), which ran beside it; ``load_imports_s``, what the load step still
+had to wait for of them (near zero once the thread was done); then the load's other steps
+(``load_weights_s`` …) and the warm-up's (``warmup_*``).
 
 Modes: ``auto`` (the default: GPU workers warm up before they say ready, CPU workers do not —
 they have no graphs to capture), ``full``, ``lazy`` (ready as soon as the model is loaded;
 the warm-up steps run while the worker has nothing queued, one at a time, so a request waits
 at most for the step in hand and captures only the shapes it needs itself) and ``off``.
 
-How long is left comes from the last start of the same model, devices and mode on this
-machine (a small JSON file under the Chord cache); the first start has no estimate (None).
+How long is left comes from the last start of the same model, devices, mode and warmed-up
+tasks on this machine (a small JSON file under the Chord cache); the first start has no
+estimate (None).
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
-from chord_core.config import warmup_mode
-from chord_core.errors import ChordError
+from chord_core.analysis.request import TASKS
+from chord_core.config import env_value, warmup_mode
+from chord_core.errors import ChordError, ConfigError
 from chord_core.model.bytecode import bytecode_cache, bytecode_valid
 from chord_core.runtime.messages import Ready, Warming
 
@@ -34,7 +43,7 @@ WorkerSpec = Any  # runtime.workers.WorkerSpec (which imports this module)
 
 log = logging.getLogger(__name__)
 __all__ = ["StartReport", "background_step", "bytecode_cache", "bytecode_valid", "idle",
-           "prefetch_weights", "resolve_mode", "start_engine"]
+           "prefetch_weights", "resolve_mode", "served_tasks", "start_engine", "warmup_tasks"]
 
 
 class StartReport:
@@ -51,7 +60,7 @@ class StartReport:
         from chord_core.config import default_cache_dir
 
         where = "cpu" if self.spec.is_cpu else f"gpu{len(self.spec.devices)}"
-        key = f"{self.spec.model_cfg.model}|{where}|{self.mode}"
+        key = f"{self.spec.model_cfg.model}|{where}|{self.mode}|{','.join(served_tasks())}"
         return default_cache_dir() / "startup" / (
             hashlib.sha256(key.encode()).hexdigest()[:16] + ".json")
 
@@ -86,6 +95,29 @@ def _read_history(path: Any) -> dict[str, float]:
     return data if isinstance(data, dict) else {}
 
 
+def warmup_tasks(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The tasks workers warm up for (``CHORD_WARMUP_TASKS``, ``serve --warmup-tasks``), in
+    TASKS order; unset or empty: all of them (every task the service's routes and the app's
+    pages run). An unknown name: ConfigError naming the known ones."""
+    raw = env_value("CHORD_WARMUP_TASKS", env) or ""
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    unknown = sorted(names - set(TASKS))
+    if unknown:
+        raise ConfigError(f"CHORD_WARMUP_TASKS names unknown task(s) {', '.join(unknown)}",
+                          hint=f"use some of: {','.join(TASKS)} (unset: all)")
+    return tuple(t for t in TASKS if t in names) if names else TASKS
+
+
+def served_tasks() -> tuple[str, ...]:
+    """The tasks this worker warms up for (``CHORD_WARMUP_TASKS``; ``serve`` refuses a bad
+    value before any worker starts, a worker started otherwise warms up for all of them)."""
+    try:
+        return warmup_tasks()
+    except ConfigError as exc:
+        log.warning("%s (%s); warming up for every task", exc.message, exc.hint)
+        return TASKS
+
+
 def resolve_mode(spec: WorkerSpec) -> str:
     """The warm-up this worker runs: full, lazy or off."""
     if not spec.warmup:
@@ -117,17 +149,24 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
         return None, [], report
     startup["load_s"] = lm.load_s
     startup.update({f"load_{k}": v for k, v in lm.phases.items()})
-    steps = _steps(engine) if mode != "off" else []
+    from chord_core.model import preimport
+
+    early = preimport.seconds()
+    if early is not None:  # the imports' own time on their thread, beside imports_s
+        startup["early_imports_s"] = early
+    tasks = served_tasks()  # the served tasks' shapes only
+    steps = _steps(engine, tasks) if mode != "off" else []
     if mode == "full":
         try:
             startup.update({f"warmup_{k}": v for k, v in engine.warmup(
-                on_step=report.step).items()})
+                on_step=report.step, tasks=tasks).items()})
         except Exception as exc:  # noqa: BLE001 — a failed warm-up only costs speed later
             log.warning("warm-up failed (%s); the first request will be slower", exc)
         steps = []
     startup["total_s"] = startup["ready_s"] = time.perf_counter() - t0
-    log.info("ready in %.1f s (imports %.1f, load %.1f, warm-up %.1f%s)", startup["total_s"],
-             startup["imports_s"], startup["load_s"], startup.get("warmup_total_s", 0.0),
+    log.info("ready in %.1f s (imports %.1f, load %.1f of which imports %.1f, warm-up "
+             "%.1f%s)", startup["total_s"], startup["imports_s"], startup["load_s"],
+             startup.get("load_imports_s", 0.0), startup.get("warmup_total_s", 0.0),
              ", the rest in the background" if steps else "")
     report.startup = startup
     if steps:
@@ -143,17 +182,18 @@ def start_engine(spec: WorkerSpec, outbox: Any, t0: float, factory: EngineFactor
     return engine, steps, report
 
 
-def _steps(engine: WorkerEngine) -> list[Any]:
-    """The warm-up as separate steps (an engine without them: one step, its warmup())."""
+def _steps(engine: WorkerEngine, tasks: tuple[str, ...]) -> list[Any]:
+    """The warm-up for ``tasks`` as separate steps (an engine without them: one step, its
+    warmup())."""
     from chord_core.analysis.warmup import WarmStep
 
     steps = getattr(engine, "warmup_steps", None)
     if steps is None:
         def whole(_: Any) -> None:
-            engine.warmup()
+            engine.warmup(tasks=tasks)
 
         return [WarmStep("total_s", "warm-up", whole)]
-    return list(steps())
+    return list(steps(tasks))
 
 
 def idle(inbox: Any) -> bool:
@@ -195,17 +235,15 @@ def background_step(engine: WorkerEngine, steps: list[Any], report: StartReport)
 def prefetch_weights(model: str) -> int:
     """Ask the kernel to read the checkpoint's safetensors files into the page cache now
     (``posix_fadvise`` WILLNEED: it returns at once, the disk works while the worker imports
-    torch and transformers). A hub id, or a system without fadvise: nothing. Returns the
-    bytes asked for."""
-    from pathlib import Path
+    torch and transformers). A test model, a local folder or a hub model already in the hub
+    cache; anything else, or a system without fadvise: nothing. Returns the bytes asked for."""
+    from chord_core.model.hub import config_file
 
-    from chord_core.config import TEST_MODELS, default_cache_dir
-
-    folder = default_cache_dir() / "models" if model in TEST_MODELS else Path(model)
-    if not hasattr(os, "posix_fadvise") or not folder.is_dir():
+    config = config_file(model)
+    if not hasattr(os, "posix_fadvise") or config is None:
         return 0
     asked = 0
-    for path in folder.rglob("*.safetensors"):
+    for path in config.parent.rglob("*.safetensors"):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:

@@ -138,24 +138,30 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
         spec.visible or ",".join(str(d) for d in spec.devices))
     from chord_core.runtime.startup import StartReport, prefetch_weights, resolve_mode
 
-    prefetch_weights(spec.model_cfg.model)  # the disk reads while torch imports
-    StartReport(spec, outbox, t0, resolve_mode(spec)).step("importing: torch, transformers")
+    prefetch_weights(spec.model_cfg.model)  # the disk reads while the imports run
+    StartReport(spec, outbox, t0, resolve_mode(spec)).step(
+        "importing: torch, transformers, the model and processor classes")
     prepare_process(spec)
     serve(spec, inbox, outbox, control, t0=t0)
 
 
 def prepare_process(spec: WorkerSpec) -> None:
     """What a worker's process needs before torch starts: logging with the worker's name,
-    deterministic kernels if asked, a bytecode cache, and its share of CPU threads. The
-    caller has already fixed which GPUs the process sees (CUDA_VISIBLE_DEVICES, or Ray)."""
+    deterministic kernels if asked, a bytecode cache, the model stack's imports begun on a
+    thread (``model/preimport.py``: the load step joins them), and its share of CPU threads.
+    The caller has already fixed which GPUs the process sees (CUDA_VISIBLE_DEVICES, or Ray)."""
     deterministic = deterministic_mode()
     if deterministic:  # cuBLAS needs this before CUDA starts
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     logging.basicConfig(level=logging.INFO, format=f"%(levelname)s {spec.worker_id} "
                         "%(name)s: %(message)s")
+    from chord_core.model import preimport
+    from chord_core.model.decode_step import compile_cache_env
     from chord_core.runtime.startup import bytecode_cache
 
-    bytecode_cache()
+    bytecode_cache()  # before any of the imports below
+    compile_cache_env()  # the compile cache under the Chord cache, before inductor picks one
+    preimport.start(spec.model_cfg.model)  # torch first: the line below waits for it
     import torch  # noqa: F401 — only now, after the visible GPUs are fixed
 
     if spec.cpu_threads:

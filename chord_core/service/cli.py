@@ -55,6 +55,10 @@ def add_parser(sub: Any, model_args: Any) -> None:
                         "shape of the default settings) before /health says ready; lazy: "
                         "ready once loaded, the warm-up runs between requests; full: CPU "
                         "workers too; off ($CHORD_WARMUP)")
+    g.add_argument("--warmup-tasks", default=None, metavar="describe,ground,entail",
+                   help="warm up only for these tasks (default: all the service's routes "
+                        "serve); another task captures its shapes on its first request "
+                        "($CHORD_WARMUP_TASKS)")
     model_args(p)
 
 
@@ -144,9 +148,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = _settings(args)  # refused here, before any worker starts
     if args.warmup:  # the workers read it (they inherit the environment)
         os.environ["CHORD_WARMUP"] = args.warmup
+    if args.warmup_tasks is not None:
+        os.environ["CHORD_WARMUP_TASKS"] = args.warmup_tasks
     from chord_core.config import warmup_mode
+    from chord_core.runtime.startup import warmup_tasks
 
-    warmup_mode()  # a bad CHORD_WARMUP is refused here too
+    warmup_mode()  # a bad CHORD_WARMUP (or CHORD_WARMUP_TASKS) is refused here too
+    warmup_tasks()
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "strategy": args.strategy, "cpu_workers": args.cpu_workers,
         "batch_size_per_gpu": args.batch_size})

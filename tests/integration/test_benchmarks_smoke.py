@@ -106,7 +106,8 @@ def test_startup_benchmark_smoke_mode(tmp_path, tiny_model_dir):
                 "second_request_s", "cli_through_service_s", "cli_in_process_s"):
         assert res[key] > 0, key
     for name in ("cold", "warm"):  # the worker's own split, from /health
-        assert {"imports_s", "load_s", "total_s"} <= set(res[f"worker_startup_{name}"])
+        assert {"imports_s", "early_imports_s", "load_imports_s", "load_processor_thread_s",
+                "load_s", "total_s"} <= set(res[f"worker_startup_{name}"])
     assert res["weights_mb"] > 0 and res["cli_in_process_load_s"] > 0
     assert res["serve_lazy_ready_s"] > 0 and res["serve_lazy_first_request_s"] > 0
     # in-process: after Engine.warmup() no describe_many request captured a decode step

@@ -1,7 +1,8 @@
 """The service's start as a client sees it, through a real ``serve`` on 127.0.0.1: a model
 that cannot load makes ``/health`` say ``failed`` with the loader's error (never ready), and
 a starting worker says which step it is on; ``--warmup lazy`` answers ready at once and
-warms up between requests, saying so in ``/health``."""
+warms up between requests, saying so in ``/health``; a second start says how long it has
+left from the first; an unknown ``--warmup-tasks`` task is refused before any worker."""
 
 from __future__ import annotations
 
@@ -92,3 +93,47 @@ def test_lazy_warmup_is_ready_at_once_and_warms_between_requests(tmp_path, tiny_
         assert st["state"] in ("running", "queued", "done"), st
     finally:
         stop_server(srv)
+
+
+@pytest.mark.slow  # two service starts
+def test_a_second_start_says_how_long_it_has_left_from_the_first(tmp_path, tiny_model_dir):
+    """The first start on a machine has no estimate (``left_s`` None while loading); it
+    leaves its times in the Chord cache, and the next start of the same service counts
+    down from them in /health (and sends Retry-After from it)."""
+    cache = tmp_path / "cache"
+    shutil.copytree(tiny_model_dir, cache / "models" / tiny_model_dir.name)
+    env = {"CHORD_CACHE_DIR": str(cache)}
+    seen_by_start = []
+    for run in ("first", "second"):
+        srv = start_server(tmp_path / run, "--cpu-workers", "1", wait_ready=False, env=env)
+        try:
+            r, seen = _poll(srv.url, lambda r: r.status_code == 200)
+            loading = [d for d in [srv.first_health or {}, *seen]
+                       if d.get("status") == "loading" and d.get("stage")]
+            seen_by_start.append(loading)
+            assert r.json()["workers"][0]["startup"]["total_s"] > 0
+        finally:
+            stop_server(srv)
+    first, second = seen_by_start
+    assert all(d["left_s"] is None for d in first), first
+    estimates = [d["left_s"] for d in second if d["left_s"] is not None]
+    assert estimates, second  # the second start said how long it had left
+    assert all(e >= 0 for e in estimates)
+    assert estimates == sorted(estimates, reverse=True)  # counting down
+    assert list((cache / "startup").glob("*.json"))
+
+
+def test_serve_refuses_an_unknown_warmup_task_before_any_worker_starts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from service_server import ROOT
+
+    out = subprocess.run([sys.executable, "-m", "chord_core", "serve", "--model", "test",
+                          "--cpu-workers", "1", "--warmup-tasks", "describe,chat"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "CHORD_DATA_DIR": str(tmp_path / "data")})
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "unknown task(s) chat" in out.stderr and "describe,ground,entail" in out.stderr
+    assert "workers are loading" not in out.stderr  # refused before the workers
