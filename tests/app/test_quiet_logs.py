@@ -22,8 +22,15 @@ def streamlit_logger(caplog: pytest.LogCaptureFixture) -> Iterator[logging.Logge
     """Streamlit's context logger, captured; the filter a test puts on it is taken off."""
     logger = logging.getLogger(LOGGER)
     before = list(logger.filters)
+    # each test starts with none of the app's filters (an app test earlier in the run may
+    # have put one there, and a worker-process test widens the one it finds in place)
+    logger.filters[:] = [f for f in before if not isinstance(f, WorkerContextFilter)]
     caplog.set_level(logging.WARNING, logger=LOGGER)
+    # once Streamlit has set its logging up (an app test earlier in the run), its loggers
+    # no longer propagate to the root, where caplog listens: listen on this one too
+    logger.addHandler(caplog.handler)
     yield logger
+    logger.removeHandler(caplog.handler)
     logger.filters[:] = before
 
 
