@@ -206,9 +206,15 @@ class GroupHandle:
         parent then ends cancelled)."""
         with self._lock:
             self._cancelled = True
+            self._drop_pending()
         n = self._cancel_unfinished() if stop_children else 0
         self._maybe_end()  # nothing was running: the pending ones were all it had
         return n
+
+    def _drop_pending(self) -> None:
+        """Children not started yet never will be: they count as ended (under the lock)."""
+        self._left -= len(self._pending)
+        self._pending.clear()
 
     def abandon(self) -> None:
         """This process stops driving the group now (Ctrl-C or SIGTERM of ``chord batch``):
@@ -227,9 +233,8 @@ class GroupHandle:
         self._completion.set()
 
     def _cancel_unfinished(self) -> int:
-        with self._lock:  # children not started yet never will be: they count as ended
-            self._left -= len(self._pending)
-            self._pending.clear()
+        with self._lock:
+            self._drop_pending()
         n = 0
         for child in self.children:
             st = self.status(child)
