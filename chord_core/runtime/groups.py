@@ -302,18 +302,21 @@ class GroupHandle:
             if self._pumping:
                 return
             self._pumping = True
-        try:
-            while True:
-                with self._lock:
-                    full = self._window and self._running >= self._window
-                    if full or not self._pending or self._cancelled:
-                        return
-                    index, spec = self._pending.pop(0)
-                    self._running += 1
+        while True:
+            with self._lock:  # the decision to stop and the flag change together: a child
+                # that ends after it pumps on its own, one that ended before is seen here
+                full = self._window and self._running >= self._window
+                if full or not self._pending or self._cancelled:
+                    self._pumping = False
+                    return
+                index, spec = self._pending.pop(0)
+                self._running += 1
+            try:
                 self._start(index, spec)
-        finally:
-            with self._lock:
-                self._pumping = False
+            except BaseException:
+                with self._lock:
+                    self._pumping = False
+                raise
 
     def _start(self, index: int, spec: JobSpec) -> None:
         """Start child ``index`` under its fixed id: done before (the store has its result)
