@@ -72,7 +72,8 @@ def _register(live: dict[str, GroupHandle], handle: GroupHandle) -> None:
     live[handle.parent_id] = handle
 
     def forget(h: GroupHandle) -> None:
-        live.pop(h.parent_id, None)
+        if live.get(h.parent_id) is h:  # not a later stage of the same parent
+            live.pop(h.parent_id, None)
 
     handle._on_end = forget
     handle._follow()
