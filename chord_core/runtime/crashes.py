@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -92,7 +93,14 @@ def count_death(w: WorkerSlot, starting: bool, exitcode: int | None) -> bool:
         return False
     delay = restart_delay_s(w.deaths_in_row)
     w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
-    log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid, exitcode, delay)
+    if exitcode == -signal.SIGTERM:  # a stop sent to the whole process group (systemd,
+        # `docker stop`, `timeout`) reaches the workers before the app hears it: its own
+        # shutdown follows within the back-off, and then no restart happens
+        log.info("worker %s got SIGTERM; restarting it in %.1f s unless this process is "
+                 "stopping too", wid, delay)
+    else:
+        log.warning("worker %s died (exit code %s); restarting it in %.1f s", wid, exitcode,
+                    delay)
     return True
 
 

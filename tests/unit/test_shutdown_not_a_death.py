@@ -87,12 +87,14 @@ def _until(check: Any, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize(("shutting_down", "warned", "restarts"), [
+@pytest.mark.parametrize(("shutting_down", "noted", "restarts"), [
     (True, False, 1),   # the manager asked for the stop: an end, logged at INFO, no restart
-    (False, True, 2),   # the same exit with no shutdown asked: a death, warned and restarted
+    # the same SIGTERM with no shutdown asked (a stop sent to the whole process group reaches
+    # the workers first): restarted after the back-off, said at INFO, no warning
+    (False, True, 2),
 ], ids=["at-shutdown", "while-running"])
 def test_exit_at_shutdown_is_not_a_death(caplog: pytest.LogCaptureFixture,
-                                         shutting_down: bool, warned: bool,
+                                         shutting_down: bool, noted: bool,
                                          restarts: int) -> None:
     caplog.set_level(logging.INFO, logger="chord_core.runtime")
     ex = _SigtermOnWake()
@@ -107,9 +109,28 @@ def test_exit_at_shutdown_is_not_a_death(caplog: pytest.LogCaptureFixture,
             _until(lambda: ex.starts == 2)  # restarted after the 0.5 s back-off
     finally:
         m.shutdown(timeout=2)
-    died = [r for r in caplog.records if "died (exit code -15)" in r.getMessage()]
+    sigterm = [r for r in caplog.records if "got SIGTERM; restarting it" in r.getMessage()]
     ended = [r for r in caplog.records if "ended with the shutdown (exit code -15)"
              in r.getMessage()]
-    assert bool(died) is warned and bool(ended) is shutting_down, caplog.text
-    assert all(r.levelno == logging.INFO for r in ended)
+    assert bool(sigterm) is noted and bool(ended) is shutting_down, caplog.text
+    assert all(r.levelno == logging.INFO for r in ended + sigterm)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING
+                and "cpu0" in r.getMessage()], caplog.text
     assert ex.starts == restarts
+
+
+@pytest.mark.parametrize(("exitcode", "level"), [(-15, logging.INFO), (-9, logging.WARNING),
+                                                 (1, logging.WARNING)],
+                         ids=["sigterm", "killed", "crashed"])
+def test_a_death_is_warned_unless_it_was_a_sigterm(caplog: pytest.LogCaptureFixture,
+                                                   exitcode: int, level: int) -> None:
+    """SIGTERM is how a group stop reaches a worker first; any other death is a crash."""
+    from chord_core.runtime import crashes
+    from chord_core.runtime.scheduling import WorkerSlot, WorkerState
+
+    caplog.set_level(logging.INFO, logger="chord_core.runtime")
+    slot = WorkerSlot(cpu_specs(1, ModelConfig(model="test"))[0], state=WorkerState.READY)
+    assert crashes.count_death(slot, False, exitcode) is True  # restarted after a back-off
+    assert slot.state == "restarting"
+    (record,) = [r for r in caplog.records if "cpu0" in r.getMessage()]
+    assert record.levelno == level
