@@ -20,7 +20,6 @@ attaches a group to a stored parent's children so its row ends when they have.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from chord_core.errors import GroupFailed
-from chord_core.runtime.handles import Completion, JobHandle, _resolve
+from chord_core.runtime.handles import Completion, JobHandle, woken_by
 from chord_core.runtime.jobs import JobSpec, JobState, JobStatus, stored_status
 
 if TYPE_CHECKING:
@@ -184,17 +183,7 @@ class GroupHandle:
             fn(self)
 
     def __await__(self) -> Generator[Any, None, GroupOutcome]:
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-
-        def wake(_: GroupHandle) -> None:
-            try:
-                loop.call_soon_threadsafe(_resolve, woken)
-            except RuntimeError:  # the loop closed meanwhile: no one is waiting
-                pass
-
-        self.add_done_callback(wake)
-        yield from woken.__await__()
+        yield from woken_by(self.add_done_callback)
         assert self._outcome is not None
         return self._outcome
 

@@ -144,21 +144,28 @@ class JobHandle(str):
             _call(fn, self)
 
     def __await__(self) -> Generator[Any, None, JobStatus]:
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-
-        def wake(_: JobHandle) -> None:
-            try:
-                loop.call_soon_threadsafe(_resolve, woken)
-            except RuntimeError:  # the loop closed meanwhile: no one is waiting
-                pass
-
-        self.add_done_callback(wake)
-        yield from woken.__await__()
+        yield from woken_by(self.add_done_callback)
         return self._read()
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (str, (self.job_id,))  # across processes a handle is its plain id
+
+
+def woken_by(add_done_callback: Callable[[Callable[[Any], None]], None]
+             ) -> Generator[Any, None, None]:
+    """Wait, on the running event loop, until a done callback fires (on whatever thread
+    calls it): what ``await handle`` does for a job or a group, without blocking the loop."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
+
+    def wake(_: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(_resolve, woken)
+        except RuntimeError:  # the loop closed meanwhile: no one is waiting
+            pass
+
+    add_done_callback(wake)
+    yield from woken.__await__()
 
 
 def _resolve(future: asyncio.Future) -> None:

@@ -23,7 +23,7 @@ from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.manager import JobManager
 from chord_core.runtime.workers import cpu_specs
 from chord_core.testing.videos import make_video
-from chord_core.types import ModelInfo
+from tests.unit.fake_engine import LoadedEngine
 
 
 def _drain(fair: FairShare, queued: list[tuple[str, str]]) -> list[str]:
@@ -67,21 +67,11 @@ def test_an_empty_queue_gives_nothing() -> None:
     assert FairShare().take(deque(), {}) is None
 
 
-class OrderEngine:
+class OrderEngine(LoadedEngine):
     """Records the query of each grounding it runs; the query 'block' waits on a gate."""
 
     ran: list[str] = []
     gate = threading.Event()
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        self.model_cfg = cfg
-        self.model_info = ModelInfo(id=cfg.model, dtype="float32")
-
-    def load(self) -> SimpleNamespace:
-        return SimpleNamespace(load_s=0.0, phases={})
-
-    def unload(self) -> None:
-        pass
 
     def analyze(self, request, *, on_progress=None, cancel=None, **_planned):
         if request.query == "block":

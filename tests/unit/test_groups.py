@@ -26,22 +26,12 @@ from chord_core.runtime.manager import JobManager
 from chord_core.runtime.store import Store
 from chord_core.runtime.workers import cpu_specs
 from chord_core.testing.videos import make_video
-from chord_core.types import ModelInfo
+from tests.unit.fake_engine import LoadedEngine
 
 
-class GateEngine:
+class GateEngine(LoadedEngine):
     ran: list[str] = []
     gate = threading.Event()
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        self.model_cfg = cfg
-        self.model_info = ModelInfo(id=cfg.model, dtype="float32")
-
-    def load(self) -> SimpleNamespace:
-        return SimpleNamespace(load_s=0.0, phases={})
-
-    def unload(self) -> None:
-        pass
 
     def analyze(self, request, *, on_progress=None, cancel=None, **_planned):
         GateEngine.ran.append(request.query)
