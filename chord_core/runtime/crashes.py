@@ -73,6 +73,10 @@ def no_worker_error(worker_errors: list[dict[str, str]]) -> dict[str, str]:
         + "; then start the app or the service again (its workers start anew)").to_dict()
 
 
+# how a worker ended by SIGTERM exits: through Python's exit (lifeline.py), or killed by it
+SIGTERM_EXITS = (128 + signal.SIGTERM, -signal.SIGTERM)
+
+
 def due_restarts(workers: Iterable[WorkerSlot]) -> list[WorkerSlot]:
     """The restarting workers whose back-off is over."""
     now = time.monotonic()
@@ -93,7 +97,7 @@ def count_death(w: WorkerSlot, starting: bool, exitcode: int | None) -> bool:
         return False
     delay = restart_delay_s(w.deaths_in_row)
     w.state, w.respawn_at = WorkerState.RESTARTING, time.monotonic() + delay
-    if exitcode == -signal.SIGTERM:  # a stop sent to the whole process group (systemd,
+    if exitcode in SIGTERM_EXITS:  # a stop sent to the whole process group (systemd,
         # `docker stop`, `timeout`) reaches the workers before the app hears it: its own
         # shutdown follows within the back-off, and then no restart happens
         log.info("worker %s got SIGTERM; restarting it in %.1f s unless this process is "

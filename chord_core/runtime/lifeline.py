@@ -12,7 +12,11 @@ worker itself as its very first step (``bind_to_parent``):
   becomes readable when the parent dies): portable, and it covers systems without ``prctl``.
 
 Workers also ignore SIGINT: Ctrl-C in a terminal reaches the whole process group, and the
-parent stops its workers itself (leaving their jobs queued for the next run).
+parent stops its workers itself (leaving their jobs queued for the next run). SIGTERM (a stop
+sent to the whole group by systemd, ``docker stop`` or ``timeout``, or the manager's abort)
+ends a worker through Python's own exit, with status 143: killed outright, it left its
+semaphores to the resource tracker, which warned of "leaked semaphore objects" at every such
+stop.
 """
 
 from __future__ import annotations
@@ -36,11 +40,17 @@ def bind_to_parent() -> None:
     if parent is None:  # not a multiprocessing child: nothing to bind to
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     _set_parent_death_signal()
     if os.getppid() != parent.pid:  # the parent died before the signal was armed
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent.sentinel,), name="chord-lifeline",
                      daemon=True).start()
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM: exit through the interpreter's shutdown (finalizers run), status 128 + 15."""
+    raise SystemExit(128 + signum)
 
 
 def _set_parent_death_signal() -> bool:

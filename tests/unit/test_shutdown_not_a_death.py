@@ -119,9 +119,9 @@ def test_exit_at_shutdown_is_not_a_death(caplog: pytest.LogCaptureFixture,
     assert ex.starts == restarts
 
 
-@pytest.mark.parametrize(("exitcode", "level"), [(-15, logging.INFO), (-9, logging.WARNING),
-                                                 (1, logging.WARNING)],
-                         ids=["sigterm", "killed", "crashed"])
+@pytest.mark.parametrize(("exitcode", "level"), [(-15, logging.INFO), (143, logging.INFO),
+                                                 (-9, logging.WARNING), (1, logging.WARNING)],
+                         ids=["sigterm", "sigterm-own-exit", "killed", "crashed"])
 def test_a_death_is_warned_unless_it_was_a_sigterm(caplog: pytest.LogCaptureFixture,
                                                    exitcode: int, level: int) -> None:
     """SIGTERM is how a group stop reaches a worker first; any other death is a crash."""
