@@ -100,6 +100,7 @@ class FolderWatcher:
         self._ready: list[tuple[str, int, int]] = []  # settled, to claim together
         self._jobs: dict[str, str] = {}  # key → job id, submitted and not finished
         self._idle_gen = 0
+        self._idle_armed = False  # an --idle-exit timer is waiting (since the folder went idle)
         self._scanned = False  # the first rescan ran (before it, nothing is known to be idle)
         self._observer: Any = None
         self._chapters: Any = None
@@ -158,18 +159,25 @@ class FolderWatcher:
 
     def _check_idle(self) -> None:
         """``--once``: finished when nothing is left; ``--idle-exit S``: when nothing was
-        left and nothing new came for S seconds (a timer, cancelled by any change)."""
+        left and nothing new came for S seconds (a timer armed once when the folder went
+        idle, cancelled by any change). Re-armed on every idle round, the timer was pushed
+        back by each rescan that found nothing: with S equal to the rescan period (30 s,
+        the README's example) it never fired, and ``watch`` never exited."""
         if self.busy() or not self._scanned:
-            self._idle_gen += 1
+            self._idle_gen += 1  # cancels the armed timer
+            self._idle_armed = False
             return
         if self.once:
             self.finished.set()
-        elif self.idle_exit is not None and not self.finished.is_set():
-            gen = self._idle_gen = self._idle_gen + 1
+        elif self.idle_exit is not None and not self.finished.is_set() \
+                and not self._idle_armed:
+            self._idle_armed, gen = True, self._idle_gen
 
             def fire() -> None:
                 if gen == self._idle_gen and not self.busy():
                     self.finished.set()
+                elif gen == self._idle_gen:
+                    self._idle_armed = False  # busy again: the next idle round re-arms
             self.inbox.after(self.idle_exit, fire)
 
     # -- files ----------------------------------------------------------------------------
