@@ -77,3 +77,22 @@ def test_a_folder_of_1500_new_files_is_claimed_whole(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.parametrize("rescan_s", ["2", "0.7"], ids=["idle-equals-rescan", "rescan-faster"])
+def test_idle_exit_ends_watch_when_rescans_find_nothing(tmp_path, rescan_s: str):
+    """``--idle-exit S`` ends ``watch`` S seconds after the folder went idle, however often
+    it is rescanned meanwhile: each rescan that found nothing re-armed the timer, so with S
+    equal to the rescan period (the README's 30 s and 30 s) it never fired."""
+    import time
+
+    media, data = tmp_path / "media", tmp_path / "data"
+    (media / "cams").mkdir(parents=True)
+    env = dict(os.environ, CHORD_MEDIA_ROOTS=str(media), CHORD_DATA_DIR=str(data))
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "chord_core", "watch", str(media / "cams"), "--idle-exit", "2",
+         "--rescan-s", rescan_s, "--model", "test", "--cpu-workers", "1"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=45, errors="replace")  # hung: fails here
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert time.monotonic() - t0 < 40, "watch did not end at its idle time"
