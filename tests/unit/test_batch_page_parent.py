@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -23,25 +22,16 @@ from chord_core.runtime.store import Store
 from chord_core.runtime.store_parents import children
 from chord_core.runtime.workers import cpu_specs
 from chord_core.testing.videos import make_video
-from chord_core.types import ModelInfo, ProgressEvent
+from chord_core.types import ProgressEvent
 from chord_ui import batch_jobs
 from chord_ui.batch_jobs import PendingClip
+from tests.unit.fake_engine import LoadedEngine
 
 GATE = threading.Event()
 
 
-class ClipEngine:
+class ClipEngine(LoadedEngine):
     """'bad' raises VideoError, 'block' waits on GATE (honouring cancel), others finish."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        self.model_cfg = cfg
-        self.model_info = ModelInfo(id=cfg.model, dtype="float32")
-
-    def load(self) -> SimpleNamespace:
-        return SimpleNamespace(load_s=0.0, phases={})
-
-    def unload(self) -> None:
-        pass
 
     def analyze(self, request, *, on_progress=None, cancel=None, **_planned):
         on_progress(ProgressEvent("probe", "probing", 0, 0, 0.0))
