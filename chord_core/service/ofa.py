@@ -291,13 +291,13 @@ async def batch_predict(request: Request) -> dict[str, Any]:
             statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request,
                                           parent=parent_id)
         except TimeoutError:
-            await rt.end_parent(parent_id, None)
+            await rt.stopped_waiting(parent_id)
             raise ApiError(503, f"the tasks took longer than {settings.request_timeout_s:g} s "
                                 "and were cancelled",
                            "send fewer tasks per request, or raise CHORD_API_TIMEOUT_S",
                            {"Retry-After": "10"}) from None
         except ClientGone:
-            await rt.end_parent(parent_id, None)
+            await rt.stopped_waiting(parent_id)
             raise
         for slot, task_id, st in zip(slots, ids, statuses):
             out[slot] = prediction(task_id, st)

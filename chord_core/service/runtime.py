@@ -87,7 +87,7 @@ class ServiceRuntime:
         (no one is left to read the answer: the workers should not keep computing it). Only
         jobs no other live request waits on are cancelled (``waiting``): a second, identical
         request sharing them still gets every answer. ``parent``: the request's parent job,
-        counted as waited on too (``end_parent`` leaves it to the last waiter)."""
+        counted as waited on too (``stopped_waiting`` leaves it to the last waiter)."""
         handles = await run_in_threadpool(self._handles, job_ids)
         held = [h.job_id for h in handles] + ([parent] if parent else [])
         self._waiters.update(held)
@@ -133,19 +133,18 @@ class ServiceRuntime:
 
         return await run_in_threadpool(submit_all)
 
-    async def end_parent(self, parent_id: str, statuses: Sequence[JobStatus] | None) -> None:
-        """The request stopped waiting (timed out, or its client left: ``statuses`` None):
-        its group ends cancelled once its children have (those no other request waits on
-        were cancelled by ``wait_all``) — unless another request for the same parent still
-        waits on it. Answered requests (``statuses`` given) leave the end to the group."""
-        if statuses is not None:
-            return
+    async def stopped_waiting(self, parent_id: str) -> None:
+        """The request stopped waiting (timed out, or its client left): its group ends
+        cancelled once its children have (those no other request waits on were cancelled by
+        ``wait_all``) — unless another request for the same parent still waits on it. An
+        answered request leaves the end to its group. Off the event loop: a group whose
+        children have all ended writes its row now."""
         if self.waiting(parent_id):
             log.info("%s: left to the other request still waiting on it", parent_id)
             return
         group = live_group(self.manager, parent_id)
         if group is not None:
-            group.cancel(stop_children=False)
+            await run_in_threadpool(group.cancel, stop_children=False)
 
     def _handles(self, job_ids: Sequence[str]) -> list[Any]:
         return [j if isinstance(j, JobHandle) else handle_of(self.manager, self.store, j)
