@@ -39,7 +39,8 @@ def submit_group(manager: JobRunner, group: GroupSpec, children: Sequence[JobSpe
         for i, spec in enumerate(children):
             done = store.find_done(spec.key) if reuse_done and store is not None \
                 and spec.key else None
-            job_id = done or str(manager.submit(replace(spec, parent=group.parent_id)))
+            job_id = done or str(manager.submit(
+                replace(spec, parent=group.children_parent or group.parent_id)))
             handle.children.append(GroupChild(i, job_id, spec.label, reused=done is not None))
     _register(live, handle)
     return handle
@@ -48,6 +49,7 @@ def submit_group(manager: JobRunner, group: GroupSpec, children: Sequence[JobSpe
 def run_stage(manager: JobRunner, parent_id: str,
               children: Sequence[tuple[str, JobSpec]], *, in_flight: int,
               policy: EndPolicy = EndPolicy.FIRST_FAILURE, label: str = "",
+              children_parent: str = "",
               on_child: Callable[[GroupChild, JobStatus | None], None] | None = None
               ) -> GroupHandle:
     """A stage of a parent its driver holds (a long run's chunks, then its summary): the
@@ -56,9 +58,11 @@ def run_stage(manager: JobRunner, parent_id: str,
     reused, one the manager runs already is attached to. The runtime follows them and ends
     the stage by ``policy``; the parent's row stays its driver's (no summary or end is
     written here). ``on_child`` hears of each child that finished (on the dispatcher
-    thread: keep it quick)."""
+    thread: keep it quick). ``children_parent``: the row the children belong to, when
+    ``parent_id`` names the stage alone (a live stream's chunk: ``GroupSpec``)."""
     handle = GroupHandle(manager, GroupSpec(parent_id, kind="stage", label=label,
-                                            noun="chunk"), policy, None)
+                                            noun="chunk", children_parent=children_parent),
+                         policy, None)
     handle.owns_row, handle.on_child, handle._window = False, on_child, max(1, in_flight)
     handle.children = [GroupChild(i, job_id, spec.label) for i, (job_id, spec)
                        in enumerate(children)]

@@ -69,6 +69,9 @@ class GroupSpec:
     # inputs that could not become children (an unreadable clip): (label, message) each,
     # counted as failed children when the parent ends
     failed_before: tuple[tuple[str, str], ...] = ()
+    # the row the children name as their parent ("": this group's own); a live stream's
+    # chunk is a group whose children belong to the stream run's row
+    children_parent: str = ""
 
 
 @dataclass(frozen=True)
@@ -320,7 +323,8 @@ class GroupHandle:
             except KeyError:
                 running = False
             if not running:
-                self.manager.submit(replace(spec, parent=self.parent_id), job_id=child.job_id)
+                self.manager.submit(replace(spec, parent=self.group.children_parent
+                                            or self.parent_id), job_id=child.job_id)
         self._handle(child.job_id).add_done_callback(self._when_done(child))
 
     def _end(self) -> None:

@@ -93,12 +93,16 @@ class StreamHub:
         create_tables(self.index)
         self.table = StreamTable(self.index)
         self._live: dict[str, _Live] = {}
-        self._pending: dict[str, list[Any]] = {}  # chunk path → [jobs not finished, state]
+        # the chunks whose jobs run (each a group of the runtime, ``run_stage``: it follows
+        # the chunk's jobs and says when the last has ended), by segment path
+        self._chunks: set[str] = set()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # notified when no chunk is pending
         # set on every state change and finished chunk (a follower waits on it, then clears)
         self.changed = threading.Event()
-        self._done: queue.Queue[tuple[str, str, str, Any] | None] = queue.Queue()
+        # the runtime's news of a chunk, taken in order by the follower (the dispatcher's
+        # thread only queues it): ("job", …) a chunk job ended, ("end", …) its last one had
+        self._done: queue.Queue[tuple[Any, ...] | None] = queue.Queue()
         self._follower = threading.Thread(target=self._follow, name="live-chunks", daemon=True)
         self._follower.start()
 
@@ -177,7 +181,7 @@ class StreamHub:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every recorded chunk's jobs ended (True) or ``timeout`` passed."""
         with self._idle:
-            return self._idle.wait_for(lambda: not self._pending, timeout)
+            return self._idle.wait_for(lambda: not self._chunks, timeout)
 
     def shutdown(self) -> None:
         with self._lock:
@@ -213,8 +217,12 @@ class StreamHub:
             log.warning("stream %s: chunk %s not analysed: %s", live.source.shown, seg.seq, exc)
 
     def _submit(self, live: _Live, seg: Segment) -> dict[str, Any]:
+        """The chunk's jobs, as one group of the runtime (a stage of the stream run's row:
+        the jobs are that row's children); its ids by task for the chunk's row."""
         from chord_core.analysis.request import AnalysisRequest
         from chord_core.config import SamplingConfig
+        from chord_core.runtime.group_start import run_stage
+        from chord_core.runtime.groups import EndPolicy
         from chord_core.runtime.jobs import JobSpec
 
         s, base = live.settings, f"{live.parent}-c{seg.seq:06d}"
@@ -225,23 +233,42 @@ class StreamHub:
         if s.target:
             todo.append(("ground", s.target, f"{base}-g"))
         jobs: dict[str, Any] = {"entail": {}}
-        with self._lock:
-            self._pending[seg.path] = [len(todo), "done"]
         for task, query, job_id in todo:
-            spec = JobSpec(AnalysisRequest(seg.path, task, query, SamplingConfig(fps=s.fps),
-                                           max_new_tokens=s.max_new_tokens,
-                                           media_roots=(str(live.folder),)),
-                           model=s.model, label=f"{live.source.shown} #{seg.seq}",
-                           parent=live.parent)
-            handle = self.manager.submit(spec, job_id=job_id)
             if task == "entail":
-                jobs["entail"][query] = str(handle)
+                jobs["entail"][query] = job_id
             else:
-                jobs[task] = str(handle)
-            handle.add_done_callback(
-                lambda h, t=task, q=query, p=seg.path, sid=seg.stream_id:
-                self._done.put((sid, p, t, (q, h))))
+                jobs[task] = job_id
+        if not todo:
+            return jobs
+        label = f"{live.source.shown} #{seg.seq}"
+        children = [(job_id, JobSpec(
+            AnalysisRequest(seg.path, task, query, SamplingConfig(fps=s.fps),
+                            max_new_tokens=s.max_new_tokens,
+                            media_roots=(str(live.folder),)),
+            model=s.model, label=label)) for task, query, job_id in todo]
+        what = {job_id: (task, query) for task, query, job_id in todo}
+        sid, path = seg.stream_id, seg.path
+
+        def job_ended(child: Any, status: Any) -> None:
+            self._done.put(("job", sid, path, *what[child.job_id], child.job_id, status))
+
+        with self._lock:  # counted before any job can end (wait_idle sees it at once)
+            self._chunks.add(path)
+        try:
+            group = run_stage(self.manager, base, children, in_flight=len(children),
+                              policy=EndPolicy.BEST_EFFORT, label=label,
+                              children_parent=live.parent, on_child=job_ended)
+        except BaseException:
+            self._forget(path)
+            raise
+        group.add_done_callback(lambda g: self._done.put(("end", sid, path, g)))
         return jobs
+
+    def _forget(self, path: str) -> None:
+        with self._lock:
+            self._chunks.discard(path)
+            if not self._chunks:
+                self._idle.notify_all()
 
     def _follow(self) -> None:
         while True:
@@ -249,24 +276,33 @@ class StreamHub:
             if item is None:
                 return
             try:
-                self._finished(*item)
+                if item[0] == "job":
+                    self._job_ended(*item[1:])
+                else:
+                    self._chunk_ended(*item[1:])
             except Exception as exc:  # noqa: BLE001 — one chunk's trouble stops no other
-                log.warning("stream %s: a chunk result not followed: %s", item[0], exc)
+                log.warning("stream %s: a chunk result not followed: %s", item[1], exc)
 
-    def _finished(self, stream_id: str, path: str, task: str, what: Any) -> None:
+    def _chunk_ended(self, stream_id: str, path: str, group: Any) -> None:
+        """The chunk's last job ended: its row's state is the group's ("failed" or
+        "cancelled" when one of its jobs was; its alerts were counted as each job ended)."""
+        self._forget(path)
+        self.table.chunk_done(stream_id, path, group.result(0).state.value, 0)
+        self.changed.set()
+
+    def _job_ended(self, stream_id: str, path: str, task: str, statement: str, job_id: str,
+                   status: Any) -> None:
         from chord_core.library.alerts import moments, store_alert
 
-        statement, handle = what
-        status = handle.status() if callable(handle.status) else handle.status
         fired = 0
-        if task == "entail" and str(status.state) == "done":
+        if task == "entail" and status is not None and str(status.state) == "done":
             live = self._live.get(stream_id)
             threshold = live.settings.threshold if live else 0.8
             doc = status.result.to_dict() if status.result is not None else {}
             frames = (doc.get("entailment") or {}).get("frames") or []
             log.debug("chunk %s: %s frames checked, threshold %s", path, len(frames), threshold)
             check = {"clip_key": f"{stream_id}:{Path(path).name}", "statement": statement,
-                     "path": path, "job_id": str(handle)}
+                     "path": path, "job_id": job_id}
             for m in moments(frames, threshold):
                 alert_id = store_alert(self.index, stream_id, check, m)
                 if alert_id is None:
@@ -276,18 +312,7 @@ class StreamHub:
                             Path(path).name, m["probability"])
                 if live is not None and live.hooks is not None:
                     live.hooks.put({"id": alert_id, "watch": stream_id, **check, **m})
-        with self._lock:
-            left = self._pending.get(path, [1, "done"])
-            left[0] -= 1
-            if str(status.state) != "done":
-                left[1] = str(status.state)
-            finished = left[0] <= 0
-            if finished:
-                self._pending.pop(path, None)
-                if not self._pending:
-                    self._idle.notify_all()
-        # the chunk's state is set once all of its jobs ended ("failed"/"cancelled": one did)
-        self.table.chunk_done(stream_id, path, left[1] if finished else "analysing", fired)
+        self.table.chunk_done(stream_id, path, "analysing", fired)
         self.changed.set()
 
 

@@ -51,6 +51,10 @@ def test_an_hls_stream_is_recorded_and_alerts_on_its_segments(tmp_path) -> None:
         assert hub.wait_idle(120)
         chunks = {c["path"]: c for c in hub.table.chunks(sid, limit=100)}
         assert len(chunks) >= 2 and all(c["state"] == "done" for c in chunks.values())
+        run = hub.describe(sid)  # each chunk's jobs are children of the stream run's row
+        job_ids = [j for c in chunks.values() for j in c["jobs"]["entail"].values()]
+        parents = {store.get_job(j)["parent"] for j in job_ids}
+        assert len(parents) == 1 and parents.pop().startswith(f"{sid}-r"), run
         alerts = [a for a in latest_alerts(hub.index) if a["path"] in chunks]
         assert {a["path"] for a in alerts} == set(chunks), alerts
         for alert in alerts:  # each points at a playable segment and a second inside it
