@@ -22,7 +22,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
-from chord_core.runtime.groups import GroupHandle, GroupSpec
+from chord_core.runtime.groups import GroupHandle, GroupSpec, tally
 
 if TYPE_CHECKING:
     from chord_ui.batch_jobs import BatchClip, BatchRun
@@ -80,11 +80,7 @@ class PageSummary:
     def doc(self, handle: GroupHandle) -> dict[str, Any]:
         """The parent's summary: the run, each clip's job and state, and its progress."""
         states = self.states(handle)
-        counts: dict[str, int] = {}
-        for c, state, _ in states:
-            key = "skipped" if c.skipped else state
-            counts[key] = counts.get(key, 0) + 1
-        done = sum(state in ("done", "failed", "cancelled") for _, state, _ in states)
+        counts, done = tally((state, bool(c.skipped)) for c, state, _ in states)
         return {"batch_id": self.run.batch_id, "task": self.run.task, "query": self.run.query,
                 "model": self.run.model, "counts": counts,
                 "items": [{"clip": c.name, "job_id": c.job_id, "state": state,

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, Sequence
 from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import BatchStopped, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
-from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec
+from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec, tally
 from chord_core.runtime.jobs import JobSpec, JobState
 from chord_core.runtime.protocols import JobRunner, JobStore
 
@@ -99,11 +99,7 @@ class BatchSummary:
         return [it for it in self.items if it.write_error]
 
     def counts(self) -> dict[str, int]:
-        c: dict[str, int] = {}
-        for it in self.items:
-            c["skipped" if it.skipped else it.state] = c.get(
-                "skipped" if it.skipped else it.state, 0) + 1
-        return c
+        return tally((it.state, bool(it.skipped)) for it in self.items)[0]
 
     def to_dict(self) -> dict[str, Any]:
         return {"batch_id": self.batch_id, "task": self.task, "query": self.query,
@@ -187,14 +183,11 @@ def batch_doc(summary: BatchSummary, group: GroupHandle | None = None) -> dict[s
     doc = summary.to_dict()
     states = {c.job_id: st for c, st in zip(group.children, group.statuses())
               if st is not None} if group is not None else {}
-    counts: dict[str, int] = {}
     for item in doc["items"]:
         st = states.get(item["job_id"])
         if st is not None and not item["skipped"]:
             item["state"] = st.state.value
-        key = "skipped" if item["skipped"] else item["state"]
-        counts[key] = counts.get(key, 0) + 1
-    done = sum(JobState(i["state"]).finished for i in doc["items"])
+    counts, done = tally((i["state"], bool(i["skipped"])) for i in doc["items"])
     return {**doc, "counts": counts,
             "progress": {"stage": "clips", "done": done, "total": len(doc["items"])}}
 

@@ -24,7 +24,7 @@ import logging
 import threading
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterable, Sequence
 
 from chord_core.errors import GroupFailed
 from chord_core.runtime.handles import Completion, JobHandle, woken_by
@@ -152,11 +152,8 @@ class GroupHandle:
 
     def counts(self) -> dict[str, int]:
         """Children by state now (a reused child counts as ``skipped``)."""
-        out: dict[str, int] = {}
-        for child, st in zip(self.children, self.statuses()):
-            key = "skipped" if child.reused else (st.state.value if st else "gone")
-            out[key] = out.get(key, 0) + 1
-        return out
+        return tally((st.state.value if st else "gone", child.reused)
+                     for child, st in zip(self.children, self.statuses()))[0]
 
     def finished(self) -> int:
         """How many children have finished (reused ones included)."""
@@ -364,16 +361,28 @@ class GroupHandle:
         return JobState.DONE, None
 
 
+def tally(states: Iterable[tuple[str, bool]]) -> tuple[dict[str, int], int]:
+    """``(state, skipped)`` of each child → children by state (a skipped one, done before,
+    counts as ``skipped``) and how many have finished (``gone``: a job the store lost,
+    counted finished). Every parent's summary counts its children with this."""
+    counts: dict[str, int] = {}
+    finished = 0
+    for state, skipped in states:
+        key = "skipped" if skipped else state
+        counts[key] = counts.get(key, 0) + 1
+        finished += state == "gone" or JobState(state).finished
+    return counts, finished
+
+
 def default_summary(handle: GroupHandle) -> dict[str, Any]:
     """The parent's summary: its children's counts, each child's job and state, and its
     progress (``{"stage": <noun>s, "done", "total"}``)."""
-    items: list[dict[str, Any]] = []
-    done = 0
-    for child, st in zip(handle.children, handle.statuses()):
-        items.append({"job_id": child.job_id, "label": child.label, "reused": child.reused,
-                      "state": st.state.value if st else "gone",
-                      "error": st.error if st else None})
-        done += st is None or st.state.finished
-    return {"counts": handle.counts(), "items": items,
+    pairs = list(zip(handle.children, handle.statuses()))
+    counts, done = tally((st.state.value if st else "gone", child.reused)
+                         for child, st in pairs)
+    items = [{"job_id": child.job_id, "label": child.label, "reused": child.reused,
+              "state": st.state.value if st else "gone", "error": st.error if st else None}
+             for child, st in pairs]
+    return {"counts": counts, "items": items,
             "progress": {"stage": f"{handle.group.noun}s", "done": done,
                          "total": len(items)}}
