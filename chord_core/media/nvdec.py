@@ -262,10 +262,10 @@ class NvdecReader:
         if req.on_progress is not None:
             req.on_progress(n, len(req.indices))
         stopped = req.indices[n] if n < len(req.indices) else None
-        out: dict[str, Any] = {k: round(v, 4) for k, v in (stats or {}).items()}
+        out: dict[str, Any] = {k: round(v, 6) for k, v in (stats or {}).items()}
         out.update(sessions=parts, on_device=kept, **{
             ("to_host_s" if not kept else "assemble_s"): round(time.perf_counter() - t, 4)})
-        out.update({f"pool_{k}": round(v, 4) for k, v in self.pool.stats.items()})
+        out.update({f"pool_{k}": round(v, 6) for k, v in self.pool.stats.items()})
         return FrameRead(frames, tuple(req.indices[:n]), times, self.name, stopped_at=stopped,
                          stats=out)
 

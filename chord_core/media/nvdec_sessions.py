@@ -248,24 +248,26 @@ class SessionPool:
             ticket = batch[0].ticket
             positions = [j.pos for j in batch]
             t = time.perf_counter()
+            failed: BaseException | None = None
             try:
                 if slot.held is None:
                     slot.held = Held(f.make())
                     with self._cv:
                         self.stats["opened"] += 1
-                        slot.lane.opened = True
                 result, stats = f.work(slot.held, [j.read for j in batch])
-                ticket.put(positions, result, stats, slot.index)
             except BaseException as exc:  # noqa: BLE001 — the read's caller raises it
+                failed = exc
                 if type(exc).__name__ != "JobCancelled":
                     slot.held = None  # its state is unknown: the lane's next GOP reopens
-                ticket.fail(exc, len(batch))
-            finally:
-                with self._cv:
-                    slot.running = False
-                    self.stats["busy_s"] += time.perf_counter() - t
-                    slot.lane.queued = max(0.0, slot.lane.queued - sum(j.cost for j in batch))
-                    slot.lane.opened = slot.held is not None
-                    if not slot.queue:  # the plan's idea of the lane is now the session's
-                        slot.lane.queued = 0.0
-                        slot.lane.last = slot.held.last if slot.held is not None else -1
+            with self._cv:  # before the read hears of it: its next read plans on this
+                slot.running = False
+                self.stats["busy_s"] += time.perf_counter() - t
+                slot.lane.queued = max(0.0, slot.lane.queued - sum(j.cost for j in batch))
+                slot.lane.opened = slot.held is not None
+                if not slot.queue:  # the plan's idea of the lane is now the session's
+                    slot.lane.queued = 0.0
+                    slot.lane.last = slot.held.last if slot.held is not None else -1
+            if failed is not None:
+                ticket.fail(failed, len(batch))
+            else:
+                ticket.put(positions, result, stats, slot.index)
