@@ -53,7 +53,8 @@ class Ticket:
     """One read's GOPs in flight: their results by position, the first error, stage times
     summed over the sessions, and which lanes worked for it."""
 
-    def __init__(self, jobs: int, cancel: threading.Event | None) -> None:
+    def __init__(self, jobs: int, cancel: threading.Event | None, work: Work) -> None:
+        self.work = work  # decodes this read's GOPs (its size, rotation, checks)
         self.results: list[Any] = [None] * jobs
         self.left = jobs
         self.error: BaseException | None = None
@@ -131,7 +132,6 @@ class _Slot:
 @dataclass
 class _File:
     make: Callable[[], Any]
-    work: Work
     slots: list[_Slot] = field(default_factory=list)
 
 
@@ -149,12 +149,12 @@ class SessionPool:
                work: Work, cap: int, cancel: threading.Event | None = None) -> Ticket:
         """Queue ``reads`` (one read's GOPs, in clip order) on the file's sessions; ``make``
         opens a session (in its thread), ``work`` decodes GOPs on one (see :data:`Work`)."""
-        ticket = Ticket(len(reads), cancel)
+        ticket = Ticket(len(reads), cancel, work)
         with self._cv:
             f = self._files.get(key)
             if f is None:
-                f = self._files[key] = _File(make, work)
-            f.make, f.work = make, work
+                f = self._files[key] = _File(make)
+            f.make = make
             self._files.move_to_end(key)
             self._evict()
             lanes = [s.lane for s in f.slots]
@@ -254,7 +254,7 @@ class SessionPool:
                     slot.held = Held(f.make())
                     with self._cv:
                         self.stats["opened"] += 1
-                result, stats = f.work(slot.held, [j.read for j in batch])
+                result, stats = ticket.work(slot.held, [j.read for j in batch])
             except BaseException as exc:  # noqa: BLE001 — the read's caller raises it
                 failed = exc
                 if type(exc).__name__ != "JobCancelled":

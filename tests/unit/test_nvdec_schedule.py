@@ -208,3 +208,18 @@ def test_a_wrong_pts_fails_the_read_not_the_other_reads(clip):
     with pytest.raises(ReaderFailed, match="has pts"):
         bad.result()
     check(good.result(), tuple(range(30, 300, 9)), s)
+
+
+def test_reads_in_flight_together_each_keep_their_own_size(clip):
+    s, made = FakeStream(frames=1200, gop=60, size_wh=(64, 48)), []
+    r, info = reader(s, made, Gated, decoders=4), clip(s)
+    Gated.gate.set()
+    r.read(ReadRequest(info, (0,), (32, 24)))
+    Gated.gate.clear()
+    small = r.submit(ReadRequest(info, tuple(range(100, 400, 7)), (16, 12)))
+    large = r.submit(ReadRequest(info, tuple(range(300, 700, 9)), (48, 36)))
+    Gated.gate.set()
+    a, b = small.result(), large.result()
+    assert a.frames.shape[1:] == (12, 16, 3) and b.frames.shape[1:] == (36, 48, 3)
+    check(a, tuple(range(100, 400, 7)), s)
+    check(b, tuple(range(300, 700, 9)), s)
