@@ -125,8 +125,9 @@ class NvdecReader:
         gops = plan_gops(inside(req.indices, index), index.keyframes)
         path = req.info.path
         st = os.stat(path)
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, str(self._device()))
-        gpu = self._device().index or 0
+        device = self._device()  # the caller's (a session thread's own would be cuda:0)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, str(device))
+        gpu = device.index or 0
 
         def make() -> Any:
             from chord_core.media.confined import source
@@ -140,7 +141,7 @@ class NvdecReader:
         def work(held: Any, reads: Sequence[Any]) -> tuple[Any, dict[str, float]]:
             spent: dict[str, float] = {}
             wanted = [k for r in reads for k in r.wanted]
-            return self._decode(held, wanted, index, req, spent), spent
+            return self._decode(held, wanted, index, req, spent, device), spent
 
         ticket = self.pool.submit(key, gops, make, work, count, req.cancel)
         return PendingRead(self, req, index, ticket, t0, time.perf_counter() - t0)
@@ -184,7 +185,8 @@ class NvdecReader:
         return torch.device("cuda", torch.cuda.current_device())
 
     def _decode(self, held: Any, wanted: Sequence[int], index: Any, req: ReadRequest,
-                stats: dict[str, float] | None = None) -> tuple[list[int], list[int], Any]:
+                stats: dict[str, float] | None = None, device: Any = None
+                ) -> tuple[list[int], list[int], Any]:
         """(indices, pts, frames on the device at the request's size) of ``wanted`` on one
         session (``held.last`` kept at its last frame). ``stats``: seconds in the decoder's
         calls, in the per-frame checks and DLPack imports (Python, under the GIL) and in
@@ -224,8 +226,8 @@ class NvdecReader:
             held.last = max(held.last, asked[len(frames) - 1] if frames else held.last)
             t2 = time.perf_counter()
             if pics:
-                done.append(_resize(torch.stack(pics).to(self._device()), req.size_wh,
-                                    req.info.rotation))
+                on = device or self._device()
+                done.append(_resize(torch.stack(pics).to(on), req.size_wh, req.info.rotation))
             spent["nvdec_calls_s"] += t1 - t0
             spent["frame_checks_s"] += t2 - t1
             spent["resize_launch_s"] += time.perf_counter() - t2
