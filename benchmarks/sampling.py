@@ -24,9 +24,9 @@ non-reference frames skipped); ``ours_keyframes`` reads only the keyframes (one 
 each: what chapters' samples read once they snap to keyframes). ``--ways`` picks ways.
 
 ``ours_gop_t1`` is the same read on one decoder with one FFmpeg thread (each process of the
-CPU pool gets ``cores / procs`` threads: one on a 2-core machine); ``ours_gop_fast`` adds
-FFmpeg's shortcuts (no loop filter, every B-frame not wanted skipped) and ``fast_error`` says
-how far its frames are from ``ours_gop_t1``'s exact ones; ``ffmpeg_t1`` is ffmpeg with
+CPU pool gets ``cores / procs`` threads: one on a 2-core machine); ``ours_gop_bidir`` skips
+every B-frame not wanted, ``ours_gop_fast`` also the loop filter, and ``bidir_error`` /
+``fast_error`` say how far their frames are from ``ours_gop_t1``'s exact ones; ``ffmpeg_t1`` is ffmpeg with
 ``-threads 1``. ``ours_gop_pool`` is the product's read (``CpuPoolReader`` over the kept
 pool of ``max(2, cores)`` decode processes, started before the timing), the pool processes'
 CPU read from ``/proc`` and counted.
@@ -126,12 +126,12 @@ FRAMES: dict[str, np.ndarray] = {}  # the gop ways' frames, for the pixel error 
 
 
 def ours_gop_in(info, indices: list[int], size_wh: tuple[int, int], name: str,
-                threads: int = 1, fast: bool = False) -> int:
+                threads: int = 1, fast: str = "") -> int:
     """Keyframe to keyframe in this process on one decoder with ``threads`` FFmpeg threads
     (1: what each process of the CPU pool gets on a 2-core machine: ``cores / procs``).
-    ``fast``: also skip the loop filter everywhere and every B-frame not wanted (``BIDIR``
-    instead of ``NONREF``): not exact where a P-frame refers to a B-frame (x264's
-    b-pyramid); ``fast_error`` says by how much."""
+    ``fast``: ``bidir`` skips every B-frame not wanted (``BIDIR`` instead of ``NONREF``):
+    not exact where a P-frame refers to a B-frame (x264's b-pyramid); ``fast`` also skips
+    the loop filter everywhere. ``bidir_error`` / ``fast_error`` say by how much."""
     from chord_core.media import packet_index as pi
     from chord_core.media.gop_reader import AvGopDecoder
     from chord_core.media.readers import CpuPoolReader, ReadRequest
@@ -140,6 +140,7 @@ def ours_gop_in(info, indices: list[int], size_wh: tuple[int, int], name: str,
         dec = AvGopDecoder(path, threads=threads)
         if fast:
             dec.skip_unwanted = "BIDIR"
+        if fast == "fast":
             dec.ctx.options = {"skip_loop_filter": "all"}  # applied when the codec opens
         return dec
 
@@ -262,8 +263,10 @@ def main() -> int:
             "ours_opencv": lambda: ours(clip, indices, size_wh, "opencv"),
             "ours_gop": lambda: ours_gop(info, indices, size_wh),
             "ours_gop_t1": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_t1"),
+            "ours_gop_bidir": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_bidir",
+                                                  fast="bidir"),
             "ours_gop_fast": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_fast",
-                                                 fast=True),
+                                                 fast="fast"),
             "ours_keyframes": lambda: ours_keyframes(info, size_wh)}
     res["kept"] = {name: measure(res, name, fn, args.repeats)
                    for name, fn in runs.items() if name in ways}
@@ -285,15 +288,16 @@ def main() -> int:
             res["kept"]["ffmpeg_t1"] = measure(
                 res, "ffmpeg_t1", lambda: ffmpeg(clip, args.fps, size_wh, binary, 1),
                 args.repeats)
-        for name in ("ours", "ours_gop", "ours_gop_t1", "ours_gop_fast", "ours_gop_pool",
-                     "ours_keyframes"):
+        for name in ("ours", "ours_gop", "ours_gop_t1", "ours_gop_bidir", "ours_gop_fast",
+                     "ours_gop_pool", "ours_keyframes"):
             if f"{name}_cpu_s" in res:
                 res[f"{name}_cpu_vs_ffmpeg"] = round(res[f"{name}_cpu_s"] / res["ffmpeg_cpu_s"], 3)
     else:
         res["ffmpeg_s"] = None
         res["ffmpeg_note"] = "no ffmpeg binary on PATH"
-    if "ours_gop_t1" in FRAMES and "ours_gop_fast" in FRAMES:
-        res["fast_error"] = fast_error(FRAMES["ours_gop_t1"], FRAMES["ours_gop_fast"])
+    for way in ("bidir", "fast"):
+        if "ours_gop_t1" in FRAMES and f"ours_gop_{way}" in FRAMES:
+            res[f"{way}_error"] = fast_error(FRAMES["ours_gop_t1"], FRAMES[f"ours_gop_{way}"])
     if "decode_every_frame_s" in res and "ours_s" in res:
         res["ours_vs_decode_every_frame"] = res["decode_every_frame_s"] / res["ours_s"]
     if "ours_s" in res:
