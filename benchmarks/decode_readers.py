@@ -40,6 +40,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
@@ -202,15 +203,23 @@ def _busy(sampler: Any, t0: float, t1: float) -> dict[str, Any]:
 
 
 def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
-                 sampler: Any = None, on_gpu: bool = False, size: int = 512
-                 ) -> dict[str, Any]:
+                 sampler: Any = None, on_gpu: bool = False, size: int = 512,
+                 in_flight: int = 1) -> dict[str, Any]:
     """Chord's reader chain forced onto ``reader`` alone: dense, sparse or keyframes, in
     reads of ``size`` frames (a read's GOPs are split over the sessions: 512 dense frames
     are 9 GOPs of a 2-s GOP at 30 fps, so 8 sessions get 2, 1, … GOPs and wait for the one
     with 2). The first read is untimed (an NVDEC row's sessions open there, a
     fresh reader each row); the rest are timed, with the reader's own stage times summed
     (``FrameRead.stats``). ``on_gpu``: NVDEC's frames stay on the GPU (the product's path
-    when the model is there) instead of coming back to the host."""
+    when the model is there) instead of coming back to the host. ``in_flight``: NVDEC reads
+    submitted ahead (``NvdecReader.submit``), so the next read's GOPs queue behind this
+    one's on the sessions, as the read-ahead and several jobs' reads do.
+
+    The sessions' busy share: ``decoder_busy_share`` is the seconds inside the decoder's
+    calls summed over the sessions (``nvdec_calls_s``) over sessions × the row's wall time
+    (near 1: the decoder is the limit); ``session_busy_share`` is the same with each
+    session thread's whole time on its GOPs (the pool's ``busy_s``: checks, DLPack and the
+    resize launch included)."""
     from chord_core.media.packet_index import packet_index
     from chord_core.media.probe import probe
     from chord_core.media.readers import ReadRequest, read_frames_auto, reader_chain
@@ -230,25 +239,47 @@ def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
         chain = reader_chain(reader)[:1]
     device = "cuda" if on_gpu and reader == "nvdec" else None
     slices = [tuple(indices[s:s + size]) for s in range(0, len(indices), size)]
-    read_frames_auto(ReadRequest(info, slices[0], (448, 252), model_device=device), chain)
+    first = read_frames_auto(ReadRequest(info, slices[0], (448, 252), model_device=device),
+                             chain)
+    busy0 = float(first.stats.get("pool_busy_s", 0.0))
     t0, w0 = time.perf_counter(), time.time()
     got_n, seen, stages = 0, set(), {}
-    for part in slices[1:] or slices:
-        got = read_frames_auto(ReadRequest(info, part, (448, 252), model_device=device),
-                               chain)
+    pending: deque[Any] = deque()
+
+    def take(got: Any) -> None:
+        nonlocal got_n
         got_n += len(got.indices)
         seen.add(got.reader)
         for k, v in got.stats.items():
-            if isinstance(v, float):
-                stages[k] = round(stages.get(k, 0.0) + v, 3)
-            elif k.startswith("pool_") or k in ("sessions", "procs"):
+            if k.startswith("pool_") or k in ("sessions", "procs"):
                 stages[k] = v
-        del got
+            elif isinstance(v, float):
+                stages[k] = stages.get(k, 0.0) + v
+
+    for part in slices[1:] or slices:
+        req = ReadRequest(info, part, (448, 252), model_device=device)
+        if in_flight > 1 and reader == "nvdec":
+            pending.append(chain[0].submit(req))
+            if len(pending) >= in_flight:
+                take(pending.popleft().result())
+        else:
+            take(read_frames_auto(req, chain))
+    while pending:
+        take(pending.popleft().result())
     if device:
         import torch
 
         torch.cuda.synchronize()
-    out = _rate(got_n, time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    out = _rate(got_n, wall)
+    if reader == "nvdec":
+        from chord_core.config import nvdec_decoders
+
+        n = nvdec_decoders()
+        out.update(in_flight=in_flight, decoder_busy_share=round(
+            stages.get("nvdec_calls_s", 0.0) / (n * wall), 4), session_busy_share=round(
+            (float(stages.get("pool_busy_s", busy0)) - busy0) / (n * wall), 4))
+    stages = {k: round(v, 4) if isinstance(v, float) else v for k, v in stages.items()}
     out.update(reader=sorted(seen), asked=len(indices), timed=got_n, stages=stages,
                **_busy(sampler, w0, time.time()))
     return out
@@ -276,6 +307,8 @@ def main() -> int:
     ap.add_argument("--kinds", default="dense,sparse,keyframes", help="chord rows' reads")
     ap.add_argument("--nvdec-decoders", default="4,8", help="chord nvdec rows: sessions per GPU")
     ap.add_argument("--slice", type=int, default=512, help="chord rows: frames a read")
+    ap.add_argument("--in-flight", default="1",
+                    help="chord nvdec rows: reads submitted ahead, e.g. 1,3 (_qN rows for N>1)")
     ap.add_argument("--on-gpu", action="store_true",
                     help="chord nvdec rows also with the frames kept on the GPU (_gpu rows)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
@@ -303,15 +336,18 @@ def main() -> int:
             for n in counts:
                 if n:
                     os.environ["CHORD_NVDEC_DECODERS"] = n
-                for kind in args.kinds.split(","):
+                flights = [int(q) for q in args.in_flight.split(",")] if name == "nvdec" \
+                    else [1]
+                for kind, q in ((k, q) for k in args.kinds.split(",") for q in flights):
                     row = f"chord_{name}_{kind}" + (f"_x{n}" if n else "")
                     row += f"_slice{args.slice}" if args.slice != 512 else ""
+                    row += f"_q{q}" if q > 1 else ""
                     res[row] = attempt(chord_reader, args.clip, args.frames, args.every, name,
-                                       kind, sampler, False, args.slice)
+                                       kind, sampler, False, args.slice, q)
                     if args.on_gpu and name == "nvdec":
                         res[row + "_gpu"] = attempt(chord_reader, args.clip, args.frames,
                                                     args.every, name, kind, sampler, True,
-                                                    args.slice)
+                                                    args.slice, q)
                     Path(args.out).write_text(json.dumps(res, indent=2))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=1))

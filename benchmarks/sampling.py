@@ -23,6 +23,14 @@ the packet index, only the GOPs the samples need, no GOP's tail after its last s
 non-reference frames skipped); ``ours_keyframes`` reads only the keyframes (one decoded frame
 each: what chapters' samples read once they snap to keyframes). ``--ways`` picks ways.
 
+``ours_gop_t1`` is the same read on one decoder with one FFmpeg thread (each process of the
+CPU pool gets ``cores / procs`` threads: one on a 2-core machine); ``ours_gop_bidir`` skips
+every B-frame not wanted, ``ours_gop_fast`` also the loop filter, and ``bidir_error`` /
+``fast_error`` say how far their frames are from ``ours_gop_t1``'s exact ones; ``ffmpeg_t1`` is ffmpeg with
+``-threads 1``. ``ours_gop_pool`` is the product's read (``CpuPoolReader`` over the kept
+pool of ``max(2, cores)`` decode processes, started before the timing), the pool processes'
+CPU read from ``/proc`` and counted.
+
 ``ours_opencv_s`` times the same ``read_frames`` call forced onto its OpenCV route (the route
 before PyAV), for comparison. Each ``*_s`` (median wall seconds) has a ``*_cpu_s`` twin: median
 CPU seconds of one run, threads and the ffmpeg child included, steadier than wall time when
@@ -114,6 +122,71 @@ def ours_gop(info, indices: list[int], size_wh: tuple[int, int]) -> int:
     return len(got.indices)
 
 
+FRAMES: dict[str, np.ndarray] = {}  # the gop ways' frames, for the pixel error of the fast one
+
+
+def ours_gop_in(info, indices: list[int], size_wh: tuple[int, int], name: str,
+                threads: int = 1, fast: str = "") -> int:
+    """Keyframe to keyframe in this process on one decoder with ``threads`` FFmpeg threads
+    (1: what each process of the CPU pool gets on a 2-core machine: ``cores / procs``).
+    ``fast``: ``bidir`` skips every B-frame not wanted (``BIDIR`` instead of ``NONREF``):
+    not exact where a P-frame refers to a B-frame (x264's b-pyramid); ``fast`` also skips
+    the loop filter everywhere. ``bidir_error`` / ``fast_error`` say by how much."""
+    from chord_core.media import packet_index as pi
+    from chord_core.media.gop_reader import AvGopDecoder
+    from chord_core.media.readers import CpuPoolReader, ReadRequest
+
+    def make(path: str) -> AvGopDecoder:
+        dec = AvGopDecoder(path, threads=threads)
+        if fast:
+            dec.skip_unwanted = "BIDIR"
+        if fast == "fast":
+            dec.ctx.options = {"skip_loop_filter": "all"}  # applied when the codec opens
+        return dec
+
+    pi._cache.clear()
+    got = CpuPoolReader(procs=1, decoder_factory=make).read(
+        ReadRequest(info, tuple(indices), size_wh))
+    FRAMES[name] = got.frames
+    return len(got.indices)
+
+
+def fast_error(exact: np.ndarray, fast: np.ndarray) -> dict[str, float]:
+    """|fast − exact| over the sampled frames (uint8 levels): mean, the worst frame's mean,
+    the 99th percentile of every pixel value."""
+    d = np.abs(exact.astype(np.int16) - fast.astype(np.int16))
+    per = d.reshape(len(d), -1).mean(axis=1)
+    return {"mean_abs": round(float(per.mean()), 3), "worst_frame_mean_abs":
+            round(float(per.max()), 3), "p99_abs": float(np.percentile(d[:, ::3, ::3], 99)),
+            "frames": len(d)}
+
+
+def pool_cpu_s() -> float:
+    """CPU seconds the CPU decode pool's live processes have used so far (``/proc``)."""
+    from chord_core.media import decode_pool
+
+    pool, total = decode_pool._pool, 0.0
+    for pid in list(getattr(pool, "_processes", None) or {}):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def ours_gop_pool(info, indices: list[int], size_wh: tuple[int, int], procs: int) -> int:
+    """The product's keyframe-to-keyframe read: ``procs`` decode processes of the kept pool
+    (``cores / procs`` FFmpeg threads each), frames sent back through pipes; the pool is
+    started before the timing (a service keeps it), its processes' CPU counted."""
+    from chord_core.media import packet_index as pi
+    from chord_core.media.readers import CpuPoolReader, ReadRequest
+
+    pi._cache.clear()
+    got = CpuPoolReader(procs=procs).read(ReadRequest(info, tuple(indices), size_wh))
+    return len(got.indices)
+
+
 def ours_keyframes(info, size_wh: tuple[int, int]) -> int:
     from chord_core.media.packet_index import packet_index
 
@@ -121,9 +194,11 @@ def ours_keyframes(info, size_wh: tuple[int, int]) -> int:
     return ours_gop(info, keys, size_wh)
 
 
-def ffmpeg(path: Path, fps: float, size_wh: tuple[int, int], binary: str) -> int:
+def ffmpeg(path: Path, fps: float, size_wh: tuple[int, int], binary: str,
+           threads: int = 0) -> int:
     w, h = size_wh
-    proc = subprocess.run([binary, "-v", "error", "-i", str(path), "-vf",
+    more = ["-threads", str(threads)] if threads else []
+    proc = subprocess.run([binary, "-v", "error", *more, "-i", str(path), "-vf",
                            f"fps={fps},scale={w}:{h}:flags=area", "-f", "rawvideo",
                            "-pix_fmt", "rgb24", "-"], capture_output=True, check=True)
     return len(proc.stdout) // (w * h * 3)
@@ -138,15 +213,16 @@ def _cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(res: dict, name: str, fn, repeats: int) -> object:
+def measure(res: dict, name: str, fn, repeats: int, others=lambda: 0.0) -> object:
     """``res[name_s]``: median wall seconds; ``res[name_cpu_s]``: median CPU seconds (all
-    threads and child processes: robust on a shared machine). Returns ``fn``'s result."""
+    threads and child processes: robust on a shared machine; ``others()``: CPU seconds so
+    far of processes that outlive the run, the decode pool's). Returns ``fn``'s result."""
     cpu: list[float] = []
 
     def run() -> object:
-        cpu0 = _cpu_s()
+        cpu0 = _cpu_s() + others()
         out = fn()
-        cpu.append(_cpu_s() - cpu0)
+        cpu.append(_cpu_s() + others() - cpu0)
         return out
 
     res[f"{name}_s"], out = timed(run, repeats)
@@ -186,9 +262,21 @@ def main() -> int:
             "ours": lambda: ours(clip, indices, size_wh),
             "ours_opencv": lambda: ours(clip, indices, size_wh, "opencv"),
             "ours_gop": lambda: ours_gop(info, indices, size_wh),
+            "ours_gop_t1": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_t1"),
+            "ours_gop_bidir": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_bidir",
+                                                  fast="bidir"),
+            "ours_gop_fast": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_fast",
+                                                 fast="fast"),
             "ours_keyframes": lambda: ours_keyframes(info, size_wh)}
     res["kept"] = {name: measure(res, name, fn, args.repeats)
                    for name, fn in runs.items() if name in ways}
+    if "ours_gop_pool" in ways:
+        procs = max(2, os.cpu_count() or 2)
+        ours_gop_pool(info, indices[:len(indices) // 8], size_wh, procs)  # starts the pool
+        res["kept"]["ours_gop_pool"] = measure(
+            res, "ours_gop_pool", lambda: ours_gop_pool(info, indices, size_wh, procs),
+            args.repeats, pool_cpu_s)
+        res["ours_gop_pool_procs"] = procs
     binary = shutil.which("ffmpeg")
     if "ffmpeg" not in ways:
         binary = None
@@ -196,12 +284,20 @@ def main() -> int:
         n2 = measure(res, "ffmpeg", lambda: ffmpeg(clip, args.fps, size_wh, binary),
                      args.repeats)
         res["kept"]["ffmpeg"] = n2
-        for name in ("ours", "ours_gop", "ours_keyframes"):
+        if "ffmpeg_t1" in ways:  # the decoder's own cost without frame threads
+            res["kept"]["ffmpeg_t1"] = measure(
+                res, "ffmpeg_t1", lambda: ffmpeg(clip, args.fps, size_wh, binary, 1),
+                args.repeats)
+        for name in ("ours", "ours_gop", "ours_gop_t1", "ours_gop_bidir", "ours_gop_fast",
+                     "ours_gop_pool", "ours_keyframes"):
             if f"{name}_cpu_s" in res:
                 res[f"{name}_cpu_vs_ffmpeg"] = round(res[f"{name}_cpu_s"] / res["ffmpeg_cpu_s"], 3)
     else:
         res["ffmpeg_s"] = None
         res["ffmpeg_note"] = "no ffmpeg binary on PATH"
+    for way in ("bidir", "fast"):
+        if "ours_gop_t1" in FRAMES and f"ours_gop_{way}" in FRAMES:
+            res[f"{way}_error"] = fast_error(FRAMES["ours_gop_t1"], FRAMES[f"ours_gop_{way}"])
     if "decode_every_frame_s" in res and "ours_s" in res:
         res["ours_vs_decode_every_frame"] = res["decode_every_frame_s"] / res["ours_s"]
     if "ours_s" in res:

@@ -232,6 +232,7 @@ class Engine:
 
             self._ahead = ReadAhead()
         self._ahead.model_device = frames_device(self._lm)
+        self._ahead.streams = 2 if self._ahead.model_device else 1  # NVDEC: reads overlap
         self._ahead.expect(upcoming, now=now)
 
     def _read(self, info: VideoInfo, sampling_plan: SamplingPlan, clock: Clock

@@ -124,7 +124,12 @@ def _threads() -> int:
 
 
 class AvGopDecoder:
-    """PyAV: seek to a keyframe, flush, decode forward (the real :class:`GopDecoder`)."""
+    """PyAV: seek to a keyframe, flush, decode forward (the real :class:`GopDecoder`).
+    ``skip_unwanted``: FFmpeg's ``skip_frame`` for packets of frames not wanted (``NONREF``:
+    exact; ``benchmarks/sampling.py`` measures ``BIDIR``'s saving and pixel error, where a
+    P-frame may refer to a skipped B-frame)."""
+
+    skip_unwanted = "NONREF"
 
     def __init__(self, name: str, threads: int = 0, slice_only: bool = False) -> None:
         import av
@@ -151,7 +156,7 @@ class AvGopDecoder:
         self.box.seek(key_pts, stream=self.stream, backward=True, any_frame=False)
         self.ctx.flush_buffers()
         skip_other = "NONKEY" if keyframes_only else \
-            "NONREF" if wanted_pts and self.ctx.name in NONREF_CODECS else "DEFAULT"
+            self.skip_unwanted if wanted_pts and self.ctx.name in NONREF_CODECS else "DEFAULT"
         current = None
         try:
             for packet in self.box.demux(self.stream):

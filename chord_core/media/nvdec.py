@@ -1,11 +1,12 @@
 """The NVDEC reader: NVIDIA's hardware decoder through PyNvVideoCodec (optional dependency).
 
 ``SimpleDecoder`` sessions (``output_color_type=RGB``, device memory) are opened per file and
-GPU and kept for the file's later reads (:mod:`chord_core.media.nvdec_sessions`: lent to one
-read at a time, each going forward through the file); a read's GOPs
-(:mod:`chord_core.media.gop`) are split over ``CHORD_NVDEC_DECODERS`` sessions (default 4:
-an H200 has several NVDEC engines, one session keeps one busy), each fed by its own thread
-with ``get_batch_frames_by_index`` (the decode calls release the GIL). Frames arrive as
+GPU and kept for the file's later reads, ``CHORD_NVDEC_DECODERS`` a file (default 4: an H200
+has several NVDEC engines, one session keeps one busy). A read's GOPs
+(:mod:`chord_core.media.gop`) are placed on the sessions by decoded-frame cost
+(:mod:`chord_core.media.nvdec_plan`), queued behind the GOPs of reads still in flight, and
+each session's own thread decodes its queue with ``get_batch_frames_by_index`` (the decode
+calls release the GIL; :mod:`chord_core.media.nvdec_sessions`). Frames arrive as
 DLPack tensors on the GPU; they are resized (area averaging) and turned upright there, so
 only model-sized frames exist after the decoder — and when the request's ``model_device`` is
 this GPU they stay a torch CUDA tensor (T×H×W×3 uint8) that the model's preprocessing takes
@@ -90,7 +91,9 @@ class NvdecReader:
     """See module docstring. ``factory`` and ``device`` replace the real sessions (tests:
     a fake decoder whose frames are host arrays behind DLPack). Sessions live in a
     :class:`~chord_core.media.nvdec_sessions.SessionPool` for the reader's lifetime (the
-    product's reads share one reader a process: :func:`shared_reader`)."""
+    product's reads share one reader a process: :func:`shared_reader`), each fed GOPs by
+    its own thread; :meth:`submit` queues a read behind those in flight, :meth:`read`
+    waits for it."""
 
     name = "nvdec"
 
@@ -101,10 +104,16 @@ class NvdecReader:
         self.decoders, self.factory, self.device = decoders, factory, device
         self.pool = SessionPool(SESSION_FILES)
         self._shifts: dict[tuple, int] = {}
+        self._shift_lock = threading.Lock()
 
     def read(self, req: ReadRequest) -> FrameRead:
+        return self.submit(req).result()
+
+    def submit(self, req: ReadRequest) -> "PendingRead":
+        """Queue ``req``'s GOPs on the file's sessions and return at once (a refusal is
+        raised here): several reads submitted together keep every session busy."""
         from chord_core.config import nvdec_decoders
-        from chord_core.media.gop import plan_gops, split_reads
+        from chord_core.media.gop import plan_gops
 
         t0 = time.perf_counter()
         factory = self.factory or _real_factory()
@@ -113,85 +122,49 @@ class NvdecReader:
         if why:
             raise ReaderUnavailable(why)
         count = self.decoders or nvdec_decoders()
-        parts = split_reads(plan_gops(inside(req.indices, index), index.keyframes), count)
-        wanted = [[k for r in part for k in r.wanted] for part in parts]
-        key, held = self._borrow(req.info.path, factory, [w[0] for w in wanted], count)
-        stats: dict[str, float] = {"setup_s": time.perf_counter() - t0}
-        ok = False
-        try:
-            shift = self._shift(req.info.path, held[-1], index)
-            got = self._decode_parts(held, wanted, index, req, shift, stats)
-            out = self._assemble(req, index, got, len(parts), stats)
-            ok = True
-            return out
-        finally:
-            self.pool.give_back(key, held, ok)
-
-    def _borrow(self, path: str, factory: SessionFactory, firsts: list[int], count: int
-                ) -> tuple[tuple, list[Any]]:
-        from chord_core.media.confined import source
-
+        gops = plan_gops(inside(req.indices, index), index.keyframes)
+        path = req.info.path
         st = os.stat(path)
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, str(self._device()))
-        gpu = self._device().index or 0
+        device = self._device()  # the caller's (a session thread's own would be cuda:0)
+        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns, str(device))
+        gpu = device.index or 0
 
         def make() -> Any:
+            from chord_core.media.confined import source
+
             try:
                 with source(path) as name:
                     return factory(name, gpu)
             except Exception as exc:  # noqa: BLE001 — the stream is not NVDEC's
                 raise ReaderUnavailable(f"NVDEC cannot open it ({exc})") from exc
 
-        return key, self.pool.borrow(key, firsts, make, cap=count)
+        def work(held: Any, reads: Sequence[Any]) -> tuple[Any, dict[str, float]]:
+            spent: dict[str, float] = {}
+            wanted = [k for r in reads for k in r.wanted]
+            return self._decode(held, wanted, index, req, spent, device), spent
 
-    def _decode_parts(self, held: list[Any], wanted: list[list[int]], index: Any,
-                      req: ReadRequest, shift: int, stats: dict[str, float]) -> list[Any]:
-        """Each part on its own session, one thread each (the decode calls release the
-        GIL); the time each stage took, summed over the sessions, into ``stats``."""
-        got: list[Any] = [None] * len(wanted)
-        errors: list[BaseException] = []
-        lock = threading.Lock()
+        ticket = self.pool.submit(key, gops, make, work, count, req.cancel)
+        return PendingRead(self, req, index, ticket, t0, time.perf_counter() - t0)
 
-        def work(i: int) -> None:
-            mine: dict[str, float] = {}
-            try:
-                got[i] = self._decode(held[i].session, wanted[i], index, req, shift, mine)
-                held[i].last = got[i][0][-1] if got[i][0] else held[i].last
-            except BaseException as exc:  # noqa: BLE001 — re-raised below, in the caller
-                errors.append(exc)
-            with lock:
-                for k, v in mine.items():
-                    stats[k] = stats.get(k, 0.0) + v
-
-        t = time.perf_counter()
-        threads = [threading.Thread(target=work, args=(i,), name=f"chord-nvdec-{i}")
-                   for i in range(len(wanted))]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        stats["decode_wall_s"] = time.perf_counter() - t
-        if errors:
-            if isinstance(errors[0], (ReaderFailed, ReaderUnavailable)):
-                raise errors[0]
-            raise ReaderFailed(f"{type(errors[0]).__name__}: {errors[0]}") from errors[0]
-        return got
-
-    def _shift(self, path: str, held: Any, index: Any) -> int:
-        """NVDEC's pts of frame 0 minus the packet index's (once per file). PyNvVideoCodec's
-        demuxer does not apply an MP4 edit list the way PyAV's does (measured on an H200:
-        frame 0 at −1024 in 1/15360 against PyAV's 0), so pts are compared after this one
-        constant; every frame must then carry exactly its index entry's pts. Asked of the
-        session of the read's last part (the one least likely to start at frame 0: a
-        session asked for frame 0 twice reopens the file)."""
+    def _shift(self, path: str, held: Any, index: Any, spent: dict[str, float]
+               ) -> tuple[int, Any]:
+        """(NVDEC's pts of frame 0 minus the packet index's, frame 0 when this call decoded
+        it). PyNvVideoCodec's demuxer does not apply an MP4 edit list the way PyAV's does
+        (measured on an H200: frame 0 at −1024 in 1/15360 against PyAV's 0), so pts are
+        compared after this one constant per file; every frame must then carry exactly its
+        index entry's pts. Asked once per file, of the first session to decode for it."""
         key = (os.path.realpath(path), index.pts[0], len(index.pts))
-        if key not in self._shifts:
+        with self._shift_lock:
+            if key in self._shifts:
+                return self._shifts[key], None
+            t = time.perf_counter()
             first = held.session.get_batch_frames_by_index([0])
+            spent["nvdec_calls_s"] = spent.get("nvdec_calls_s", 0.0) + time.perf_counter() - t
             if not first:
                 raise ReaderFailed("NVDEC decoded no frame 0")
-            self._shifts[key] = int(first[0].getPTS()) - index.pts[0]
             held.last = 0
-        return self._shifts[key]
+            self._shifts[key] = int(first[0].getPTS()) - index.pts[0]
+            return self._shifts[key], first[0]
 
     def _keeps(self, req: ReadRequest) -> bool:
         """The frames stay a tensor: the model runs on the device they were decoded on."""
@@ -211,29 +184,35 @@ class NvdecReader:
             return torch.device(self.device)
         return torch.device("cuda", torch.cuda.current_device())
 
-    def _decode(self, session: Any, wanted: Sequence[int], index: Any, req: ReadRequest,
-                shift: int = 0, stats: dict[str, float] | None = None
+    def _decode(self, held: Any, wanted: Sequence[int], index: Any, req: ReadRequest,
+                stats: dict[str, float] | None = None, device: Any = None
                 ) -> tuple[list[int], list[int], Any]:
-        """(indices, pts, frames on the device at the request's size) of one session;
-        ``shift``: NVDEC's pts minus the packet index's (see :meth:`_shift`). ``stats``:
-        seconds in the decoder's calls, in the per-frame checks and DLPack imports (Python,
-        under the GIL) and in launching the resize (asynchronous on the GPU)."""
+        """(indices, pts, frames on the device at the request's size) of ``wanted`` on one
+        session (``held.last`` kept at its last frame). ``stats``: seconds in the decoder's
+        calls, in the per-frame checks and DLPack imports (Python, under the GIL) and in
+        launching the resize (asynchronous on the GPU)."""
         import torch
 
         ks: list[int] = []
         pts: list[int] = []
         done: list[Any] = []  # model-sized batches (copies: the decoder reuses its surfaces)
         spent = {"nvdec_calls_s": 0.0, "frame_checks_s": 0.0, "resize_launch_s": 0.0}
+        shift, zero = self._shift(req.info.path, held, index, spent)
+        todo = list(wanted)
         step = frames_per_call(index.size_wh)
-        for s in range(0, len(wanted), step):
+        while todo:
             if req.cancel is not None and req.cancel.is_set():
                 from chord_core.errors import JobCancelled
 
                 raise JobCancelled("reading video frames was cancelled",
                                    hint="start the job again")
-            asked = list(wanted[s:s + step])
             t0 = time.perf_counter()
-            frames = session.get_batch_frames_by_index(asked)
+            if zero is not None and todo[0] == 0:  # frame 0 came with the pts shift
+                asked, frames, zero = [0], [zero], None
+            else:
+                asked = todo[:step]
+                frames = held.session.get_batch_frames_by_index(asked)
+            del todo[:len(asked)]
             t1 = time.perf_counter()
             pics = []
             for k, frame in zip(asked, frames):
@@ -244,10 +223,11 @@ class NvdecReader:
                 ks.append(k)
                 pts.append(p)
                 pics.append(torch.from_dlpack(frame))
+            held.last = max(held.last, asked[len(frames) - 1] if frames else held.last)
             t2 = time.perf_counter()
             if pics:
-                done.append(_resize(torch.stack(pics).to(self._device()), req.size_wh,
-                                    req.info.rotation))
+                on = device or self._device()
+                done.append(_resize(torch.stack(pics).to(on), req.size_wh, req.info.rotation))
             spent["nvdec_calls_s"] += t1 - t0
             spent["frame_checks_s"] += t2 - t1
             spent["resize_launch_s"] += time.perf_counter() - t2
@@ -262,15 +242,21 @@ class NvdecReader:
         import torch
 
         t = time.perf_counter()
+        got = [g for g in got if g is not None]  # a merged batch's later GOPs hold None
         ks = [k for g in got for k in g[0]]
         pts = [p for g in got for p in g[1]]
         stacks = [g[2] for g in got if g[2] is not None]
+        order = sorted(range(len(ks)), key=ks.__getitem__)  # a lane's batch spans GOPs
+        ks, pts = [ks[i] for i in order], [pts[i] for i in order]
         n = 0
         while n < len(req.indices) and n < len(ks) and ks[n] == req.indices[n]:
             n += 1
         if n == 0:
             raise ReaderFailed("NVDEC decoded no wanted frame")
-        frames = torch.cat(stacks)[:n]
+        frames = torch.cat(stacks)
+        if order != list(range(len(order))):
+            frames = frames[torch.tensor(order[:n], device=frames.device)]
+        frames = frames[:n]
         times = tuple(round(float((p - index.pts[0]) * index.time_base), 6) for p in pts[:n])
         kept = self._keeps(req)
         if not kept:
@@ -278,12 +264,35 @@ class NvdecReader:
         if req.on_progress is not None:
             req.on_progress(n, len(req.indices))
         stopped = req.indices[n] if n < len(req.indices) else None
-        out: dict[str, Any] = {k: round(v, 4) for k, v in (stats or {}).items()}
+        out: dict[str, Any] = {k: round(v, 6) for k, v in (stats or {}).items()}
         out.update(sessions=parts, on_device=kept, **{
             ("to_host_s" if not kept else "assemble_s"): round(time.perf_counter() - t, 4)})
-        out.update({f"pool_{k}": v for k, v in self.pool.stats.items()})
+        out.update({f"pool_{k}": round(v, 6) for k, v in self.pool.stats.items()})
         return FrameRead(frames, tuple(req.indices[:n]), times, self.name, stopped_at=stopped,
                          stats=out)
+
+
+class PendingRead:
+    """A submitted NVDEC read (:meth:`NvdecReader.submit`); :meth:`result` waits for its
+    GOPs and assembles the frames in the request's order, each with its own pts time."""
+
+    def __init__(self, reader: NvdecReader, req: ReadRequest, index: Any, ticket: Any,
+                 t0: float, setup_s: float) -> None:
+        self.reader, self.req, self.index, self.ticket = reader, req, index, ticket
+        self.t0, self.setup_s = t0, setup_s
+
+    def result(self) -> FrameRead:
+        try:
+            got = self.ticket.wait()
+        except (ReaderFailed, ReaderUnavailable):
+            raise
+        except Exception as exc:  # noqa: BLE001 — the decoder's own errors: next reader
+            if type(exc).__name__ == "JobCancelled":
+                raise
+            raise ReaderFailed(f"{type(exc).__name__}: {exc}") from exc
+        stats = dict(self.ticket.stats, setup_s=self.setup_s,
+                     decode_wall_s=time.perf_counter() - self.t0 - self.setup_s)
+        return self.reader._assemble(self.req, self.index, got, len(self.ticket.lanes), stats)
 
 
 _SHARED: dict[str, NvdecReader] = {}

@@ -88,16 +88,19 @@ class _Read:
 
 
 class ReadAhead:
-    """Expected reads, run one at a time, oldest first, on a daemon thread."""
+    """Expected reads, oldest first, ``streams`` at a time on daemon threads."""
 
     def __init__(self, *, max_bytes: int = READ_AHEAD_BYTES,
-                 model_device: str | None = None) -> None:
+                 model_device: str | None = None, streams: int = 1) -> None:
         self.max_bytes = max_bytes
         self.model_device = model_device  # frames decoded there stay there (read_plan_full)
+        # reads run at once: NVDEC's sessions take the next read's GOPs while this one's
+        # last GOPs finish (``media/nvdec_sessions.py``), so the engine asks 2 on a GPU
+        self.streams = streams
         self._cv = threading.Condition()
         self._expecting = threading.Lock()  # the worker's loop and its control thread
         self._reads: dict[tuple, _Read] = {}
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.stats = {"expected": 0, "hits": 0, "waited_s": 0.0, "read_s": 0.0, "dropped": 0}
 
     def expect(self, items: Sequence[tuple[VideoInfo | None, SamplingPlan | None]], *,
@@ -135,10 +138,13 @@ class ReadAhead:
                 if r.key not in self._reads and not r.taken:
                     self._reads[r.key] = r
                     self.stats["expected"] += 1
-            if self._reads and self._thread is None:
-                self._thread = threading.Thread(target=self._loop, daemon=True,
-                                                name="chord-read-ahead")
-                self._thread.start()
+            waiting = sum(1 for r in self._reads.values() if not r.started)
+            while waiting and len(self._threads) < max(1, self.streams):
+                self._threads.append(threading.Thread(
+                    target=self._loop, daemon=True,
+                    name=f"chord-read-ahead-{len(self._threads)}"))
+                self._threads[-1].start()
+                waiting -= 1
             self._cv.notify_all()
 
     def take(self, info: VideoInfo, plan: SamplingPlan,

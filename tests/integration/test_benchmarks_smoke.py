@@ -78,6 +78,21 @@ def test_sampling_harness_cpu_mode(tmp_path):
     assert res["ffmpeg_s"] is None or res["kept"]["ffmpeg"] == 12
 
 
+def test_sampling_w4_ways_one_thread_fast_and_the_pool(tmp_path):
+    """W4's extra ways: one FFmpeg thread, FFmpeg's shortcuts with their pixel error against
+    the exact frames, and the product's pool with its processes' CPU counted."""
+    ways = "ours_gop_t1,ours_gop_bidir,ours_gop_fast,ours_gop_pool"
+    proc = _run(["benchmarks/sampling.py", "--minutes", "0.1", "--repeats", "1", "--cache",
+                 str(tmp_path), "--ways", ways], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((tmp_path / "sampling.json").read_text())
+    assert res["kept"] == {"ours_gop_t1": 12, "ours_gop_bidir": 12, "ours_gop_fast": 12,
+                           "ours_gop_pool": 12}
+    assert res["bidir_error"]["frames"] == 12
+    assert res["fast_error"]["frames"] == 12 and res["fast_error"]["mean_abs"] >= 0
+    assert res["ours_gop_pool_cpu_s"] > 0 and res["ours_gop_pool_procs"] >= 2
+
+
 def test_qwen3_harness_cpu_mode(tmp_path):
     proc = subprocess.run(
         [sys.executable, "benchmarks/qwen3.py", "--cpu"], cwd=ROOT, capture_output=True,

@@ -97,11 +97,32 @@ class FakeNvFrame:
 
 
 class FakeNvSession:
-    """``SimpleDecoder``'s ``get_batch_frames_by_index`` over a :class:`FakeStream`."""
+    """``SimpleDecoder``'s ``get_batch_frames_by_index`` over a :class:`FakeStream`, with a
+    model of what a session decodes: from the keyframe at or before a wanted frame unless it
+    can decode on from its last frame (a seek otherwise), and the whole file again when asked
+    for a frame at or before its last one (PyNvVideoCodec reopens the file then). ``cost``
+    counts the frames it decoded (GOP heads included); ``frames_decoded`` lists them."""
 
     def __init__(self, stream: FakeStream, name: str = "", gpu: int = 0) -> None:
         self.s, self.name, self.gpu = stream, name, gpu
         self.asked: list[list[int]] = []
+        self.pos = -1  # last frame decoded
+        self.cost = self.seeks = self.reopens = 0
+        self.frames_decoded: list[int] = []
+
+    def _decode_to(self, k: int) -> None:
+        if k <= self.pos:
+            self.reopens += 1
+            self.pos = -1
+        key = k - k % self.s.gop
+        if key > self.pos + 1:
+            self.seeks += self.pos >= 0
+            start = key
+        else:
+            start = self.pos + 1
+        self.frames_decoded += range(start, k + 1)
+        self.cost += k - start + 1
+        self.pos = k
 
     def get_batch_frames_by_index(self, indices: list[int]) -> list[FakeNvFrame]:
         self.asked.append(list(indices))
@@ -110,6 +131,7 @@ class FakeNvSession:
         for k in indices:
             if k >= end:
                 break
+            self._decode_to(k)
             self.s.decoded.append(k)
             j = k + 1 if self.s.renumber_from is not None and k >= self.s.renumber_from else k
             out.append(FakeNvFrame(self.s.picture(j), self.s.pts(j) + self.s.pts_shift))

@@ -56,16 +56,20 @@ def test_the_product_reads_share_one_reader_and_its_sessions(clip):
     assert never_backwards(made)
 
 
-def test_a_read_behind_the_sessions_opens_new_ones_until_the_cap(clip):
+def test_a_read_behind_the_sessions_opens_new_ones_instead_of_going_back(clip):
     s, made = FakeStream(frames=900, gop=30), []
     r, info = reader(s, made), clip(s)
     r.read(ReadRequest(info, tuple(range(600, 620)), (32, 24)))  # one GOP: one session
     assert len(made) == 1
-    r.read(ReadRequest(info, tuple(range(0, 300, 5)), (32, 24)))  # 4 parts, all behind it
-    assert len(made) == 4 and r.pool.stats["backward"] == 1  # cap: 4 decoders, then back
-    assert all(never_backwards([x]) for x in made[1:])
+    r.read(ReadRequest(info, tuple(range(0, 300, 5)), (32, 24)))  # 10 GOPs, all behind it
+    assert len(made) == 4 and r.pool.stats["backward"] == 0  # 3 new ones took them
+    assert sum(x.reopens for x in made) == 0
     r.read(ReadRequest(info, tuple(range(300, 600, 5)), (32, 24)))  # all 4 are behind it
-    assert len(made) == 4 and r.pool.stats["backward"] == 1 and r.pool.stats["reused"] == 5
+    assert len(made) == 4 and r.pool.stats["backward"] == 0 and r.pool.stats["reused"] >= 3
+    assert never_backwards(made)
+    r.read(ReadRequest(info, tuple(range(0, 60, 5)), (32, 24)))  # behind all 4, at the cap
+    assert len(made) == 4 and r.pool.stats["backward"] == 2  # 2 GOPs: back, counted
+    assert sum(x.reopens for x in made) == 2
 
 
 def test_a_call_asks_at_most_128_mib_of_frames():
@@ -100,10 +104,12 @@ def test_reads_at_once_never_share_a_session(clip):
     r, info = reader(s, made, OneAtATime), clip(s)
     r.read(ReadRequest(info, (0, 1), (32, 24)))  # the file's pts shift, once
     errors: list[BaseException] = []
+    got: dict[int, tuple] = {}
 
     def go(start: int) -> None:
         try:
-            r.read(ReadRequest(info, tuple(range(start, start + 200, 4)), (32, 24)))
+            got[start] = r.read(ReadRequest(info, tuple(range(start, start + 200, 4)),
+                                            (32, 24))).indices
         except BaseException as exc:  # noqa: BLE001 — the assertion below reports it
             errors.append(exc)
 
@@ -113,8 +119,9 @@ def test_reads_at_once_never_share_a_session(clip):
     for t in threads:
         t.join()
     assert not errors and OneAtATime.clashes == 0
-    assert len(made) > 4  # the reads at once got sessions of their own,
-    assert r.pool.sessions(next(iter(r.pool._idle))) == 4  # and only 4 are kept idle
+    assert got == {k: tuple(range(k, k + 200, 4)) for k in (0, 200, 400)}
+    assert len(made) == 4  # the reads at once shared the file's 4 sessions
+    assert r.pool.sessions(next(iter(r.pool._files))) == 4
 
 
 def test_a_failed_read_drops_its_sessions(clip):
@@ -122,7 +129,8 @@ def test_a_failed_read_drops_its_sessions(clip):
     r, info = reader(s, made), clip(s)
     with pytest.raises(ReaderFailed):
         r.read(ReadRequest(info, tuple(range(90, 200, 2)), (32, 24)))
-    key = next(iter(r.pool._idle))
-    assert r.pool.sessions(key) == 0  # none kept: their state is unknown
-    r.read(ReadRequest(info, tuple(range(0, 60, 2)), (32, 24)))
-    assert r.pool.sessions(key) >= 1
+    key = next(iter(r.pool._files))
+    opened = len(made)
+    assert r.pool.sessions(key) < opened  # the sessions that failed are not kept
+    got = r.read(ReadRequest(info, tuple(range(0, 60, 2)), (32, 24)))
+    assert got.indices == tuple(range(0, 60, 2)) and r.pool.sessions(key) >= 1

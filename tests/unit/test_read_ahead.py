@@ -131,3 +131,31 @@ def test_the_task_in_hand_keeps_its_read(clips):
     assert ahead.take(*clips[0]) is not None
     assert ahead.take(*clips[1]) is None
     assert ahead.take(*clips[2]) is not None
+
+
+def test_two_streams_run_two_expected_reads_at_once(clips, monkeypatch):
+    """On a GPU the engine asks 2 streams: the second expected read is under way while the
+    first still decodes (NVDEC's sessions then take both reads' GOPs), one stream never."""
+    from chord_core.media import read_ahead as ra
+
+    real = ra.read_plan_full
+    for streams, overlapped in ((2, True), (1, False)):
+        gate, started = threading.Event(), []
+
+        def slow(info, plan, cancel=None, on_progress=None, *, model_device=None):
+            started.append(info.path)
+            gate.wait(1.0 if streams == 1 else 10)  # a single stream: the wait times out
+            return real(info, plan, cancel, on_progress, model_device=model_device)
+
+        monkeypatch.setattr(ra, "read_plan_full", slow)
+        ahead = ReadAhead(streams=streams)
+        ahead.expect(clips[:2])
+        deadline = time.monotonic() + 5
+        while len(started) < 2 and time.monotonic() < deadline and overlapped:
+            time.sleep(0.01)
+        assert (len(started) == 2) is overlapped  # both began before either could finish
+        gate.set()
+        settled(ahead)
+        for info, plan in clips[:2]:
+            frames, read, _, _ = ahead.take(info, plan)
+            assert read == tuple(plan.frame_indices)
