@@ -59,7 +59,8 @@ def lease_owner(manager: Any) -> str:
                                                           "owner", None)
     if not owner:
         raise ConfigError("a watch folder needs a job manager with a store (its lease owns "
-                          "the claims)", hint="start the manager with store=Store()")
+                          "the claims)", hint="start the manager with a store "
+                          "(cluster.start_manager(store=StoreView.open()))")
     return str(owner)
 
 

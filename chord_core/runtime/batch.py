@@ -39,7 +39,8 @@ from chord_core.errors import BatchStopped, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec
 from chord_core.runtime.jobs import JobSpec, JobState
-from chord_core.runtime.protocols import JobRunner, JobStore
+from chord_core.runtime.protocols import JobRunner
+from chord_core.runtime.store_rows import StoreReader
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def out_name(video: Path, task: str, used: set[str]) -> str:
     return name + ".json"
 
 
-def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], request: AnalysisRequest,
+def run_batch(manager: JobRunner, store: StoreReader, videos: Sequence[Path], request: AnalysisRequest,
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``: one runtime

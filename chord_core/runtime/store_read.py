@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chord_core.runtime import store_history
-from chord_core.runtime.store import Store
+from chord_core.runtime.store import Store, default_store_path
 from chord_core.runtime.store_rows import BatchRow, JobRow, StoreReader
 
 if TYPE_CHECKING:
@@ -120,4 +120,4 @@ def writable(store: JobStore | StoreView | None) -> JobStore | None:
     return inner
 
 
-__all__ = ["BatchRow", "JobRow", "StoreReader", "StoreView", "writable"]
+__all__ = ["BatchRow", "JobRow", "StoreReader", "StoreView", "default_store_path", "writable"]

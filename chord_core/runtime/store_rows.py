@@ -70,5 +70,7 @@ class StoreReader(Protocol):
 
     def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
 
+    def close(self) -> None: ...
+
 
 __all__ = ["BatchRow", "JobRow", "StoreReader"]
