@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -274,7 +275,7 @@ class FolderWatcher:
             raise
         for key, path in self.table.held_by_others([k for k, _, _, _ in files]):
             self._handled.pop(path, None)  # another live owner's claim: looked at again
-            self.inbox.after(RECHECK_S, lambda p=path: self._note(p))  # once it may be gone
+            self.inbox.after(RECHECK_S, partial(self._note, path))  # once it may be gone
         with self.manager.holding():  # one burst: the dispatcher batches them together
             submitted = [(key, self._submit(key, path)) for key, path in taken]
         self._mark_submitted([(k, j) for k, j in submitted if j])

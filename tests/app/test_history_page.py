@@ -154,13 +154,23 @@ def test_delete_asks_then_removes_job_and_result(new_app, app_server, app_clip,
 
 @pytest.fixture()
 def own_store(monkeypatch, tmp_path):
-    """A store of its own, so counts and pages are exact."""
+    """A store of its own, so counts and pages are exact, and a job manager on it (History
+    deletes through the manager, the store's one writer): one worker thread whose engine
+    loads nothing, and no job of the store resumed."""
+    from chord_core.config import ModelConfig
+    from chord_core.runtime.cluster import in_process_manager
+    from chord_core.runtime.executors import ThreadExecutor
     from chord_core.runtime.store import Store
     from chord_ui import resources
+    from tests.unit.fake_engine import LoadedEngine
 
     store = Store(tmp_path / "own.sqlite3")
+    manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store,
+                                 resume=False, executor=ThreadExecutor(LoadedEngine))
     monkeypatch.setattr(resources, "store", lambda: store)
+    monkeypatch.setattr(resources, "job_manager", lambda: manager)
     yield store
+    manager.shutdown()
     store.close()
 
 
