@@ -24,6 +24,7 @@ if [ "$#" -eq 0 ]; then
     # `bash run_tests.sh -m slow` runs those, and .ci/run runs both
     set -- -m "not slow"
 fi
-# the type checker first (mypy.ini: chord_core/runtime/ near-strict): a broken seam fails here
+# the type checker first (mypy.ini: runtime/, service/ and library/ under every --strict flag):
+# a broken seam fails here
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest "$@"

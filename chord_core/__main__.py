@@ -289,9 +289,9 @@ def _say_reader(args: argparse.Namespace, reads: list[tuple[str, str]]) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
 
-    with Store() as store:
+    with StoreView.open() as store:
         doc = store.get_result(args.job_id)
         where = store.path
     if doc is None:

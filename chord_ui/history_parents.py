@@ -129,10 +129,8 @@ def cancel(job_id: str) -> None:
             manager.cancel(kid["job_id"])
 
 
-def delete(store: Any, job_id: str) -> bool:
-    """Delete a run with its children (a chapters run: its searches too) through the
-    runtime's parent rows (``ParentJobs.delete``): a row still running under a live lease
-    is refused (``errors.AlreadyRunning``: cancel it first)."""
-    from chord_core.runtime.parents import ParentJobs
-
-    return bool(ParentJobs(store).delete(job_id))
+def delete(manager: Any, job_id: str) -> bool:
+    """Delete a run with its children (a chapters run: its searches too): the job manager
+    does it (``manager.parents.delete``, the store's one writer); a row still running under
+    a live lease is refused (``errors.AlreadyRunning``: cancel it first)."""
+    return bool(manager.parents.delete(job_id))

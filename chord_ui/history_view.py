@@ -305,7 +305,7 @@ def _cancel(job_id: str) -> None:
 def _delete(job_id: str, name: str) -> None:
     st.session_state[K_CONFIRM] = None
     try:
-        deleted = history_parents.delete(resources.store(), job_id)
+        deleted = history_parents.delete(resources.job_manager(), job_id)
     except ChordError as exc:
         log.warning("deleting %s failed: %s", job_id, exc)
         st.session_state[K_NOTICE] = f"{exc.message} ({exc.hint})" if exc.hint else exc.message

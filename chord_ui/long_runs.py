@@ -18,10 +18,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from chord_core.errors import ChordError, JobCancelled, internal_error
 from chord_core.runtime.handles import CancelFlag
+
+if TYPE_CHECKING:
+    from chord_core.runtime.store_rows import StoreReader
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +68,7 @@ Work = Callable[[LongRun, Callable[[Any], None]], Any]
 class LongRunManager:
     """Thread-safe registry of long runs by key (clip content, task, query, model)."""
 
-    def __init__(self, store: Any = None) -> None:
+    def __init__(self, store: StoreReader | None = None) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, LongRun] = {}
         self.store = store

@@ -2,7 +2,9 @@
 
 Each is created once per Streamlit server process and shared by every session:
 
-* the job store (SQLite in the data dir: history and batches survive restarts);
+* the job store (SQLite in the data dir: history and batches survive restarts), as a
+  read-only ``StoreView``: pages read through it, the job manager writes it (the manager
+  is started on the view's store; History's delete is ``job_manager().parents.delete``);
 * the job manager with its worker processes — one per planned GPU group, or CPU workers on
   a machine without GPUs (``CHORD_CPU_WORKERS``). The model is loaded in the workers, never
   in the Streamlit process; the workers are stopped when the server exits;
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from chord_core.runtime.cluster import WorkerPlan
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.parallel_config import ParallelConfig
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
     from chord_ui.downloads import DownloadManager
     from chord_ui.long_runs import LongRunManager
     from chord_ui.renders import RenderManager
@@ -51,11 +53,12 @@ class Cluster:
 
 
 @st.cache_resource(show_spinner=False)
-def store() -> Store:
-    """The SQLite job store in the data dir (``CHORD_DATA_DIR``), shared with the manager."""
-    from chord_core.runtime.store import Store
+def store() -> StoreView:
+    """The SQLite job store in the data dir (``CHORD_DATA_DIR``), read-only: the manager
+    (``cluster``) is started on it and is its one writer."""
+    from chord_core.runtime.store_read import StoreView
 
-    return Store()
+    return StoreView.open()
 
 
 def _startup_model(cfg: ModelConfig) -> tuple[ModelConfig, str]:

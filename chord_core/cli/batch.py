@@ -19,7 +19,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     from chord_core.runtime.cluster import start_manager
     from chord_core.runtime.outputs import check_folder
     from chord_core.runtime.parallel_config import load_parallel_config
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
 
     videos = collect_videos(args.videos)
     request = AnalysisRequest(str(videos[0]), args.task, args.query, sampling_from(args),
@@ -30,7 +30,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
     check_folder(args.out, "batch results")  # before the workers load a model
-    store = Store()
+    store = StoreView.open()  # the manager writes it; run_batch reads results back
     for notice in store.notices:
         print(f"warning: {notice}", file=sys.stderr)
     manager, plan = start_manager(cfg, parallel, store=store, executor=args.executor,

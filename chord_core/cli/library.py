@@ -52,7 +52,7 @@ def cmd_search(args: argparse.Namespace,
     from chord_core.cli.output import emit
     from chord_core.library.index import LibraryIndex
     from chord_core.library.search import Filters, search
-    from chord_core.runtime.store import default_store_path
+    from chord_core.runtime.store_read import default_store_path
 
     q = args.video  # the one positional given
     with LibraryIndex(default_store_path()) as index:

@@ -29,10 +29,10 @@ def run_local(cfg: Any, request: Any, on_progress: Callable[[Any], None], *,
 
     if not store:
         return Engine(cfg).analyze(request, on_progress=on_progress), None
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
 
     try:
-        db = Store()
+        db = StoreView.open()  # read here; the in-process manager writes the job
     except (ChordError, OSError) as exc:
         log.warning("the job store cannot be opened (%s): this run is not kept (search and "
                     "History will not show it)", getattr(exc, "message", exc))
@@ -46,16 +46,14 @@ def run_local(cfg: Any, request: Any, on_progress: Callable[[Any], None], *,
 
 def _managed(cfg: Any, request: Any, on_progress: Callable[[Any], None], db: Any) -> Any:
     from chord_core.errors import InternalError, from_record
+    from chord_core.runtime.cluster import in_process_manager
     from chord_core.runtime.executors import ThreadExecutor
     from chord_core.runtime.jobs import JobSpec
-    from chord_core.runtime.manager import JobManager
-    from chord_core.runtime.workers import WorkerSpec
 
-    # one worker thread of this process, the model as given (cluster.in_process_manager's,
-    # with an engine that says where its model went); others' queued jobs stay theirs
-    spec = WorkerSpec("cli0", (), cfg, warmup=False, in_process=True)
-    manager = JobManager([spec], store=db, split_ground=False, resume=False,
-                         executor=ThreadExecutor(_placing_engine(on_progress)))
+    # one worker thread of this process, the model as given, with an engine that says where
+    # its model went; others' queued jobs stay theirs (resume False). The manager writes db.
+    manager = in_process_manager(cfg, store=db, resume=False, worker_id="cli0",
+                                 executor=ThreadExecutor(_placing_engine(on_progress)))
     try:
         handle = manager.submit(JobSpec(request, model=cfg.model, label="cli"))
         stop = handle.on_change(_relay(handle, on_progress))

@@ -61,7 +61,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     from chord_core.errors import InputError
     from chord_core.library import review
     from chord_core.library.index import LibraryIndex
-    from chord_core.runtime.store import default_store_path
+    from chord_core.runtime.store_read import default_store_path
 
     filters = review.ReviewFilters(args.source, args.severity,
                                    False if args.unreviewed else None, args.statement, args.day)
@@ -120,7 +120,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from chord_core.library.ask import ask, check_args
     from chord_core.library.index import LibraryIndex
     from chord_core.runtime.cluster import in_process_manager
-    from chord_core.runtime.store import default_store_path
+    from chord_core.runtime.store_read import default_store_path
 
     check_args(args.question, args.check, args.candidates, args.threshold)  # before a load
     cfg = model_config_from_env(model=args.model, device=args.device)

@@ -68,7 +68,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from chord_core.media.roots import resolve_folder
     from chord_core.runtime.cluster import start_manager
     from chord_core.runtime.parallel_config import load_parallel_config
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
 
     cfg = model_config_from_env(model=args.model, device=args.device,
                                 max_memory=args.max_memory, allow_offload=args.allow_offload)
@@ -81,7 +81,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--hook-timeout {args.hook_timeout:g} is not 0.1–3600 seconds",
                           hint="e.g. --hook-timeout 30")
-    store = Store()
+    store = StoreView.open()  # read here; the manager writes it
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":
         args.batch_size})

@@ -32,7 +32,7 @@ def cmd_watch_stream(args: argparse.Namespace) -> int:
     from chord_core.errors import InputError
     from chord_core.runtime.cluster import start_manager
     from chord_core.runtime.parallel_config import load_parallel_config
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
     from chord_core.streams.background import live_settings
     from chord_core.streams.hub import StreamHub
     from chord_core.streams.ingest import IngestSettings
@@ -51,7 +51,7 @@ def cmd_watch_stream(args: argparse.Namespace) -> int:
         prompt=args.query if args.task == "describe" else "",
         target=args.query if args.task == "ground" else "",
         ingest=IngestSettings(stall_s=args.stall_s), hook=args.hook or None)
-    store = Store()
+    store = StoreView.open()  # read here; the manager writes it
     parallel = load_parallel_config(args.config, overrides={
         "gpus": args.gpus, "cpu_workers": args.cpu_workers, "batch_size_per_gpu":
         args.batch_size})

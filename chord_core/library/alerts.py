@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.errors import ChordError
 from chord_core.library import watch_table
 from chord_core.library.hooks import HOOK_TIMEOUT_S, HookRun, HookRunner
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ def _note_stored() -> None:
         _stored.notify_all()
 
 
-def listen_for_alerts(index: Any) -> bool:
+def listen_for_alerts(index: LibraryIndex) -> bool:
     """Wake ``wait_for_alert`` when any process stores an alert in ``index``'s store;
     True when that is live (file events), False when only a re-read finds them."""
     from chord_core.library.alert_signal import listen
@@ -81,11 +84,11 @@ def listen_for_alerts(index: Any) -> bool:
     return listen(index.path, _note_stored)
 
 
-def create_tables(index: Any) -> None:
+def create_tables(index: LibraryIndex) -> None:
     watch_table.create_tables(index)
 
 
-def store_alert(index: Any, watch: str, check: dict[str, Any],
+def store_alert(index: LibraryIndex, watch: str, check: dict[str, Any],
                 moment: dict[str, Any]) -> int | None:
     """Store one alert (a moment of a check) and wake its streams in every process; its
     id, or None when this clip's moment fired before."""
@@ -102,7 +105,9 @@ def moments(frames: Sequence[dict[str, Any]], threshold: float) -> list[dict[str
     """Runs of consecutive frames at or over ``threshold`` (see the module docstring)."""
     out: list[dict[str, Any]] = []
     run: list[dict[str, Any]] = []
-    for frame in sorted(frames, key=lambda f: float(f["t_s"])) + [None]:  # type: ignore[list-item]
+    ordered = sorted(frames, key=lambda f: float(f["t_s"]))
+    ends: list[dict[str, Any] | None] = [*ordered, None]  # None: the end closes the last run
+    for frame in ends:
         if frame is not None and float(frame.get("entailment", 0.0)) >= threshold:
             run.append(frame)
             continue
@@ -119,19 +124,19 @@ def moments(frames: Sequence[dict[str, Any]], threshold: float) -> list[dict[str
     return out
 
 
-def list_alerts(index: Any, *, after_id: int = 0, limit: int = 100,
+def list_alerts(index: LibraryIndex, *, after_id: int = 0, limit: int = 100,
                 watch: str | None = None) -> list[dict[str, Any]]:
     """Alerts with ids over ``after_id``, oldest first (what the SSE stream sends next),
     each with its latest ``hook_run``."""
     return watch_table.alert_rows(index, after_id=after_id, limit=limit, watch=watch)
 
 
-def latest_alerts(index: Any, limit: int = 50) -> list[dict[str, Any]]:
+def latest_alerts(index: LibraryIndex, limit: int = 50) -> list[dict[str, Any]]:
     """The newest alerts first (the app's alerts section, ``GET /v1/alerts``)."""
     return watch_table.alert_rows(index, limit=limit, newest=True)
 
 
-def newest_alert_id(index: Any) -> int:
+def newest_alert_id(index: LibraryIndex) -> int:
     return watch_table.newest_alert_id(index)
 
 

@@ -23,9 +23,12 @@ candidates, checked, timings_ms: {search, check, total}}.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.errors import InputError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 ASK_SCHEMA = "chord.ask/v1"
 MAX_CHECK = 20
@@ -103,7 +106,7 @@ def check_args(question: str, check: int, candidates: int, threshold: float) -> 
                          hint="e.g. 0.5")
 
 
-def ask(index: Any, question: str, manager: Any, model: str, *, check: int = 5,
+def ask(index: LibraryIndex, question: str, manager: Any, model: str, *, check: int = 5,
         candidates: int = 20, threshold: float = DEFAULT_THRESHOLD, filters: Any = None,
         fps: float = 1.0, max_frames: int = 8, timeout_s: float = 600.0) -> dict[str, Any]:
     """Answer ``question`` from the library (``chord.ask/v1``; see the module docstring)."""

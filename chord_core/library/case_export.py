@@ -25,9 +25,12 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chord_core.errors import ChordError, OutputError, VideoError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,8 @@ def _remux(src: Path, dst: Path, start_s: float, end_s: float) -> tuple[float, f
     with source(src) as name, av.open(name) as inp:  # under the roots when confined
         vs = inp.streams.video[0]
         tb = vs.time_base
+        if tb is None:
+            raise ValueError("its video stream has no time base")
         base = int(vs.start_time or 0)
         inp.seek(base + int(start_s / tb), stream=vs, backward=True, any_frame=False)
         with av.open(str(dst), "w") as out:
@@ -117,6 +122,10 @@ def _reencode(src: Path, dst: Path, start_s: float, end_s: float) -> tuple[float
         enc = out.add_stream("libx264", rate=int(round(float(vs.average_rate or 10))))
         enc.width, enc.height, enc.pix_fmt = vs.width - vs.width % 2, \
             vs.height - vs.height % 2, "yuv420p"
+        if vs.time_base is None:
+            raise VideoError(f"{src.name} cannot be cut: its video stream has no time base",
+                             hint="remux or re-encode the file (e.g. with ffmpeg), then "
+                                  "export the case again")
         inp.seek(int(vs.start_time or 0) + int(start_s / vs.time_base), stream=vs,
                  backward=True)
         for frame in inp.decode(vs):
@@ -155,13 +164,13 @@ def annotated_still(src: Path, dst: Path, t_s: float, label: str) -> Path:
     return dst
 
 
-def _result(index: Any, job_id: str) -> dict[str, Any] | None:
+def _result(index: LibraryIndex, job_id: str) -> dict[str, Any] | None:
     rows = index.read("SELECT result_json FROM results WHERE job_id = ?", (job_id,)) \
         if job_id else []
     return json.loads(rows[0]["result_json"]) if rows else None
 
 
-def _moment(index: Any, folder: Path, n: int, m: dict[str, Any]) -> dict[str, Any]:
+def _moment(index: LibraryIndex, folder: Path, n: int, m: dict[str, Any]) -> dict[str, Any]:
     from chord_core.media.confined import confine
     from chord_core.media.roots import check_regular_video, job_roots
 
@@ -187,7 +196,7 @@ def _moment(index: Any, folder: Path, n: int, m: dict[str, Any]) -> dict[str, An
     return out
 
 
-def export_case(index: Any, case: str, dest: str | Path, *, as_zip: bool = False) -> Path:
+def export_case(index: LibraryIndex, case: str, dest: str | Path, *, as_zip: bool = False) -> Path:
     """Write ``case`` under the folder ``dest`` (``dest/<case>/``, replaced if there), or as
     ``dest/<case>.zip``; returns the folder or the ZIP."""
     from chord_core.library.case_report import write_reports

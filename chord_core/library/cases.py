@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chord_core.errors import InputError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 MAX_NAME = 80
 MAX_LABEL = 500
@@ -38,7 +41,7 @@ CREATE TABLE IF NOT EXISTS library_case_moments (
 """
 
 
-def create_tables(index: Any) -> None:
+def create_tables(index: LibraryIndex) -> None:
     with index.write() as conn:
         for statement in _DDL.split(";"):
             if statement.strip():
@@ -54,7 +57,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def open_case(index: Any, name: str) -> int:
+def open_case(index: LibraryIndex, name: str) -> int:
     """The case's id, made when it does not exist."""
     name = check_name(name)
     create_tables(index)
@@ -65,7 +68,7 @@ def open_case(index: Any, name: str) -> int:
                                 (name,)).fetchone()[0])
 
 
-def add_moment(index: Any, case: str, *, path: str, start_s: float, end_s: float,
+def add_moment(index: LibraryIndex, case: str, *, path: str, start_s: float, end_s: float,
                label: str, origin: str, ref: str = "", job_id: str = "",
                score: float | None = None) -> bool:
     """Add one moment to ``case`` (made if new); False when it was there already."""
@@ -87,14 +90,14 @@ def add_moment(index: Any, case: str, *, path: str, start_s: float, end_s: float
              origin, str(ref)[:64], str(job_id)[:64], score, time.time())).rowcount == 1
 
 
-def add_review_item(index: Any, case: str, item: dict[str, Any]) -> bool:
+def add_review_item(index: LibraryIndex, case: str, item: dict[str, Any]) -> bool:
     """A review item (review.py) as a moment of ``case``."""
     return add_moment(index, case, path=item["path"], start_s=item["start_s"],
                       end_s=item["end_s"], label=item["statement"], origin="review",
                       ref=item["id"], job_id=item.get("job_id") or "", score=item.get("score"))
 
 
-def add_hit(index: Any, case: str, hit: dict[str, Any]) -> bool:
+def add_hit(index: LibraryIndex, case: str, hit: dict[str, Any]) -> bool:
     """A search hit (search.py) as a moment of ``case``."""
     label = "".join(part for part, _ in hit.get("parts", [])) or hit.get("snippet", "")
     checked = hit.get("checked") or {}
@@ -103,7 +106,7 @@ def add_hit(index: Any, case: str, hit: dict[str, Any]) -> bool:
                       job_id=hit["source"], score=checked.get("p_entailment"))
 
 
-def add_passage(index: Any, case: str, source: str, start_s: float, end_s: float) -> bool:
+def add_passage(index: LibraryIndex, case: str, source: str, start_s: float, end_s: float) -> bool:
     """A search hit named as a client sends it back (its ``source`` and span) as a moment:
     the passage must be in the index, and its clip and words come from there, never from
     the request. InputError when no passage of ``source`` has that span."""
@@ -121,7 +124,7 @@ def add_passage(index: Any, case: str, source: str, start_s: float, end_s: float
                                  "source": row["source"]})
 
 
-def stored_result(index: Any, job_id: str) -> dict[str, Any] | None:
+def stored_result(index: LibraryIndex, job_id: str) -> dict[str, Any] | None:
     """The job's stored ``chord.result/v1`` (the store's ``results`` row), or None."""
     import json
 
@@ -138,7 +141,7 @@ def span_label(result: dict[str, Any], start_s: float, end_s: float) -> str:
     return str(result.get("query") or result.get("text") or result.get("task") or "moment")
 
 
-def add_job_span(index: Any, case: str, job_id: str, start_s: float, end_s: float,
+def add_job_span(index: LibraryIndex, case: str, job_id: str, start_s: float, end_s: float,
                  label: str = "") -> bool:
     """A moment of a finished job's result: the clip is the result's own, and the span must
     lie within it (``video.duration_s``). InputError for a job without a stored result."""
@@ -157,7 +160,7 @@ def add_job_span(index: Any, case: str, job_id: str, start_s: float, end_s: floa
                       job_id=str(job_id))
 
 
-def cases(index: Any) -> list[dict[str, Any]]:
+def cases(index: LibraryIndex) -> list[dict[str, Any]]:
     """Every case with its moment count, newest first."""
     create_tables(index)
     return [dict(r) for r in index.read(
@@ -166,7 +169,7 @@ def cases(index: Any) -> list[dict[str, Any]]:
         "ORDER BY c.created_at DESC")]
 
 
-def moments(index: Any, case: str) -> list[dict[str, Any]]:
+def moments(index: LibraryIndex, case: str) -> list[dict[str, Any]]:
     """The case's moments in the order they were added (empty for an unknown case)."""
     create_tables(index)
     return [dict(r) for r in index.read(
@@ -174,7 +177,7 @@ def moments(index: Any, case: str) -> list[dict[str, Any]]:
         "WHERE c.name = ? ORDER BY m.id", (check_name(case),))]
 
 
-def remove_moment(index: Any, case: str, moment_id: int) -> bool:
+def remove_moment(index: LibraryIndex, case: str, moment_id: int) -> bool:
     create_tables(index)
     with index.write() as conn:
         return conn.execute(

@@ -15,7 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +27,7 @@ STEP_PAUSE_S = 0.05
 STEP_RESULTS = 50  # results per step (≈ 500 passages): a step holds the interpreter briefly
 
 
-def catch_up(index: Any) -> bool:
+def catch_up(index: LibraryIndex) -> bool:
     """Index what the store saved since the last sync, here for at most INLINE_BUDGET_S;
     True when the index is complete, else False (the rest is being indexed behind)."""
     if not index.sync_lock.acquire(blocking=False):
@@ -43,9 +46,8 @@ def catch_up(index: Any) -> bool:
     return False
 
 
-def _start(index: Any) -> None:
-    thread = getattr(index, "catch_up_thread", None)
-    if thread is not None and thread.is_alive():
+def _start(index: LibraryIndex) -> None:
+    if index.catch_up_thread is not None and index.catch_up_thread.is_alive():
         return
     thread = threading.Thread(target=_behind, args=(index,), name="chord-index-catch-up",
                               daemon=True)
@@ -53,7 +55,7 @@ def _start(index: Any) -> None:
     thread.start()
 
 
-def _behind(index: Any) -> None:
+def _behind(index: LibraryIndex) -> None:
     started, added, more = time.monotonic(), 0, True
     try:
         while more:

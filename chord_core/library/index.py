@@ -69,12 +69,13 @@ class LibraryIndex:
     processes may index and search the same file (WAL, writes in BEGIN IMMEDIATE)."""
 
     def __init__(self, path: str | Path) -> None:
-        from chord_core.runtime.store import Store
+        from chord_core.runtime.store_read import StoreView
 
         self.path = Path(path)
-        Store(self.path).close()  # the store's tables exist (a fresh or damaged file is fixed)
+        StoreView.open(self.path).close()  # the store's tables exist (a damaged file: fixed)
         self._lock = threading.RLock()
         self.sync_lock = threading.Lock()  # one catch-up at a time (library/catch_up.py)
+        self.catch_up_thread: threading.Thread | None = None  # indexing behind (catch_up.py)
         self._runs_checked = -RUNS_CHECK_S
         # search.doc_freq's counts, by word: (passages in all when counted, count)
         self.df_cache: dict[str, tuple[int, int]] = {}

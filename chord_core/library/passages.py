@@ -21,7 +21,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import PurePath
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NotRequired, TypedDict
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_TEXT_CHARS = 4000  # a passage longer than this is cut: bm25 favours short fields anyway
@@ -107,11 +107,22 @@ def result_passages(job: Mapping[str, Any], doc: Mapping[str, Any],
     task = str(doc.get("task") or job.get("task") or "")
     stored = PurePath(path).name
     shown = str(job.get("video_name") or "")
-    base = {"source": str(job["job_id"]), "video_path": path, "task": task,
-            "shown_name": shown if shown and shown != stored else "",
-            "made_at": float(made_at), "model": str((doc.get("model") or {}).get("id", ""))}
+    base = _Base(source=str(job["job_id"]), video_path=path, task=task,
+                 shown_name=shown if shown and shown != stored else "",
+                 made_at=float(made_at), model=str((doc.get("model") or {}).get("id", "")))
     return [Passage(**base, **fields) for fields in _fields(task, doc, duration)
             if fields["text"]]
+
+
+class _Base(TypedDict):
+    """What every passage of one document shares (``Passage``'s fields of the same names)."""
+
+    source: str
+    video_path: str
+    task: str
+    made_at: float
+    model: str
+    shown_name: NotRequired[str]
 
 
 def _fields(task: str, doc: Mapping[str, Any], duration: float) -> Iterator[dict[str, Any]]:
@@ -144,8 +155,8 @@ def chapters_passages(run_id: str, doc: Mapping[str, Any], made_at: float) -> li
     """The passages of a ``chord.chapters/v1`` document (a long-video chapters run)."""
     video = doc.get("video") or {}
     duration = float(video.get("duration_s") or 0.0)
-    base = {"source": run_id, "video_path": str(video.get("path", "")), "task": "chapters",
-            "made_at": float(made_at), "model": str((doc.get("model") or {}).get("id", ""))}
+    base = _Base(source=run_id, video_path=str(video.get("path", "")), task="chapters",
+                 made_at=float(made_at), model=str((doc.get("model") or {}).get("id", "")))
     out = [Passage(**base, kind="chapter", text=_cut(f"{c.get('title', '')}. "
                                                       f"{c.get('summary', '')}"),
                    t0=float(c.get("start_s", 0.0)), t1=float(c.get("end_s", 0.0)))

@@ -56,8 +56,9 @@ def bm25(rows: Sequence[Any], terms: Sequence[str], doc_freq: dict[str, int],
     wanted = [tokens(t)[0] if tokens(t) else t for t in terms]
     idf = [(t, math.log(1 + (total - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5)))
            for t in dict.fromkeys(wanted)]
-    fields = [(name, weight, K1 * (1 - B), K1 * B / max(avg, 1.0), {})
-              for name, weight, avg in zip(("text", "place"), WEIGHTS, avg_len)]
+    fields: list[tuple[str, float, float, float, dict[str, float]]] = [
+        (name, weight, K1 * (1 - B), K1 * B / max(avg, 1.0), {})
+        for name, weight, avg in zip(("text", "place"), WEIGHTS, avg_len)]
     scored = []
     for row in rows:
         score = 0.0

@@ -27,9 +27,12 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.errors import InputError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 REVIEW_SCHEMA = "chord.review-items/v1"
 SEVERITIES = ("alert", "detection")
@@ -65,7 +68,7 @@ class ReviewFilters:
         return self
 
 
-def create_tables(index: Any) -> None:
+def create_tables(index: LibraryIndex) -> None:
     from chord_core.library.alerts import create_tables as alert_tables
 
     alert_tables(index)  # the alerts' tables exist (a store that never watched has none)
@@ -119,7 +122,7 @@ def _with_mark(item: dict[str, Any], marks: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _detections(index: Any) -> list[Any]:
+def _detections(index: LibraryIndex) -> list[Any]:
     """The ``target`` passages (found) of jobs a ground watch ran."""
     if not index.read("SELECT 1 FROM sqlite_master WHERE name = 'library_watch_files'"):
         return []
@@ -143,7 +146,7 @@ def _matches(item: dict[str, Any], f: ReviewFilters) -> bool:
     return all(w in item["statement"].lower() for w in words)
 
 
-def items(index: Any, filters: ReviewFilters | None = None, *,
+def items(index: LibraryIndex, filters: ReviewFilters | None = None, *,
           limit: int = 200) -> list[dict[str, Any]]:
     """The review items passing ``filters``, newest first (at most ``limit``)."""
     f = (filters or ReviewFilters()).check()
@@ -162,7 +165,7 @@ def items(index: Any, filters: ReviewFilters | None = None, *,
     return out[:limit]
 
 
-def listing(index: Any, filters: ReviewFilters | None = None, *,
+def listing(index: LibraryIndex, filters: ReviewFilters | None = None, *,
             limit: int = 200) -> dict[str, Any]:
     """``chord.review-items/v1``: the items and their counts (all, not reviewed)."""
     found = items(index, filters, limit=limit)
@@ -185,7 +188,7 @@ def check_ids(ids: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def mark(index: Any, ids: Sequence[str], *, reviewed: bool = True, by: str = "") -> int:
+def mark(index: LibraryIndex, ids: Sequence[str], *, reviewed: bool = True, by: str = "") -> int:
     """Mark items reviewed (or not); returns how many changed."""
     ids = check_ids(ids)
     who = (by or "").strip()[:MAX_WHO]
@@ -203,7 +206,7 @@ def mark(index: Any, ids: Sequence[str], *, reviewed: bool = True, by: str = "")
     return changed
 
 
-def mark_all(index: Any, filters: ReviewFilters | None = None, *, by: str = "") -> int:
+def mark_all(index: LibraryIndex, filters: ReviewFilters | None = None, *, by: str = "") -> int:
     """Every unreviewed item passing ``filters`` marked reviewed; how many."""
     f = filters or ReviewFilters()
     todo = [i["id"] for i in items(index, ReviewFilters(f.source, f.severity, False,

@@ -357,7 +357,8 @@ def search(index: LibraryIndex, q: str, *, filters: Filters | None = None, limit
     stats = _term_stats(index, terms)
     ordered = sorted(terms, key=lambda t: stats[2].get((tokens(t) or [t])[0], 0))
     narrow = filters.tokens()
-    matched, window, seen = "all", [], 0
+    window: list[Any] = []
+    matched, seen = "all", 0
     for op in ("AND", "OR") if len(terms) > 1 else ("AND",):
         words, check = split_common(ordered, stats[2], stats[0], lambda: filter_share(
             index, filters, stats[0])) if op == "AND" else (ordered, ())

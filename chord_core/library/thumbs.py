@@ -68,9 +68,12 @@ def frame_jpeg(path: str | Path, t_s: float, width: int = THUMB_W,
     try:
         with source(path) as opened_name, av.open(opened_name) as container:
             stream = container.streams.video[0]
-            base = float(stream.start_time * stream.time_base) if stream.start_time else 0.0
+            tb = stream.time_base
+            if tb is None:
+                raise IndexError("its video stream has no time base")  # said as VideoError
+            base = float(stream.start_time * tb) if stream.start_time else 0.0
             target = base + max(0.0, float(t_s))
-            container.seek(int(target / stream.time_base), stream=stream, backward=True)
+            container.seek(int(target / tb), stream=stream, backward=True)
             image = None
             for frame in container.decode(stream):
                 image = frame.to_image()

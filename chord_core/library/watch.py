@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,7 +60,8 @@ def lease_owner(manager: Any) -> str:
                                                           "owner", None)
     if not owner:
         raise ConfigError("a watch folder needs a job manager with a store (its lease owns "
-                          "the claims)", hint="start the manager with store=Store()")
+                          "the claims)", hint="start the manager with a store "
+                          "(cluster.start_manager(store=StoreView.open()))")
     return str(owner)
 
 
@@ -273,7 +275,7 @@ class FolderWatcher:
             raise
         for key, path in self.table.held_by_others([k for k, _, _, _ in files]):
             self._handled.pop(path, None)  # another live owner's claim: looked at again
-            self.inbox.after(RECHECK_S, lambda p=path: self._note(p))  # once it may be gone
+            self.inbox.after(RECHECK_S, partial(self._note, path))  # once it may be gone
         with self.manager.holding():  # one burst: the dispatcher batches them together
             submitted = [(key, self._submit(key, path)) for key, path in taken]
         self._mark_submitted([(k, j) for k, j in submitted if j])

@@ -26,7 +26,7 @@ class ChaptersQueue:
 
     def __init__(self, watcher: Any) -> None:
         self.watcher = watcher
-        self._todo: queue.SimpleQueue = queue.SimpleQueue()
+        self._todo: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()  # None: end
         self._cancel = CancelFlag()  # a run waiting on its chunks wakes on it
         self._pending = 0  # clips put and not finished (read by the watcher's thread)
         self._count = threading.Lock()

@@ -21,9 +21,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from chord_core.errors import ChordError, InputError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ CREATE TABLE IF NOT EXISTS library_watch_saved (
 """
 
 
-def create_tables(index: Any) -> None:
+def create_tables(index: LibraryIndex) -> None:
     with index.write() as conn:
         conn.execute(_DDL)
 
@@ -75,7 +78,7 @@ def check_watch(folder: str, task: str, query: str, statements: Sequence[str],
             "threshold": round(float(threshold), 4)}
 
 
-def save_watch(index: Any, folder: str, task: str = "describe", query: str = "",
+def save_watch(index: LibraryIndex, folder: str, task: str = "describe", query: str = "",
                statements: Sequence[str] = (), threshold: float = 0.8) -> dict[str, Any]:
     """Check and save a watch; returns its row. The same folder, task and query again
     replaces the statements and threshold."""
@@ -99,14 +102,14 @@ def save_watch(index: Any, folder: str, task: str = "describe", query: str = "",
                 if (w["folder"], w["task"], w["query"]) == (row["folder"], task, row["query"]))
 
 
-def saved_watches(index: Any) -> list[dict[str, Any]]:
+def saved_watches(index: LibraryIndex) -> list[dict[str, Any]]:
     """Every saved watch, oldest first, its statements as a list."""
     create_tables(index)
     return [{**dict(r), "statements": json.loads(r["statements_json"])}
             for r in index.read("SELECT * FROM library_watch_saved ORDER BY id")]
 
 
-def remove_watch(index: Any, watch_id: int) -> bool:
+def remove_watch(index: LibraryIndex, watch_id: int) -> bool:
     """Forget a saved watch (its analysed files, checks and alerts are kept)."""
     create_tables(index)
     with index.write() as conn:
@@ -122,18 +125,19 @@ def settings_of(row: dict[str, Any], model: str) -> Any:
                          statements=tuple(row["statements"]), threshold=row["threshold"])
 
 
-def watch_state(index: Any, watch: str) -> dict[str, int]:
+def watch_state(index: LibraryIndex, watch: str) -> dict[str, int]:
     """A running watch's counts: files by state, checks waiting, alerts raised."""
     from chord_core.library import watch_table
 
     watch_table.create_tables(index)
-    files = dict(index.read("SELECT state, COUNT(*) FROM library_watch_files WHERE watch = ? "
-                            "GROUP BY state", (watch,)))
+    files = {str(r[0]): int(r[1]) for r in index.read(
+        "SELECT state, COUNT(*) FROM library_watch_files WHERE watch = ? GROUP BY state",
+        (watch,))}
     checks = index.read("SELECT COUNT(*) FROM library_alert_checks WHERE watch = ? AND "
                         "state NOT IN ('done', 'error')", (watch,))[0][0]
     alerts = index.read("SELECT COUNT(*) FROM library_alerts WHERE watch = ?", (watch,))[0][0]
-    return {"done": int(files.get("done", 0)), "error": int(files.get("error", 0)),
-            "working": sum(int(n) for s, n in files.items() if s not in ("done", "error")),
+    return {"done": files.get("done", 0), "error": files.get("error", 0),
+            "working": sum(n for s, n in files.items() if s not in ("done", "error")),
             "checks": int(checks), "alerts": int(alerts)}
 
 

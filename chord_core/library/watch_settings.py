@@ -65,7 +65,7 @@ class Inbox:
     the next timer is due; no fixed tick."""
 
     def __init__(self) -> None:
-        self._q: queue.Queue[Any] = queue.Queue()
+        self._q: queue.Queue[Callable[[], None] | object] = queue.Queue()  # or STOP
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._order = itertools.count()
 

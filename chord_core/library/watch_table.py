@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import time
 from typing import Any, Iterable, Sequence
 
@@ -167,7 +168,7 @@ class WatchTable:
                     mine.append(row)
         return mine
 
-    def _take(self, conn: Any, table: str, key_col: str, key: str, owner: str,
+    def _take(self, conn: sqlite3.Connection, table: str, key_col: str, key: str, owner: str,
               statement: str | None = None) -> bool:
         extra, params = ("AND statement = ?", [statement]) if statement is not None else ("", [])
         cur = conn.execute(f"UPDATE {table} SET owner = ? WHERE watch = ? AND {key_col} = ? "
@@ -287,7 +288,7 @@ def alert_rows(index: LibraryIndex, *, after_id: int = 0, limit: int = 100,
     """Alerts (oldest first over ``after_id``, or the newest first), each with its
     ``evidence`` and its latest ``hook_run`` (or None)."""
     create_tables(index)
-    where, params = "id > ?", [int(after_id)]
+    where, params = "id > ?", list[int | str]([int(after_id)])
     if watch:
         where += " AND watch = ?"
         params.append(watch)

@@ -142,7 +142,7 @@ class _Session:
         from chord_core.config import model_config_from_env
         from chord_core.errors import ConfigError
         from chord_core.media.content_keys import file_hash
-        from chord_core.runtime.store import Store
+        from chord_core.runtime.store_read import StoreView
 
         if getattr(args, "batch_size", None) is not None and args.batch_size < 1:
             raise ConfigError(f"--batch-size must be at least 1, got {args.batch_size}",
@@ -158,7 +158,7 @@ class _Session:
                                          allow_offload=args.allow_offload)
         self.quiet = args.quiet
         self.reads: list[tuple[str, str]] = []  # (reader, note) of every job's result
-        self.store = Store()
+        self.store = StoreView.open()  # the manager writes the run's rows
         for notice in self.store.notices:
             print(f"warning: {notice}", file=sys.stderr)
         self.executor, self.in_flight = self._start(args)

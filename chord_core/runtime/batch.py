@@ -39,7 +39,8 @@ from chord_core.errors import BatchStopped, InputError, OutputError
 from chord_core.media.video_files import check_regular_file
 from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec, tally
 from chord_core.runtime.jobs import JobSpec, JobState
-from chord_core.runtime.protocols import JobRunner, JobStore
+from chord_core.runtime.protocols import JobRunner
+from chord_core.runtime.store_rows import StoreReader
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class BatchItem:
     state: str = "queued"
     skipped: bool = False
     worker: str | None = None
-    error: dict | None = None
+    error: dict[str, Any] | None = None
     write_error: str | None = None   # why out_json could not be written (result is stored)
 
 
@@ -87,7 +88,7 @@ class BatchSummary:
     wall_s: float = 0.0
     busy_s: dict[str, float] = field(default_factory=dict)
     assignment: dict[str, list[str]] = field(default_factory=dict)
-    plan: dict | None = None
+    plan: dict[str, Any] | None = None
     nodes: dict[str, str] = field(default_factory=dict)  # worker → machine (Ray), when known
 
     @property
@@ -132,7 +133,7 @@ def out_name(video: Path, task: str, used: set[str]) -> str:
     return name + ".json"
 
 
-def run_batch(manager: JobRunner, store: JobStore, videos: Sequence[Path], request: AnalysisRequest,
+def run_batch(manager: JobRunner, store: StoreReader, videos: Sequence[Path], request: AnalysisRequest,
               out_dir: Path, *, model: str,
               on_update: Callable[[BatchSummary], None] | None = None) -> BatchSummary:
     """Run ``request`` (its video path is replaced per clip) over ``videos``: one runtime
@@ -253,14 +254,14 @@ def _refresh(manager: JobRunner, summary: BatchSummary, pending: list[BatchItem]
     summary.wall_s = time.time() - t0
 
 
-def _write_json(path: Path, doc: dict | None) -> None:
+def _write_json(path: Path, doc: dict[str, Any] | None) -> None:
     from chord_core.runtime.outputs import write_json
 
     if doc is not None:
         write_json(path, doc)
 
 
-def _write_item(item: BatchItem, doc: dict | None) -> None:
+def _write_item(item: BatchItem, doc: dict[str, Any] | None) -> None:
     """Write one clip's result file; a refusal (disk full…) is noted on the item, not
     raised: the result is in the store and the other clips go on."""
     try:

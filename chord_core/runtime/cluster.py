@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chord_core.config import TEST_MODELS, ModelConfig, env_value
 from chord_core.errors import ConfigError
@@ -18,6 +18,12 @@ from chord_core.gpus.devices import GpuInfo, describe_visible
 from chord_core.model.planner import DTYPE_BYTES, GIB, GpuPlan, model_params, plan_gpus
 from chord_core.runtime.parallel_config import ParallelConfig
 from chord_core.runtime.workers import WorkerSpec, cpu_specs, gpu_specs
+
+if TYPE_CHECKING:
+    from chord_core.runtime.executors import Executor
+    from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.protocols import JobStore
+    from chord_core.runtime.store_read import StoreView
 
 log = logging.getLogger(__name__)
 MIB = 1024**2
@@ -150,17 +156,21 @@ def plan_workers(model_cfg: ModelConfig, parallel: ParallelConfig, *,
 EXECUTORS = ("local", "ray")
 
 
-def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any = None,
+def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *,
+                  store: JobStore | StoreView | None = None,
                   worker_plan: WorkerPlan | None = None, executor: str = "local",
                   ray_address: str | None = "auto", resume: bool = True
-                  ) -> tuple[Any, WorkerPlan]:
+                  ) -> tuple[JobManager, WorkerPlan]:
     """Plan, then start a JobManager: one local process per planned worker, or (``executor``
-    "ray") one Ray actor per worker on the cluster at ``ray_address``."""
+    "ray") one Ray actor per worker on the cluster at ``ray_address``. ``store``: the job
+    store it writes (a reader's ``StoreView``: the store under it; the manager is its one
+    writer, the view's holder keeps reading through it)."""
     from chord_core.gpus.devices import apply_device_order
     from chord_core.runtime.manager import JobManager
+    from chord_core.runtime.store_read import writable
 
     if executor == "ray":
-        return _start_on_ray(model_cfg, parallel, store=store, address=ray_address)
+        return _start_on_ray(model_cfg, parallel, store=writable(store), address=ray_address)
     if executor != "local":
         raise ConfigError(f"unknown executor {executor!r}",
                           hint=f"use one of: {', '.join(EXECUTORS)}")
@@ -170,12 +180,13 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
     wp = worker_plan or plan_workers(model_cfg, parallel)
     for line in wp.lines:
         log.info("%s", line)
-    manager = JobManager(list(wp.specs), weights=wp.weights, store=store, resume=resume)
+    manager = JobManager(list(wp.specs), weights=wp.weights, store=writable(store),
+                         resume=resume)
     return manager, wp
 
 
-def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: Any,
-                  address: str | None) -> tuple[Any, WorkerPlan]:
+def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *,
+                  store: JobStore | None, address: str | None) -> tuple[JobManager, WorkerPlan]:
     try:
         from chord_core.runtime.ray_executor import RayExecutor, ray_worker_specs
     except ImportError as exc:  # pragma: no cover — ray is in requirements.txt
@@ -203,15 +214,17 @@ def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *, store: An
     return manager, WorkerPlan(tuple(specs), weights, None, lines + tuple(parallel.report()))
 
 
-def in_process_manager(model_cfg: ModelConfig, *, store: Any = None,
-                       resume: bool = True) -> Any:
+def in_process_manager(model_cfg: ModelConfig, *, store: JobStore | StoreView | None = None,
+                       resume: bool = True, executor: Executor | None = None,
+                       worker_id: str = "thread0") -> JobManager:
     """A JobManager whose one worker is a thread of this process, running ``model_cfg`` as
     given (device included): for tools and tests that want no worker processes. ``resume``
-    False: the store's queued jobs are left to whoever queued them (a long-video CLI run)."""
+    False: the store's queued jobs are left to whoever queued them (a long-video CLI run).
+    ``executor``: a ``ThreadExecutor`` of one's own (an engine factory of the CLI's)."""
     from chord_core.runtime.executors import ThreadExecutor
     from chord_core.runtime.manager import JobManager
-    from chord_core.runtime.workers import WorkerSpec
+    from chord_core.runtime.store_read import writable
 
-    spec = WorkerSpec("thread0", (), model_cfg, warmup=False, in_process=True)
-    return JobManager([spec], store=store, split_ground=False, executor=ThreadExecutor(),
-                      resume=resume)
+    spec = WorkerSpec(worker_id, (), model_cfg, warmup=False, in_process=True)
+    return JobManager([spec], store=writable(store), split_ground=False,
+                      executor=executor or ThreadExecutor(), resume=resume)

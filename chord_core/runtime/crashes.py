@@ -37,7 +37,7 @@ MAX_DELAY_S = 30.0
 def restart_delay_s(deaths_in_row: int) -> float:
     """Seconds to wait before restarting a worker that died ``deaths_in_row`` times without
     finishing a task in between: 0.5, 1, 2, 4 … up to 30."""
-    return min(MAX_DELAY_S, FIRST_DELAY_S * 2 ** max(0, deaths_in_row - 1))
+    return min(MAX_DELAY_S, FIRST_DELAY_S * 2.0 ** max(0, deaths_in_row - 1))
 
 
 def poisoned_clip_error(video_path: str, attempts: int, worker_id: str) -> dict[str, str]:

@@ -28,6 +28,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from multiprocessing.connection import wait as wait_ready
+from multiprocessing.process import BaseProcess
 from typing import Any, Callable
 
 from chord_core.runtime.messages import (
@@ -179,7 +180,8 @@ class _PipeOutbox:
 
 
 class _ProcessHandle(QueueHandle):
-    def __init__(self, worker_id: str, proc: Any, inbox: Any, control: Any, reader: Any) -> None:
+    def __init__(self, worker_id: str, proc: BaseProcess, inbox: Any, control: Any,
+                 reader: Any) -> None:
         self.worker_id, self.proc, self.inbox, self.control = worker_id, proc, inbox, control
         self.reader: Any = reader
         self.reported = False  # its end (Stopped or WorkerDied) was told
@@ -296,8 +298,8 @@ class _Wake:
 _WAKE = _Wake()
 
 class _ThreadHandle(QueueHandle):
-    def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue,
-                 control: queue.Queue) -> None:
+    def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue[Any],
+                 control: queue.Queue[Any]) -> None:
         self.worker_id, self.thread, self.inbox, self.control = worker_id, thread, inbox, control
         self.reported = False
 
@@ -325,19 +327,20 @@ class ThreadExecutor(Executor):
 
     def __init__(self, engine_factory: Callable[[Any], Any] | None = None) -> None:
         self._factory = engine_factory
-        self._outbox: queue.Queue = queue.Queue()
+        self._outbox: queue.Queue[Any] = queue.Queue()  # Events, _Ended, _WAKE
         self._handles: list[_ThreadHandle] = []
         self._lock = threading.Lock()
 
-    def _serve(self, spec: WorkerSpec, inbox: queue.Queue, control: queue.Queue) -> None:
+    def _serve(self, spec: WorkerSpec, inbox: queue.Queue[Any], control: queue.Queue[Any]
+               ) -> None:
         try:
             serve(spec, inbox, self._outbox, control, engine_factory=self._factory)
         finally:  # however it ends (SystemExit in tests), the dispatcher hears of it
             self._outbox.put(_Ended(spec.worker_id))
 
     def start(self, spec: WorkerSpec) -> WorkerHandle:
-        inbox: queue.Queue = queue.Queue()
-        control: queue.Queue = queue.Queue()
+        inbox: queue.Queue[Any] = queue.Queue()
+        control: queue.Queue[Any] = queue.Queue()
         thread = threading.Thread(target=self._serve, name=f"chord-{spec.worker_id}",
                                   daemon=True, args=(spec, inbox, control))
         handle = _ThreadHandle(spec.worker_id, thread, inbox, control)

@@ -168,7 +168,7 @@ def woken_by(add_done_callback: Callable[[Callable[[Any], None]], None]
     yield from woken.__await__()
 
 
-def _resolve(future: asyncio.Future) -> None:
+def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
 

@@ -14,11 +14,18 @@ import logging
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chord_core.analysis.request import AnalysisRequest
 from chord_core.errors import ChordError
 from chord_core.types import ProgressEvent, Result, SamplingPlan, VideoInfo
+
+if TYPE_CHECKING:
+    import threading
+
+    from chord_core.runtime.handles import JobHandle
+    from chord_core.runtime.scheduling import JobEntry
+    from chord_core.runtime.store_rows import StoreReader
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +133,9 @@ class JobTable:
     jobs let go of (``retention.py``) are read back from ``_archive``, the store that holds
     them. Each entry carries a ``completion`` the dispatcher sets when the job finishes."""
 
-    _jobs: dict[str, Any]
-    _lock: Any
-    _archive: Any = None
+    _jobs: dict[str, JobEntry]
+    _lock: threading.RLock
+    _archive: StoreReader | None = None
 
     def status(self, job_id: str) -> JobStatus:
         """The job's latest snapshot. Takes no lock (one dict read; a snapshot is replaced
@@ -146,12 +153,12 @@ class JobTable:
         with self._lock:
             return [j.status for j in self._jobs.values()]
 
-    def holding(self) -> Any:
+    def holding(self) -> threading.RLock:
         """The table's lock: ``with table.holding(): submit(a); submit(b)`` makes the
         dispatcher see the jobs together (one burst, batched together)."""
         return self._lock
 
-    def handle(self, job_id: str) -> Any:
+    def handle(self, job_id: str) -> JobHandle:
         """The ``handles.JobHandle`` of a job in memory, or of a finished one in the store;
         KeyError for an unknown id."""
         from chord_core.runtime.handles import JobHandle
@@ -166,7 +173,7 @@ class JobTable:
         return self.handle(job_id).result(timeout)
 
 
-def stored_status(store: Any, job_id: str) -> JobStatus | None:
+def stored_status(store: StoreReader, job_id: str) -> JobStatus | None:
     """A finished job as the store holds it (its result included), or None."""
     row = store.get_job(job_id)
     if row is None or row["state"] not in FINISHED_STATES:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sqlite3
 import sys
 import time
 import uuid
@@ -138,7 +139,7 @@ class Lease:
                      len(claimed), f"; failed {len(given_up)}" if given_up else "")
         return claimed
 
-    def _take(self, conn: Any, row: Any) -> bool:
+    def _take(self, conn: sqlite3.Connection, row: sqlite3.Row) -> bool:
         """One conditional UPDATE: the row is taken only if its owner is still the gone one."""
         cur = conn.execute("UPDATE jobs SET owner = ?, state = 'queued', started_at = NULL, "
                            "finished_at = NULL, worker = NULL, progress_json = NULL "

@@ -129,7 +129,7 @@ class JobManager(JobTable):
         """This manager's lease id (``leases.py``; None without a store): its rows' owner."""
         return self._link.owner()
 
-    def store_problem(self) -> dict | None:
+    def store_problem(self) -> dict[str, Any] | None:
         """The last error from the job store (e.g. its disk is full), for the UI and CLI to
         show; None when every write went through. Jobs keep running either way."""
         return self._link.problem
@@ -386,7 +386,8 @@ class JobManager(JobTable):
                 ModelInfo.from_dict(w.model_info or {"id": "", "dtype": ""}),
                 probe_s=job.probe_s, t0=job.t0))
 
-    def _on_failed(self, w: WorkerSlot, tid: str, error: dict, partial: Any = None) -> None:
+    def _on_failed(self, w: WorkerSlot, tid: str, error: dict[str, Any],
+                   partial: Any = None) -> None:
         w.ended(tid)
         ts = self._tasks.get(tid)
         if ts is not None and ts.state == "stopping":  # cancelled: with its finished frames
@@ -406,7 +407,7 @@ class JobManager(JobTable):
         settle(self._jobs[ts.task.job_id], self._tasks, self._workers, self._link)
 
     def _finish(self, job: JobEntry, state: JobState, *, result: Result | None = None,
-                error: dict | None = None) -> None:
+                error: dict[str, Any] | None = None) -> None:
         job.status = replace(job.status, state=state, result=result, error=error,
                              finished_at=time.time())
         self._finished_now.append(job)

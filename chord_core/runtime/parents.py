@@ -25,6 +25,8 @@ from chord_core.types import Result
 
 if TYPE_CHECKING:
     from chord_core.runtime.groups import GroupHandle
+    from chord_core.runtime.protocols import JobStore
+    from chord_core.runtime.store_rows import JobRow
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,11 @@ class ParentJobs:
     A store that fails (a full disk) never stops a run: the error is logged and kept in
     ``problem``, and the run goes on from memory."""
 
-    def __init__(self, store: Any, owner: str | None = None) -> None:
+    def __init__(self, store: JobStore | None, owner: str | None = None) -> None:
         self.store, self.owner = store, owner  # owner: the manager's lease (leases.py)
         # the groups this manager drives now, by parent id (``group_start.py``)
         self.live: dict[str, GroupHandle] = {}
-        self.problem: dict | None = None  # the last store error; None while writes go through
+        self.problem: dict[str, Any] | None = None  # the last store error; None: writes go
 
     def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.store is None:
@@ -93,6 +95,6 @@ class ParentJobs:
         went. Raises ``AlreadyRunning`` for a row still running under a live lease."""
         return 0 if self.store is None else store_parents.delete_tree(self.store, job_id)
 
-    def children(self, job_id: str) -> list[dict[str, Any]]:
+    def children(self, job_id: str) -> list[JobRow]:
         """The parent's children as stored, oldest first ([] without a store)."""
         return [] if self.store is None else store_parents.children(self.store, job_id)

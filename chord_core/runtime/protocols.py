@@ -11,6 +11,8 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
+from chord_core.runtime.store_rows import StoreReader
+
 if TYPE_CHECKING:
     import sqlite3
     import threading
@@ -26,33 +28,26 @@ if TYPE_CHECKING:
     from chord_core.runtime.parents import ParentJobs
 
 
-class JobStore(Protocol):
+class JobStore(StoreReader, Protocol):
     """The job rows and results (``store.Store``): what the manager, its lease and the
-    batch runner read and write."""
+    batch runner read and write. Readers above the runtime get only ``StoreReader``
+    (``store_read.StoreView``): the manager is the one writer."""
 
     def add_job(self, job_id: str, *, video_path: str, task: str, query: str = "",
                 model: str = "", key: str = "", spec: Mapping[str, Any] | None = None,
-                batch_id: str | None = None, owner: str | None = None,
-                **more: Any) -> None: ...
+                batch_id: str | None = None, video_name: str | None = None,
+                state: str = "queued", submitted_at: float | None = None,
+                owner: str | None = None, parent: str | None = None) -> None: ...
 
-    def update_state(self, job_id: str, state: str, *, owner: str | None = None,
-                     **more: Any) -> None: ...
+    def update_state(self, job_id: str, state: str, *, worker: str | None = None,
+                     error: Mapping[str, Any] | None = None,
+                     progress: Mapping[str, Any] | None = None,
+                     owner: str | None = None) -> None: ...
 
-    def save_result(self, job_id: str, result: Any, *, state: str = "done",
-                    owner: str | None = None) -> None: ...
-
-    def get_job(self, job_id: str) -> dict[str, Any] | None: ...
-
-    def get_result(self, job_id: str) -> dict[str, Any] | None: ...
-
-    def find_done(self, key: str) -> str | None: ...
-
-    def list_jobs(self, limit: int = 50, offset: int = 0, state: str | None = None,
-                  batch_id: str | None = None) -> list[dict[str, Any]]: ...
+    def save_result(self, job_id: str, result: Mapping[str, Any] | Any, *,
+                    state: str = "done", owner: str | None = None) -> None: ...
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
-
-    def read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
 
 
 class JobRunner(Protocol):

@@ -75,23 +75,23 @@ class WorkerSlot:
     spec: WorkerSpec
     handle: WorkerHandle | None = None
     state: WorkerState = WorkerState.STARTING
-    batch: list = field(default_factory=list)  # task ids in flight (several: a describe batch)
-    queue: deque = field(default_factory=deque)
+    batch: list[str] = field(default_factory=list)  # task ids in flight (several: a describe batch)
+    queue: deque[str] = field(default_factory=deque)
     restarts: int = 0
     busy_s: float = 0.0
     tasks_done: int = 0
-    model_info: dict | None = None
-    error: dict | None = None
-    startup: dict | None = None      # where the worker's start-up time went (seconds)
-    warming: dict | None = None      # the start-up step in hand (``Warming``), until ready
+    model_info: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    startup: dict[str, Any] | None = None     # where the worker's start-up time went (seconds)
+    warming: dict[str, Any] | None = None     # the start-up step in hand (``Warming``), until ready
     respawn_at: float = 0.0          # monotonic time of the next start while "restarting"
     deaths_in_row: int = 0           # deaths without a finished task in between (back-off)
     start_failures: int = 0          # deaths before "ready", in a row
     call: tuple[str, int] = ("", 0)  # the call in hand: its first task id and its size
     hinted: tuple[str, ...] = ()     # the task ids it was last told to read ahead
 
-    def ready(self, model_info: dict | None, error: dict | None, startup: dict | None
-              ) -> None:
+    def ready(self, model_info: dict[str, Any] | None, error: dict[str, Any] | None,
+              startup: dict[str, Any] | None) -> None:
         """It loaded its model (or failed to: a worker whose start-up model did not load
         still serves jobs that name another model; jobs for the missing one fail with the
         loader's message). A background warm-up goes on (``warming`` kept)."""
@@ -99,7 +99,7 @@ class WorkerSlot:
         self.start_failures, self.startup = 0, startup
         self.warming = (self.warming or {}) if (self.warming or {}).get("background") else None
 
-    def warmed(self, step: dict) -> None:
+    def warmed(self, step: dict[str, Any]) -> None:
         """A start-up step in hand; ``{"startup": …}``: the background warm-up ended."""
         if "startup" in step:
             self.startup, self.warming = step["startup"], None

@@ -45,6 +45,7 @@ from chord_core.runtime.store_repair import (
     move_aside,
     rollback,
 )
+from chord_core.runtime.store_rows import BatchRow, JobRow
 from chord_core.runtime.store_schema import migrate
 from chord_core.runtime.store_states import (  # noqa: F401 — STATES, NotOwner: the store's API
     STATES,
@@ -297,14 +298,15 @@ class Store:
                          "error_json = NULL WHERE job_id = ?",
                          (state, now if old != state or state == "done" else None, job_id))
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
+    def get_job(self, job_id: str) -> JobRow | None:
         rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs WHERE job_id = ?",
                           (job_id,))
         return _job_dict(rows[0]) if rows else None
 
     def get_result(self, job_id: str) -> dict[str, Any] | None:
         rows = self._read("SELECT result_json FROM results WHERE job_id = ?", (job_id,))
-        return json.loads(rows[0]["result_json"]) if rows else None
+        doc: dict[str, Any] | None = json.loads(rows[0]["result_json"]) if rows else None
+        return doc
 
     def find_done(self, key: str) -> str | None:
         """The newest finished job with this content key and a stored result, if any."""
@@ -317,7 +319,7 @@ class Store:
 
     def list_jobs(self, limit: int = 50, offset: int = 0, state: str | None = None,
                   batch_id: str | None = None, *, top_level: bool = False,
-                  parent: str | None = None) -> list[dict[str, Any]]:
+                  parent: str | None = None) -> list[JobRow]:
         """Jobs newest first (no results); ``top_level``: no chunk jobs; ``parent``: its."""
         where, params = _filters(state, batch_id, top_level, parent)
         rows = self._read(f"SELECT {', '.join(_JOB_COLUMNS)} FROM jobs{where} "
@@ -346,18 +348,19 @@ class Store:
                          (batch_id, time.time() if created_at is None else created_at,
                           str(out_dir)))
 
-    def get_batch(self, batch_id: str) -> dict[str, Any] | None:
+    def get_batch(self, batch_id: str) -> BatchRow | None:
         """The batch with ``counts`` = number of its jobs per state."""
         rows = self._read("SELECT batch_id, created_at, out_dir, summary_json FROM batches "
                           "WHERE batch_id = ?", (batch_id,))
         if not rows:
             return None
-        out = dict(rows[0])
-        out["summary"] = json.loads(out.pop("summary_json") or "null")
         counts = self._read("SELECT state, COUNT(*) FROM jobs WHERE batch_id = ? "
                             "GROUP BY state", (batch_id,))
-        out["counts"] = {str(r[0]): int(r[1]) for r in counts}
-        return out
+        row = rows[0]
+        return BatchRow(batch_id=str(row["batch_id"]), created_at=float(row["created_at"]),
+                        out_dir=str(row["out_dir"]),
+                        summary=json.loads(row["summary_json"] or "null"),
+                        counts={str(r[0]): int(r[1]) for r in counts})
 
     def set_batch_summary(self, batch_id: str, summary: Mapping[str, Any]) -> None:
         with self._write() as conn:
@@ -382,13 +385,18 @@ def _filters(state: str | None, batch_id: str | None, top_level: bool = False,
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
 
 
-def _job_dict(row: sqlite3.Row) -> dict[str, Any]:
-    out = dict(row)
-    out["spec"] = json.loads(out.pop("spec_json") or "{}")
-    out["error"] = json.loads(out.pop("error_json") or "null")
-    out["progress"] = json.loads(out.pop("progress_json") or "null")
-    out["summary"] = json.loads(out.pop("summary_json") or "null")
-    return out
+def _job_dict(row: sqlite3.Row) -> JobRow:
+    """A ``jobs`` row (all of ``_JOB_COLUMNS``) as a ``JobRow``: its JSON columns decoded."""
+    return JobRow(job_id=row["job_id"], batch_id=row["batch_id"], key=row["key"],
+                  state=row["state"], video_path=row["video_path"],
+                  video_name=row["video_name"], task=row["task"], query=row["query"],
+                  model=row["model"], submitted_at=row["submitted_at"],
+                  started_at=row["started_at"], finished_at=row["finished_at"],
+                  worker=row["worker"], attempts=row["attempts"], owner=row["owner"],
+                  parent=row["parent"], spec=json.loads(row["spec_json"] or "{}"),
+                  error=json.loads(row["error_json"] or "null"),
+                  progress=json.loads(row["progress_json"] or "null"),
+                  summary=json.loads(row["summary_json"] or "null"))
 
 
 __all__ = ["Store", "content_key", "file_hash", "default_store_path", "STATES"]

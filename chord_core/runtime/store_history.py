@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chord_core.runtime.store import _JOB_COLUMNS, _job_dict
+from chord_core.runtime.store_rows import JobRow, StoreReader
 from chord_core.runtime.store_states import state_name
 
 # ORDER BY per sort; "longest": the job's own run time (a queued job has none: last)
@@ -55,8 +56,8 @@ class HistoryQuery:
         return " WHERE " + " AND ".join(clauses), params
 
 
-def history_rows(store: Any, query: HistoryQuery, now: float | None = None
-                 ) -> list[dict[str, Any]]:
+def history_rows(store: StoreReader, query: HistoryQuery, now: float | None = None
+                 ) -> list[JobRow]:
     """One page of top-level job rows (no results), in ``query.order``."""
     if query.order not in ORDERS:
         raise ValueError(f"unknown sort {query.order!r}; one of {', '.join(ORDERS)}")
@@ -69,13 +70,13 @@ def history_rows(store: Any, query: HistoryQuery, now: float | None = None
     return [_job_dict(r) for r in rows]
 
 
-def history_count(store: Any, query: HistoryQuery) -> int:
+def history_count(store: StoreReader, query: HistoryQuery) -> int:
     """How many top-level rows match ``query``'s filters (its sort and page aside)."""
     where, params = query.where()
     return int(store.read(f"SELECT COUNT(*) FROM jobs{where}", tuple(params))[0][0])
 
 
-def history_tasks(store: Any) -> list[str]:
+def history_tasks(store: StoreReader) -> list[str]:
     """The tasks of top-level rows stored, for the task filter (sorted)."""
     rows = store.read("SELECT DISTINCT task FROM jobs WHERE parent IS NULL AND task <> '' "
                       "ORDER BY task")
@@ -85,7 +86,7 @@ def history_tasks(store: Any) -> list[str]:
 __all__ = ["HistoryQuery", "ORDERS", "history_rows", "history_count", "history_tasks"]
 
 
-def first_child_video(store: Any, parent_id: str) -> str:
+def first_child_video(store: StoreReader, parent_id: str) -> str:
     """The clip of a parent's first child ("" when it has none): a batch's row shows its
     first clip's thumbnail, since the batch itself has no one clip."""
     rows = store.read("SELECT video_path FROM jobs WHERE parent = ? AND video_path IS NOT NULL "

@@ -52,7 +52,7 @@ class StoreLink:
     def __init__(self, store: JobStore | None, *, lease: Lease | None = None) -> None:
         self.store = store
         self.lease = lease if lease is not None or store is None else Lease(store)
-        self.problem: dict | None = None  # the last error, None while writes go through
+        self.problem: dict[str, Any] | None = None  # the last error; None: writes go through
         self._held: list[StoreWrite] | None = None
         self.unwritten: list[StoreWrite] = []  # refused; tried again in order
         self._next_retry = self._next_beat = 0.0

@@ -15,19 +15,23 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from chord_core.errors import AlreadyRunning
 from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.runtime.leases import owner_gone
+from chord_core.runtime.store_rows import JobRow, StoreReader
+
+if TYPE_CHECKING:
+    from chord_core.runtime.protocols import JobStore
 
 
-def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: str = "",
+def open_parent(store: JobStore, job_id: str, *, video_path: str, task: str, query: str = "",
                 model: str = "", spec: Mapping[str, Any] | None = None,
                 video_name: str | None = None, parent: str | None = None,
-                owner: str | None = None) -> dict[str, Any]:
+                owner: str | None = None) -> JobRow | None:
     """The parent's row, made ``running`` (a new row, or one a previous run left unfinished:
-    its summary is kept); a done one is left as it is. Returns the row. A ``parent`` the
+    its summary is kept); a done one is left as it is. Returns the row (None: gone). A ``parent`` the
     store does not have (chapters read from a file) is left out. ``owner``: the lease of the
     process that drives it, so another live process never claims it as an orphan; a row
     another live process drives is not taken (``AlreadyRunning``: the same run started twice
@@ -51,7 +55,7 @@ def open_parent(store: Any, job_id: str, *, video_path: str, task: str, query: s
                      "error_json = NULL, attempts = attempts + 1, parent = ?, owner = ? "
                      "WHERE job_id = ? AND state <> 'done'",
                      (time.time(), parent, owner, job_id))
-    return store.get_job(job_id) or {}
+    return store.get_job(job_id)
 
 
 def _live_owner(conn: Any, job_id: str, owner: str | None) -> Any:
@@ -66,7 +70,7 @@ def _live_owner(conn: Any, job_id: str, owner: str | None) -> Any:
     return lease
 
 
-def set_summary(store: Any, job_id: str, summary: Mapping[str, Any], *,
+def set_summary(store: JobStore, job_id: str, summary: Mapping[str, Any], *,
                 state: str | None = None, error: Mapping[str, Any] | None = None) -> None:
     """Write the parent's summary; with ``state`` (done, failed, cancelled), how it ended."""
     sets: list[str] = ["summary_json = ?"]
@@ -83,7 +87,7 @@ def set_summary(store: Any, job_id: str, summary: Mapping[str, Any], *,
             raise KeyError(f"no job {job_id!r}")
 
 
-def children(store: Any, job_id: str, limit: int = 100_000) -> list[dict[str, Any]]:
+def children(store: StoreReader, job_id: str, limit: int = 100_000) -> list[JobRow]:
     """The parent's chunk jobs, in the order they were submitted."""
     return list(reversed(store.list_jobs(limit=limit, parent=job_id)))
 
@@ -93,7 +97,7 @@ def is_parent(row: Mapping[str, Any] | None) -> bool:
     return row is not None and bool((row.get("spec") or {}).get("long_run"))
 
 
-def delete_tree(store: Any, job_id: str) -> int:
+def delete_tree(store: JobStore, job_id: str) -> int:
     """Delete the job ``job_id`` with its children (a run's chunks, its searches), in one
     transaction; returns how many rows went. A row that is unfinished under a live lease
     (this process's or another's) is not deleted: ``AlreadyRunning`` (cancel it first) —

@@ -16,10 +16,12 @@ FastAPI is imported only here: ``import chord_core`` stays light.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["create_app", "ServiceSettings", "settings_from_env"]
 
 
-def __getattr__(name: str):  # lazy: FastAPI loads only when the service is used
+def __getattr__(name: str) -> Any:  # lazy: FastAPI loads only when the service is used
     if name == "create_app":
         from chord_core.service.app import create_app
 

@@ -25,12 +25,15 @@ import json
 import threading
 import time
 import weakref
-from typing import Any, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from chord_core.service.http_errors import ApiError
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 ALERT_RECHECK_S = 1.0
 ALERT_FALLBACK_S = 15.0
@@ -90,7 +93,7 @@ class Bell:
         return True
 
 
-async def bell(request: Request, index: Any) -> Bell:
+async def bell(request: Request, index: LibraryIndex) -> Bell:
     """The app's one bell, started by its first stream."""
     from chord_core.library.alerts import listen_for_alerts
 
@@ -135,7 +138,7 @@ def take(request: Request) -> Slot:
     return slot
 
 
-async def events(request: Request, index: Any, start: int, timeout: float, ring: Bell,
+async def events(request: Request, index: LibraryIndex, start: int, timeout: float, ring: Bell,
                  slot: Slot) -> AsyncIterator[str]:
     """The stream's text (see the module docstring); ``slot`` lives as long as it does."""
     from chord_core.library.alerts import list_alerts

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, FastAPI, Request
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chord_core.service.http_errors import ApiError, install_handlers
 from chord_core.service.protocol import HEADERS_HINT, MAX_HEADER_BYTES, MAX_HEADERS
@@ -48,14 +49,15 @@ class RequestGuard:
     Content-Length is over the limit. Bodies without a length are counted as they arrive
     by Starlette's body limit."""
 
-    def __init__(self, app: Any, allowed: list[str], max_body: int, api_key: str = "") -> None:
+    def __init__(self, app: ASGIApp, allowed: list[str], max_body: int, api_key: str = ""
+                 ) -> None:
         self.app, self.allowed, self.max_body = app, {h.lower() for h in allowed}, max_body
         self.api_key = api_key.encode()
 
     def _ok(self, host: str) -> bool:
         return "*" in self.allowed or _host_only(host) in self.allowed
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")

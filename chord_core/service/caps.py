@@ -14,9 +14,12 @@ pays for at the smallest frame size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chord_core.service.http_errors import ApiError
+
+if TYPE_CHECKING:
+    from chord_core.service.settings import ServiceSettings
 
 
 def _tokens_per_min_frame() -> int:
@@ -83,7 +86,8 @@ def capped_sampling(settings: Any, task: str, *, fps: float | None = None,
         raise ApiError(400, exc.message, exc.hint) from None
 
 
-def capped_new_tokens(settings: Any, asked: int | None, default: int) -> int:
+def capped_new_tokens(settings: ServiceSettings, asked: int | None, default: int
+                      ) -> int:
     """The generation limit a request gets: what it asked (1 up to the cap), else the
     default lowered to the cap."""
     if asked is None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -106,9 +106,11 @@ def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None,
     statement = clean_statement(text_field(_first(task, TEXT_KEYS), f"task {index}: text"))
     data, _ = decode_base64(image, "image_data")
     path, info = save_image_probed(data, folder=folder, decode=False)
-    request = AnalysisRequest(str(path), "entail", statement,
-                              *(() if sampling is None else (sampling,)),
-                              **({} if think is None else {"max_new_tokens": think}))
+    request = AnalysisRequest(str(path), "entail", statement)
+    if sampling is not None:
+        request = replace(request, sampling=sampling)
+    if think is not None:
+        request = replace(request, max_new_tokens=think)
     # the image was decoded just now: the manager need not probe it again
     return task.get("id", index), JobSpec(request, model=None, label="api batch_predict",
                                           info=info)
@@ -177,7 +179,9 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
         if entry is not None:
             read.out[i] = entry
         else:
-            read.ids.append(task_id), read.specs.append(spec), read.slots.append(i)
+            read.ids.append(task_id)
+            read.specs.append(spec)
+            read.slots.append(i)
     return read
 
 
@@ -229,7 +233,9 @@ def within_pixels(read: BatchIntake) -> BatchIntake:
             api = from_chord_error(exc)
             kept.out[slot] = {"id": task_id, "error": api.message, "hint": api.hint}
             continue
-        kept.ids.append(task_id), kept.specs.append(spec), kept.slots.append(slot)
+        kept.ids.append(task_id)
+        kept.specs.append(spec)
+        kept.slots.append(slot)
     return kept
 
 

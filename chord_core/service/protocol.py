@@ -76,7 +76,7 @@ class GuardedH11Protocol(H11Protocol):
         self._deadline: Any = None
         self._body_until: float | None = None  # when the body being read must be in
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._arm()
 
@@ -137,7 +137,8 @@ class GuardedH11Protocol(H11Protocol):
         self._answer(408, f"the request was not received within {self.read_timeout_s:g} s")
 
     def send_400_response(self, msg: str) -> None:
-        hint = getattr(self.conn.last_error, "error_status_hint", 400)
+        error = self.conn.last_error if isinstance(self.conn, _Connection) else None
+        hint = error.error_status_hint if error is not None else 400
         status = 431 if hint == 431 else 400
         message = "the request headers are too large" if status == 431 else \
             "the request is not valid HTTP/1.1"
@@ -153,7 +154,7 @@ class GuardedH11Protocol(H11Protocol):
         head = conn.send(h11.Response(
             status_code=status, reason=HTTPStatus(status).phrase,
             headers=[(b"content-type", b"application/json"),
-                     (b"content-length", str(len(body))), (b"connection", b"close")]))
+                     (b"content-length", str(len(body)).encode()), (b"connection", b"close")]))
         self.transport.write(head + conn.send(h11.Data(data=body)))
         self._disarm()
         self.transport.close()

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -35,6 +35,9 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.service.http_errors import ApiError
 from chord_core.service.library_routes import library_index
+
+if TYPE_CHECKING:
+    from chord_core.library.index import LibraryIndex
 
 router = APIRouter()
 MAX_S = 7 * 86400.0
@@ -128,7 +131,7 @@ async def mark_items(request: Request, body: MarkBody) -> dict[str, Any]:
     return {"changed": changed}
 
 
-def _item(index: Any, item_id: str) -> dict[str, Any]:
+def _item(index: LibraryIndex, item_id: str) -> dict[str, Any]:
     from chord_core.library.review import check_ids, items
 
     [wanted] = check_ids([item_id])

@@ -29,7 +29,8 @@ from chord_core.runtime.group_start import follow_group, live_group
 from chord_core.runtime.groups import EndPolicy, GroupSpec
 from chord_core.runtime.handles import JobHandle
 from chord_core.runtime.jobs import JobSpec, JobStatus
-from chord_core.runtime.protocols import JobRunner, JobStore
+from chord_core.runtime.protocols import JobRunner
+from chord_core.runtime.store_rows import JobRow, StoreReader
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -60,7 +61,7 @@ class ServiceRuntime:
     """The manager and store the endpoints use. ``model`` is the served model's id."""
 
     manager: JobRunner
-    store: JobStore | None = None
+    store: StoreReader | None = None
     model: str = "test"
     plan_lines: tuple[str, ...] = ()
     started_at: float = field(default_factory=time.time)
@@ -172,7 +173,7 @@ class ServiceRuntime:
         except KeyError:
             return None
 
-    def stored_job(self, job_id: str) -> dict[str, Any] | None:
+    def stored_job(self, job_id: str) -> JobRow | None:
         """A job only the store knows (an earlier run, or the app's)."""
         if self.store is None:
             return None
@@ -220,7 +221,7 @@ def _find_tokenizer(model: str) -> Any:
         return None
 
 
-def handle_of(manager: JobRunner, store: JobStore | None, job_id: str) -> JobHandle:
+def handle_of(manager: JobRunner, store: StoreReader | None, job_id: str) -> JobHandle:
     """The job's handle: from the manager, or (a job done before this process started, which
     the manager never held) a finished one from the store. KeyError when neither has it."""
     from chord_core.runtime.jobs import stored_status
@@ -234,7 +235,7 @@ def handle_of(manager: JobRunner, store: JobStore | None, job_id: str) -> JobHan
         return JobHandle.finished(status)
 
 
-def resume_parents(manager: JobRunner, store: JobStore | None) -> int:
+def resume_parents(manager: JobRunner, store: StoreReader | None) -> int:
     """``/batch_predict`` parents a crash left unfinished: each becomes a group over its
     stored children (resumed by the manager: same ids) and ends once they have, whether or
     not the client sends its request again. Returns how many are followed."""
@@ -268,9 +269,9 @@ def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
     """Plan and start the workers (this machine's processes, or Ray actors) on the app's
     store; returns the runtime."""
     from chord_core.runtime.cluster import start_manager
-    from chord_core.runtime.store import Store
+    from chord_core.runtime.store_read import StoreView
 
-    store = Store()
+    store = StoreView.open()  # the service reads; its manager writes
     for notice in store.notices:
         log.warning("%s", notice)
     manager, plan = start_manager(model_cfg, parallel, store=store,

@@ -11,7 +11,7 @@ import logging
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from chord_core.config import env_value
 from chord_core.errors import ConfigError
@@ -130,7 +130,8 @@ class ServiceSettings:
         return list(dict.fromkeys([*sorted(LOCAL_HOSTS), self.host, *self.allowed_hosts]))
 
 
-def _number(env: Mapping[str, str], name: str, kind: type, default: float) -> float:
+def _number(env: Mapping[str, str] | None, name: str, kind: Callable[[str], float],
+            default: float) -> float:
     raw = env_value(name, env)
     if not raw:
         return default

@@ -154,13 +154,23 @@ def test_delete_asks_then_removes_job_and_result(new_app, app_server, app_clip,
 
 @pytest.fixture()
 def own_store(monkeypatch, tmp_path):
-    """A store of its own, so counts and pages are exact."""
+    """A store of its own, so counts and pages are exact, and a job manager on it (History
+    deletes through the manager, the store's one writer): one worker thread whose engine
+    loads nothing, and no job of the store resumed."""
+    from chord_core.config import ModelConfig
+    from chord_core.runtime.cluster import in_process_manager
+    from chord_core.runtime.executors import ThreadExecutor
     from chord_core.runtime.store import Store
     from chord_ui import resources
+    from tests.unit.fake_engine import LoadedEngine
 
     store = Store(tmp_path / "own.sqlite3")
+    manager = in_process_manager(ModelConfig(model="test", device="cpu"), store=store,
+                                 resume=False, executor=ThreadExecutor(LoadedEngine))
     monkeypatch.setattr(resources, "store", lambda: store)
+    monkeypatch.setattr(resources, "job_manager", lambda: manager)
     yield store
+    manager.shutdown()
     store.close()
 
 
@@ -245,12 +255,12 @@ def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server,
     ``partial`` result) says so in History and opens in Analyze under the partial banner."""
     import dataclasses
 
+    from chord_core.runtime.store import Store
     from chord_core.types import Result
 
     path = _clip(tmp_path, app_clip)
     done_id = _run(app_server["manager"], path, "ground", "green square")
-    store = app_server["store"]
-    full = Result.from_dict(store.get_result(done_id))
+    full = Result.from_dict(app_server["store"].get_result(done_id))
     kept = full.sampling.frame_indices[:3]
     part = dataclasses.replace(
         full, partial=True, sampling=dataclasses.replace(
@@ -259,11 +269,13 @@ def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server,
     job_id = f"job-{uuid.uuid4().hex[:12]}"
     cut = tmp_path / f"cut-{path.name}"
     shutil.copyfile(path, cut)
-    store.add_job(job_id, video_path=str(cut), task="ground", query="green square",
-                  model="test", spec={"label": cut.name}, state="running")
-    store.update_state(job_id, "cancelled")
-    store.save_result(job_id, dataclasses.replace(part, video=dataclasses.replace(
-        part.video, path=str(cut))).to_dict(), state="cancelled")
+    # the app's store is read-only (a StoreView): the row is seeded as another process would
+    with Store(app_server["store"].path) as store:
+        store.add_job(job_id, video_path=str(cut), task="ground", query="green square",
+                      model="test", spec={"label": cut.name}, state="running")
+        store.update_state(job_id, "cancelled")
+        store.save_result(job_id, dataclasses.replace(part, video=dataclasses.replace(
+            part.video, path=str(cut))).to_dict(), state="cancelled")
     at = _select(_history(new_app), cut.name)
     assert not at.exception
     assert any("Partial result" in w.value for w in at.warning), [w.value for w in at.warning]

@@ -173,3 +173,22 @@ def test_the_architecture_diagram_draws_the_floors_this_test_enforces():
     drawn = _drawn_floors()
     assert drawn, "docs/architecture.md has no floors diagram"
     assert drawn == FLOORS
+
+
+def test_the_type_checker_is_strict_on_the_seams():
+    """mypy.ini (run by run_tests.sh before pytest) checks runtime/, service/ and library/
+    with every --strict flag on (issue 38): a flag turned off or a package dropped fails here."""
+    import configparser
+
+    ini = configparser.ConfigParser()
+    ini.read(ROOT / "mypy.ini")
+    cfg = ini["mypy"]
+    files = {f.strip().rstrip("/") for f in cfg["files"].split(",")}
+    assert {"chord_core/runtime", "chord_core/service", "chord_core/library"} <= files
+    strict = ("warn_unused_configs", "disallow_any_generics", "disallow_subclassing_any",
+              "disallow_untyped_calls", "disallow_untyped_defs", "disallow_incomplete_defs",
+              "check_untyped_defs", "disallow_untyped_decorators", "warn_redundant_casts",
+              "warn_unused_ignores", "warn_return_any", "no_implicit_reexport",
+              "strict_equality", "extra_checks")
+    assert {f: cfg.getboolean(f, fallback=False) for f in strict} == dict.fromkeys(strict, True)
+    assert "mypy" in (ROOT / "run_tests.sh").read_text()
