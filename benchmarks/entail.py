@@ -16,7 +16,9 @@
   tasks a request, one request after another, every pair unique (an image and a statement
   never sent before: the content-key cache answers none), then the same requests again
   (repeated pairs, answered from the store);
-- ``naive`` (alone): the naive path's pairs/s without the engine rows, the loop's baseline.
+- ``naive`` (alone): the naive path's pairs/s without the engine rows, the loop's baseline;
+- ``halves``: one worker call of ``--tasks`` pairs in process, scored as one pass against
+  two halves (issue 36: the second half read while the first is scored), alternated.
 
 ``--cpu`` runs it all on the CPU with the test model (a harness check, not a figure).
 """
@@ -395,6 +397,44 @@ def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
     return res
 
 
+def bench_halves(model: str, device: str, paths: list[str], tasks: int, rounds: int) -> dict:
+    """One worker call of ``tasks`` image pairs (a ``/batch_predict`` request's), in process:
+    scored as one pass (before) against two halves (``entail_batch.pass_size``: the second
+    half read and built while the first is scored), alternated ``rounds`` times, medians.
+    Each round's pairs are new statements (nothing cached)."""
+    import statistics
+
+    import torch
+
+    from chord_core.analysis import entail_batch
+    from chord_core.analysis.engine import Engine
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import ModelConfig
+
+    engine = Engine(ModelConfig(model=model, device=device, compile=False, batch_size=32))
+    split = entail_batch.MIN_SPLIT
+    times: dict[str, list[float]] = {"one pass": [], "halves": []}
+    for r in range(rounds + 1):  # round 0: warm-up
+        for how in times:
+            entail_batch.MIN_SPLIT = split if how == "halves" else 10 ** 9
+            reqs = [AnalysisRequest(p, "entail", f"round {r} {how}: " + statement(i))
+                    for i, p in enumerate(paths[:tasks])]
+            t, out = timed(lambda: engine.entail_many(reqs))
+            if any(not hasattr(o, "entailment") for o in out):
+                raise SystemExit(f"halves: some pairs failed: {out[:2]}")
+            if r:
+                times[how].append(t)
+    entail_batch.MIN_SPLIT = split
+    engine.unload()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    one, halves = (statistics.median(times[k]) for k in ("one pass", "halves"))
+    print(f"a {tasks}-pair call: one pass {one:.3f} s, two halves {halves:.3f} s "
+          f"({one / halves:.2f}x), medians of {rounds}", file=sys.stderr)
+    return {"call_pairs": tasks, "call_one_pass_s": one, "call_halves_s": halves,
+            "call_halves_speedup": one / halves, "call_rounds": rounds}
+
+
 def bench_naive(model: str, device: str, paths: list[str], n: int) -> float:
     """pairs/s of the naive path alone (transformers ``generate``, one pair at a time, one
     new token, the answer words' probabilities read): the OFA loop's baseline."""
@@ -441,7 +481,9 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=2, help="measure on 1..this many GPUs")
     ap.add_argument("--batch", type=int, default=32, help="pairs per forward pass")
     ap.add_argument("--no-box-scores", action="store_true")
-    ap.add_argument("--tasks", type=int, default=32, help="tasks a request (ofa-loop)")
+    ap.add_argument("--tasks", type=int, default=32,
+                    help="tasks a request (ofa-loop), pairs a call (halves)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternations (halves)")
     ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
@@ -469,6 +511,10 @@ def main() -> int:
     if "naive" in parts and "engine" not in parts:
         res["naive_pairs_per_s"] = bench_naive(model, "cpu" if args.cpu else "cuda:0", paths,
                                                4 if args.cpu else args.naive_pairs)
+        save()
+    if "halves" in parts:
+        res.update(bench_halves(model, "cpu" if args.cpu else "cuda:0", paths, args.tasks,
+                                args.rounds))
         save()
     if "ofa-loop" in parts:
         res.update(bench_ofa_loop(model, paths, args.cpu, args.tasks))
