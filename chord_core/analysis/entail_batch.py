@@ -108,11 +108,20 @@ def pass_size(pairs: int, batch: int) -> int:
 
 
 def _pairs(requests: Sequence[AnalysisRequest], plans: Sequence[Any] | None) -> int:
-    """The call's pairs: its planned frames (one an image), one a request if unplanned."""
-    planned = [p for p in (plans or ()) if p is not None]
-    if len(planned) != len(requests):
-        return len(requests)
-    return sum(max(1, int(getattr(p, "num_frames", 1) or 1)) for p in planned)
+    """The call's pairs: each request's planned frames, one for an unplanned image; a call
+    holding an unplanned clip (frames not known yet) counts as more than any pass."""
+    from chord_core.media.images import is_image_path
+
+    total = 0
+    for i, req in enumerate(requests):
+        plan = plans[i] if plans is not None and i < len(plans) else None
+        if plan is not None:
+            total += max(1, int(plan.num_frames))
+        elif is_image_path(req.video_path):
+            total += 1
+        else:
+            return 1 << 30
+    return total
 
 
 def _planned(req: AnalysisRequest, infos: Sequence[Any] | None, plans: Sequence[Any] | None,

@@ -111,6 +111,9 @@ def test_a_call_of_one_pass_is_scored_in_two_halves_with_the_same_answers(
         [16, 10, 8, 32, 32, 32]
     reqs = [AnalysisRequest(str(media[f"img{i % 3}"]), "entail", f"statement number {i}")
             for i in range(18)]
+    assert entail_batch._pairs(reqs, None) == 18  # unplanned images: a pair each
+    clip = [AnalysisRequest(str(media["clip"]), "entail", "a clip")]  # frames unknown yet
+    assert entail_batch.pass_size(entail_batch._pairs(clip + reqs[:17], None), 32) == 32
     rows: list[int] = []
     real = entailment._prefill
 
