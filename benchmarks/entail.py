@@ -16,7 +16,9 @@
   tasks a request, one request after another, every pair unique (an image and a statement
   never sent before: the content-key cache answers none), then the same requests again
   (repeated pairs, answered from the store);
-- ``naive`` (alone): the naive path's pairs/s without the engine rows, the loop's baseline.
+- ``naive`` (alone): the naive path's pairs/s without the engine rows, the loop's baseline;
+- ``halves``: one worker call of ``--tasks`` pairs in process, scored as one pass against
+  two halves (issue 36: the second half read while the first is scored), alternated.
 
 ``--cpu`` runs it all on the CPU with the test model (a harness check, not a figure).
 """
@@ -249,9 +251,15 @@ def bench_service(model: str, paths: list[str], gpus: str, cpu: bool,
 
 
 class Served:
-    """``python -m chord_core serve`` on a free port for the test's lifetime (``env`` added)."""
+    """``python -m chord_core serve`` on a free port for the test's lifetime (``env`` added),
+    on a data folder of its own (a fresh store: no pair was scored before, whatever earlier
+    runs on this machine scored; removed at the end)."""
 
     def __init__(self, model: str, gpus: str, cpu: bool, env: dict | None = None) -> None:
+        import tempfile
+
+        self.data = tempfile.mkdtemp(prefix="chord-entail-serve-")
+        env = {"CHORD_DATA_DIR": self.data, **(env or {})}
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "chord_core", "serve", "--port", str(self.port),
@@ -276,8 +284,11 @@ class Served:
         raise SystemExit("service did not become ready")
 
     def __exit__(self, *exc: object) -> None:
+        import shutil
+
         self.proc.terminate()
         self.proc.wait(30)
+        shutil.rmtree(self.data, ignore_errors=True)
 
     def cpu_s(self) -> dict:
         """CPU seconds so far of the service process, its reader processes and its worker
@@ -299,11 +310,22 @@ class Served:
         return {"service": cpu(main), "worker": cpu(worker) if worker else 0.0,
                 "readers": sum(cpu(k) for k in kids if k is not worker)}
 
-    def post(self, body: bytes) -> dict:
+    def post(self, body: bytes, stages: dict | None = None) -> dict:
+        """The answer; ``stages`` given, the seconds of each stage the answer's
+        ``Server-Timing`` header names are added to it."""
         req = urllib.request.Request(self.base + "/batch_predict", data=body,
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=600) as r:
+            if stages is not None:
+                for part in (r.headers.get("Server-Timing") or "").split(","):
+                    name, _, dur = part.strip().partition(";dur=")
+                    if dur:
+                        stages[name] = stages.get(name, 0.0) + float(dur) / 1000
             return json.loads(r.read())
+
+    def job_timing(self, job_id: str) -> dict:
+        with urllib.request.urlopen(f"{self.base}/v1/jobs/{job_id}/result", timeout=30) as r:
+            return json.loads(r.read()).get("timing") or {}
 
 
 def ofa_body(paths: list[str], first: int, prefix: str = "") -> bytes:
@@ -325,14 +347,23 @@ def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
         srv.post(ofa_body(paths[:tasks], 0, "warm-up: "))  # its statements are never reused
         chunks = [(i, paths[i:i + tasks]) for i in range(0, len(paths), tasks)]
         cpu0 = srv.cpu_s()
-        lat, done, t0 = [], 0, time.perf_counter()
+        lat, done, t0, stages, jobs = [], 0, time.perf_counter(), {"client body": 0.0}, []
         for i, part in chunks:
             t = time.perf_counter()
-            out = srv.post(ofa_body(part, i))["predictions"]
+            body = ofa_body(part, i)
+            stages["client body"] += time.perf_counter() - t
+            out = srv.post(body, stages)["predictions"]
             lat.append(time.perf_counter() - t)
             done += sum(1 for p in out if "entailment" in p)
+            jobs += [p["job_id"] for p in out if "job_id" in p]
         wall = time.perf_counter() - t0
         cpu1 = srv.cpu_s()
+        worker = {"read": 0.0, "inputs": 0.0, "passes": 0.0}
+        for job in jobs:  # after the loop: not in its time
+            timing = srv.job_timing(job)
+            for k, key in (("read", "decode_s"), ("inputs", "preprocess_s"),
+                           ("passes", "generate_s")):
+                worker[k] += timing.get(key) or 0.0
         if done != len(paths):
             raise SystemExit(f"ofa loop: {len(paths) - done} tasks failed")
         t1 = time.perf_counter()
@@ -341,7 +372,15 @@ def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
         again = time.perf_counter() - t1
         cpu2 = srv.cpu_s()
     lat.sort()
-    res = {"ofa_loop_unique_pairs_per_s": len(paths) / wall, "ofa_loop_tasks": tasks,
+    stages["rest"] = wall - sum(stages.values())  # HTTP, the answer's JSON, the client's read
+    breakdown = {k: v / len(chunks) for k, v in stages.items()}
+    breakdown.update({f"worker {k}": v / len(chunks) for k, v in worker.items()})
+    print("a request's time (s, mean): " + ", ".join(f"{k} {v:.3f}" for k, v in
+                                                     breakdown.items()) +
+          " (worker read: the tasks' image reads summed over its threads; inputs: built "
+          "beside the passes)", file=sys.stderr)
+    res = {"ofa_loop_request_breakdown_s": breakdown,
+           "ofa_loop_unique_pairs_per_s": len(paths) / wall, "ofa_loop_tasks": tasks,
            "ofa_loop_requests": len(chunks),
            "ofa_loop_request_s_p50": lat[len(lat) // 2], "ofa_loop_request_s_max": lat[-1],
            "ofa_loop_repeated_pairs_per_s": len(paths) / again}
@@ -356,6 +395,44 @@ def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
           ", ".join(f"{r} {res[f'ofa_loop_cpu_s_per_request_{r}']:.3f}" for r in cpu0),
           file=sys.stderr)
     return res
+
+
+def bench_halves(model: str, device: str, paths: list[str], tasks: int, rounds: int) -> dict:
+    """One worker call of ``tasks`` image pairs (a ``/batch_predict`` request's), in process:
+    scored as one pass (before) against two halves (``entail_batch.pass_size``: the second
+    half read and built while the first is scored), alternated ``rounds`` times, medians.
+    Each round's pairs are new statements (nothing cached)."""
+    import statistics
+
+    import torch
+
+    from chord_core.analysis import entail_batch
+    from chord_core.analysis.engine import Engine
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import ModelConfig
+
+    engine = Engine(ModelConfig(model=model, device=device, compile=False, batch_size=32))
+    split = entail_batch.MIN_SPLIT
+    times: dict[str, list[float]] = {"one pass": [], "halves": []}
+    for r in range(rounds + 1):  # round 0: warm-up
+        for how in times:
+            entail_batch.MIN_SPLIT = split if how == "halves" else 10 ** 9
+            reqs = [AnalysisRequest(p, "entail", f"round {r} {how}: " + statement(i))
+                    for i, p in enumerate(paths[:tasks])]
+            t, out = timed(lambda: engine.entail_many(reqs))
+            if any(not hasattr(o, "entailment") for o in out):
+                raise SystemExit(f"halves: some pairs failed: {out[:2]}")
+            if r:
+                times[how].append(t)
+    entail_batch.MIN_SPLIT = split
+    engine.unload()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    one, halves = (statistics.median(times[k]) for k in ("one pass", "halves"))
+    print(f"a {tasks}-pair call: one pass {one:.3f} s, two halves {halves:.3f} s "
+          f"({one / halves:.2f}x), medians of {rounds}", file=sys.stderr)
+    return {"call_pairs": tasks, "call_one_pass_s": one, "call_halves_s": halves,
+            "call_halves_speedup": one / halves, "call_rounds": rounds}
 
 
 def bench_naive(model: str, device: str, paths: list[str], n: int) -> float:
@@ -404,7 +481,9 @@ def main() -> int:
     ap.add_argument("--gpus", type=int, default=2, help="measure on 1..this many GPUs")
     ap.add_argument("--batch", type=int, default=32, help="pairs per forward pass")
     ap.add_argument("--no-box-scores", action="store_true")
-    ap.add_argument("--tasks", type=int, default=32, help="tasks a request (ofa-loop)")
+    ap.add_argument("--tasks", type=int, default=32,
+                    help="tasks a request (ofa-loop), pairs a call (halves)")
+    ap.add_argument("--rounds", type=int, default=5, help="alternations (halves)")
     ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
@@ -432,6 +511,10 @@ def main() -> int:
     if "naive" in parts and "engine" not in parts:
         res["naive_pairs_per_s"] = bench_naive(model, "cpu" if args.cpu else "cuda:0", paths,
                                                4 if args.cpu else args.naive_pairs)
+        save()
+    if "halves" in parts:
+        res.update(bench_halves(model, "cpu" if args.cpu else "cuda:0", paths, args.tasks,
+                                args.rounds))
         save()
     if "ofa-loop" in parts:
         res.update(bench_ofa_loop(model, paths, args.cpu, args.tasks))

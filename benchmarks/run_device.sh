@@ -38,7 +38,8 @@ if [ "${1:-}" = live ]; then
 fi
 if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
   # Issue 36 (one H200): the OFA-VE seed client's loop through serve (32 tasks a request, one
-  # request after another, UNIQUE pairs) against the naive path; W1 via describe_many (default
+  # request after another, UNIQUE pairs; a request's time by stage) against the naive path,
+  # and a 32-pair worker call as one pass vs two halves (in process, alternated); W1 via describe_many (default
   # batches of 8 and one batch of 24) and batch-1/8 decode against the bandwidth bound; the
   # Thinking entailment at a 64-token budget, batch 64, against its first-token floor. The
   # random-weight 7B is built with Qwen's vocabulary (qwen.tiktoken from the dashscope wheel);
@@ -56,7 +57,7 @@ if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
     python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
     CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
         --pairs 384 --naive-pairs 16 \
-        --gpus 1 --parts naive,ofa-loop --out "$OUT/entail.json"
+        --gpus 1 --parts naive,halves,ofa-loop --out "$OUT/entail.json"
     [ "$1" = throughput-entail ] && exit 0   # the entailment rows alone
     python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode,w1 --clips 24 \
         --naive-clips 2 --repeats 1 --describe-batches 24 --out "$OUT/speed.json"

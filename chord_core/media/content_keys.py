@@ -43,6 +43,18 @@ def file_hash(path: str | Path) -> str:
     return value
 
 
+def remember_hash(path: str | Path, digest: str) -> None:
+    """``digest`` (sha256 hex) is the hash of the file at ``path`` as it is now: the caller
+    just wrote those bytes (a stored upload) and hashed them on the way, so ``file_hash``
+    need not read the file again. Cached under its size and mtime like a computed hash."""
+    path = Path(path)
+    st = path.stat()
+    with _HASH_LOCK:
+        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
+            _HASH_CACHE.pop(next(iter(_HASH_CACHE)))
+        _HASH_CACHE[(str(path.resolve()), st.st_size, st.st_mtime_ns)] = digest
+
+
 def content_key(video_path: str | Path, task: str, query: str, model: str,
                 sampling: Mapping[str, Any] | None = None) -> str:
     """What makes two analyses the same: file content, task, query, model and sampling.

@@ -122,6 +122,9 @@ class GroupHandle:
         self._pumping = False
         self._ending = False
         self.on_child: Callable[[GroupChild, JobStatus | None], None] | None = None
+        # finished children only the store knows (a request sent again after a restart):
+        # read once, not once per summary (each child's end summarises every child)
+        self._stored: dict[str, JobStatus] = {}
 
     @property
     def parent_id(self) -> str:
@@ -133,8 +136,13 @@ class GroupHandle:
         try:
             return self.manager.status(child.job_id)
         except KeyError:
+            if child.job_id in self._stored:
+                return self._stored[child.job_id]
             store = self.manager.parents.store  # one finished before this process started
-            return stored_status(store, child.job_id) if store is not None else None
+            st = stored_status(store, child.job_id) if store is not None else None
+            if st is not None and st.state.finished:  # its row changes no more
+                self._stored[child.job_id] = st
+            return st
 
     def _handle(self, job_id: str) -> JobHandle:
         """A child's handle: the manager's, or a finished one from the store (KeyError when

@@ -167,9 +167,12 @@ def save_image_probed(data: bytes, *, folder: Path | None = None,
     the same error when it does not decode (``/batch_predict``: one decode a task, not two)."""
     if not data:
         raise InputError("the image is empty (0 bytes)", hint=_MEDIA_HINT)
+    from chord_core.media.content_keys import remember_hash
+
     ext = image_ext(data)
     tmp, digest, _ = _write_private([data], folder or api_uploads_dir())
     path, created = _place(tmp, digest, ext)
+    remember_hash(path, digest)  # hashed while written: its content key needs no re-read
     return _probed(path, created, decode)
 
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -83,8 +84,10 @@ def _first(task: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None,
-             think: int | None = None) -> tuple[Any, Any]:
-    """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise."""
+             think: int | None = None, model: str | None = None) -> tuple[Any, Any]:
+    """(id, JobSpec) for a good task; raises ChordError (its own error entry) otherwise.
+    ``model``: the served model, for the task's content key (made here, where the image was
+    hashed as it was stored, instead of by the service reading every file again)."""
     from chord_core.analysis.entailment import clean_statement
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.errors import InputError
@@ -111,17 +114,17 @@ def _prepare(index: int, task: Any, sampling: Any = None, folder: Any = None,
         request = replace(request, sampling=sampling)
     if think is not None:
         request = replace(request, max_new_tokens=think)
-    # the image was decoded just now: the manager need not probe it again
-    return task.get("id", index), JobSpec(request, model=None, label="api batch_predict",
-                                          info=info)
+    # the image's header was read just now: the manager need not probe it again
+    spec = JobSpec(request, model=None, label="api batch_predict", info=info)
+    return task.get("id", index), spec if model is None else _with_key(spec, model)
 
 
 def read_batch_file(path: str, max_tasks: int, sampling: Any = None,
-                    shard: tuple[int, int] = (0, 1), think_cap: int | None = None
-                    ) -> BatchIntake:
+                    shard: tuple[int, int] = (0, 1), think_cap: int | None = None,
+                    model: str | None = None) -> BatchIntake:
     """``read_batch`` on a spooled body (the route removes the file afterwards)."""
     with open(path, "rb") as fh:
-        return read_batch(fh.read(), max_tasks, sampling, shard, think_cap)
+        return read_batch(fh.read(), max_tasks, sampling, shard, think_cap, model)
 
 
 def shard_count(body_bytes: int, readers: int) -> int:
@@ -130,15 +133,15 @@ def shard_count(body_bytes: int, readers: int) -> int:
 
 
 def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
-               shard: tuple[int, int] = (0, 1), think_cap: int | None = None
-               ) -> BatchIntake:
+               shard: tuple[int, int] = (0, 1), think_cap: int | None = None,
+               model: str | None = None) -> BatchIntake:
     """A request body read and its tasks checked and stored (in a reader process): all of
     them, or for ``shard=(k, n)`` the k-th of n equal runs of them (each reader parses the
     JSON, then checks its own run; ``merge_shards`` joins them in order). The tasks are
     checked on a few threads: base64, hashing and file writes let go of the interpreter
     lock, so a request's images are checked side by side. The request's pixel budget is
     applied to the joined tasks (``within_pixels``); ``think_cap`` bounds ``think_tokens``
-    (``think_budget``)."""
+    (``think_budget``); ``model`` given, each good task's spec carries its content key."""
     shape = 'send {"tasks": [{"image_data": <base64>, "text": "…"}]}'
     try:
         doc = json.loads(body)
@@ -173,8 +176,8 @@ def read_batch(body: bytes, max_tasks: int, sampling: Any = None,
         return read
     folder = api_uploads_dir()
     with ThreadPoolExecutor(min(CHECK_THREADS, len(mine))) as pool:
-        checked = list(pool.map(lambda i: _checked(i, tasks[i], sampling, folder, think),
-                                mine))
+        checked = list(pool.map(lambda i: _checked(i, tasks[i], sampling, folder, think,
+                                                   model), mine))
     for i, (task_id, spec, entry) in zip(mine, checked):
         if entry is not None:
             read.out[i] = entry
@@ -240,10 +243,11 @@ def within_pixels(read: BatchIntake) -> BatchIntake:
 
 
 def _checked(index: int, task: Any, sampling: Any = None, folder: Any = None,
-             think: int | None = None) -> tuple[Any, Any, dict[str, Any] | None]:
+             think: int | None = None, model: str | None = None
+             ) -> tuple[Any, Any, dict[str, Any] | None]:
     """(id, JobSpec, None) for a good task; (None, None, its error entry) for a bad one."""
     try:
-        return (*_prepare(index, task, sampling, folder, think), None)
+        return (*_prepare(index, task, sampling, folder, think, model), None)
     except DiskFullError:
         raise  # no task can be stored: the whole request is a 507
     except ChordError as exc:
@@ -274,25 +278,30 @@ _BODY_SCHEMA = {"requestBody": {"required": True, "content": {
 
 
 @router.post("/batch_predict", openapi_extra=_BODY_SCHEMA)
-async def batch_predict(request: Request) -> dict[str, Any]:
-    """Visual entailment for many image + statement pairs in one request."""
+async def batch_predict(request: Request, response: Response) -> dict[str, Any]:
+    """Visual entailment for many image + statement pairs in one request. The answer's
+    ``Server-Timing`` header says where its time went (``stage_header``)."""
     settings, rt = request.app.state.settings, request.app.state.runtime
     from chord_core.service.caps import capped_sampling
 
     sampling = capped_sampling(settings, "entail")  # the server's caps, as for every job
+    marks = [("", time.perf_counter())]
     spooled = await spool_body(request)
+    marks.append(("spool", time.perf_counter()))
     try:
         read = await _read(request.app.state.readers, spooled, settings.max_tasks, sampling,
-                           settings.max_new_tokens)
+                           settings.max_new_tokens, rt.model)
     finally:
         spooled.unlink(missing_ok=True)
     if read.refusal:
         raise ApiError(*read.refusal)
     read = within_pixels(read)
+    marks.append(("read", time.perf_counter()))
     out, ids, specs, slots = read.out, read.ids, read.specs, read.slots
     if specs:
         specs, parent_id = await run_in_threadpool(keyed, specs, ids, rt.model)
         job_ids = await rt.submit_parent(parent_id, specs, label="api batch_predict")
+        marks.append(("queue", time.perf_counter()))
         try:
             statuses = await rt.wait_all(job_ids, settings.request_timeout_s, request,
                                           parent=parent_id)
@@ -305,19 +314,32 @@ async def batch_predict(request: Request) -> dict[str, Any]:
         except ClientGone:
             await rt.stopped_waiting(parent_id)
             raise
+        marks.append(("jobs", time.perf_counter()))
         for slot, task_id, st in zip(slots, ids, statuses):
             out[slot] = prediction(task_id, st)
+    marks.append(("answer", time.perf_counter()))
+    response.headers["Server-Timing"] = stage_header(marks)
     return {"predictions": out, "model": rt.model}
 
 
+def stage_header(marks: list[tuple[str, float]]) -> str:
+    """A ``Server-Timing`` header (W3C) from (stage, time it ended) marks, the first the
+    start: ``spool`` (the body received), ``read`` (parsed, images checked and stored),
+    ``queue`` (keyed, the jobs stored and queued), ``jobs`` (the workers' scoring, waited
+    on), ``answer`` (the predictions built), each ``;dur=`` in milliseconds."""
+    return ", ".join(f"{name};dur={1000 * (t - marks[i][1]):.1f}"
+                     for i, (name, t) in enumerate(marks[1:]))
+
+
 async def _read(readers: Any, spooled: Any, max_tasks: int, sampling: Any,
-                think_cap: int) -> BatchIntake:
-    """The spooled body read by one reader, or a big one by several side by side."""
+                think_cap: int, model: str) -> BatchIntake:
+    """The spooled body read by one reader, or a big one by several side by side (each
+    good task keyed for ``model`` there)."""
     import asyncio
 
     n = shard_count(spooled.stat().st_size, readers.processes)
     reads = await asyncio.gather(*(readers.run(read_batch_file, str(spooled), max_tasks,
-                                               sampling, (k, n), think_cap)
+                                               sampling, (k, n), think_cap, model)
                                    for k in range(n)))
     return merge_shards(list(reads))
 
@@ -328,12 +350,19 @@ def keyed(specs: list[Any], ids: list[Any], model: str) -> tuple[list[Any], str]
     a request sent again — after a timeout, or a crash of the service — is the same parent
     and the same jobs, so no task is scored twice."""
     import hashlib
+
+    out = [s if s.key else _with_key(s, model) for s in specs]  # a reader keyed most
+    ident = json.dumps([[str(i), s.key] for i, s in zip(ids, out)])
+    return out, "bp-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+def _with_key(spec: Any, model: str) -> Any:
+    """``spec`` with its content key (the image's bytes, the statement, the model, the
+    sampling, the token budget)."""
     from dataclasses import replace
 
     from chord_core.runtime.batch import request_key
 
-    out = [replace(s, key=request_key(s.request.video_path, "entail", s.request.query, model,
-                                      s.request.sampling, s.request.max_new_tokens))
-           for s in specs]
-    ident = json.dumps([[str(i), s.key] for i, s in zip(ids, out)])
-    return out, "bp-" + hashlib.sha256(ident.encode()).hexdigest()[:12]
+    r = spec.request
+    return replace(spec, key=request_key(r.video_path, "entail", r.query, model, r.sampling,
+                                         r.max_new_tokens))

@@ -100,6 +100,41 @@ def test_entail_many_equals_one_by_one_and_isolates_bad_files(engine, media) -> 
         assert res.query == req.query
 
 
+def test_a_call_of_one_pass_is_scored_in_two_halves_with_the_same_answers(
+        engine, media, monkeypatch) -> None:
+    """A call that fits one forward pass (a 32-task ``/batch_predict`` request) runs as two
+    passes of half its pairs, so the second half is read while the first is scored; the
+    answers are those of the one pass."""
+    from chord_core.analysis import entail_batch, entailment
+
+    assert [entail_batch.pass_size(n, 32) for n in (32, 20, 16, 15, 33, 64)] == \
+        [16, 10, 8, 32, 32, 32]
+    reqs = [AnalysisRequest(str(media[f"img{i % 3}"]), "entail", f"statement number {i}")
+            for i in range(18)]
+    assert entail_batch._pairs(reqs, None) == 18  # unplanned images: a pair each
+    clip = [AnalysisRequest(str(media["clip"]), "entail", "a clip")]  # frames unknown yet
+    assert entail_batch.pass_size(entail_batch._pairs(clip + reqs[:17], None), 32) == 32
+    rows: list[int] = []
+    real = entailment._prefill
+
+    def counted(lm, inputs):
+        rows.append(int(inputs["input_ids"].shape[0]))
+        return real(lm, inputs)
+
+    monkeypatch.setattr(entailment, "_prefill", counted)
+    halves = engine.entail_many(reqs)
+    assert rows == [9, 9]
+    rows.clear()
+    monkeypatch.setattr(entail_batch, "MIN_SPLIT", 100)  # one pass, as before the split
+    whole = engine.entail_many(reqs)
+    assert rows == [18]
+    for a, b in zip(halves, whole):
+        assert a.query == b.query
+        for k in LABELS:
+            assert a.entailment.probabilities[k] == pytest.approx(
+                b.entailment.probabilities[k], abs=1e-4)
+
+
 @pytest.mark.parametrize(("word", "label"), [
     ("yes", "entailment"), ("Maybe", "neutral"), ("NO", "contradiction"),
     ("entailment", "entailment"), (" neutral ", "neutral"), ("contradiction", "contradiction"),

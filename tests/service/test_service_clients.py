@@ -92,6 +92,13 @@ def test_an_image_that_does_not_decode_fails_its_own_task(server, media) -> None
     assert "entailment" in preds[0] and "entailment" in preds[2]
     assert "not a readable image" in preds[1]["error"] and preds[1]["hint"]
     assert "Traceback" not in preds[1]["error"]
+    # where the request's time went: each stage once, in order, in milliseconds
+    stages = [part.strip().split(";dur=") for part in r.headers["Server-Timing"].split(",")]
+    assert [name for name, _ in stages] == ["spool", "read", "queue", "jobs", "answer"]
+    durations = [float(ms) for _, ms in stages]
+    assert all(d >= 0 for d in durations)
+    assert durations[3] > 0  # two images scored by the worker
+    assert sum(durations) / 1000 <= r.elapsed.total_seconds() + 0.05
 
 
 @pytest.mark.parametrize("body,status", [

@@ -155,3 +155,38 @@ def test_the_think_budget_is_each_tasks_max_new_tokens(tmp_path, monkeypatch) ->
     assert {s.request.max_new_tokens for s in default.specs} == {MAX_NEW_TOKENS_DEFAULT}
     capped = read_batch(json.dumps({"tasks": tasks}).encode(), 8, None, (0, 1), 100)
     assert {s.request.max_new_tokens for s in capped.specs} == {100}  # the default, lowered
+
+
+def test_a_reader_keys_each_task_without_reading_its_file_again(tmp_path, monkeypatch
+                                                                ) -> None:
+    """Given the served model, the reader makes each good task's content key from the hash
+    it took while storing the image: the same key the service makes from the stored file
+    (``keyed`` with a cold cache), and no stored file is opened again for it."""
+    from dataclasses import replace
+
+    from chord_core.media import content_keys
+    from chord_core.service.ofa import keyed
+
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))
+    tasks = [{"image_data": _png(), "text": f"s{i}", "id": i} for i in range(3)]
+    tasks.append({"image_data": "not base64!", "text": "x", "id": "bad"})
+    body = json.dumps({"tasks": tasks}).encode()
+    opened: list[str] = []
+    real_source = content_keys.source
+
+    def counting_source(path):  # the only way file_hash reads a file
+        opened.append(str(path))
+        return real_source(path)
+
+    monkeypatch.setattr(content_keys, "source", counting_source)
+    monkeypatch.setattr(content_keys, "_HASH_CACHE", {})
+    read = read_batch(body, 8, model="test")
+    assert len(read.specs) == 3 and all(s.key for s in read.specs)
+    assert opened == []  # keyed from the hash taken while the image was written
+    monkeypatch.setattr(content_keys, "_HASH_CACHE", {})  # cold: the service's own way
+    fresh, parent = keyed([replace(s, key="") for s in read.specs], read.ids, "test")
+    assert [s.key for s in fresh] == [s.key for s in read.specs]
+    assert len(opened) == 1  # one image, stored once (same bytes), read once here
+    assert keyed(read.specs, read.ids, "test")[1] == parent  # the same request's parent
+    other = read_batch(body, 8, model="another-model")
+    assert {s.key for s in other.specs}.isdisjoint(s.key for s in read.specs)

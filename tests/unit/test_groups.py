@@ -134,6 +134,35 @@ def test_a_child_done_before_is_reused_not_run_again(env) -> None:
     assert again.counts() == {"skipped": 2, "done": 1}
 
 
+def test_children_only_the_store_knows_are_read_from_it_once_each(env, monkeypatch) -> None:
+    """A group sent again to a new process (a /batch_predict request after a restart):
+    every child is a job the store has done, read from it once — not once per child's end
+    (each end summarises every child: 32 children were 2,048 reads, 0.4-0.9 s a request)."""
+    from chord_core.runtime import groups
+
+    queries = list("abcdef")
+    first = env.manager.submit_group(_group("batch-1"), _children(env.clip, queries,
+                                                                   keyed=True))
+    assert first.result(timeout=20).state is JobState.DONE
+    env.manager.shutdown(5)
+    ran, reads, real = list(GateEngine.ran), [], groups.stored_status
+    monkeypatch.setattr(groups, "stored_status",
+                        lambda store, job_id: reads.append(job_id) or real(store, job_id))
+    fresh = JobManager(cpu_specs(1, ModelConfig(model="m1")), store=env.store,
+                       executor=ThreadExecutor(engine_factory=GateEngine))
+    try:
+        fresh.wait_ready(10)
+        again = fresh.submit_group(_group("batch-2"), _children(env.clip, queries,
+                                                                 keyed=True))
+        assert again.result(timeout=20).state is JobState.DONE
+        assert GateEngine.ran == ran  # nothing ran again
+        assert again.counts() == {"skipped": len(queries)}
+        assert env.store.get_job("batch-2")["summary"]["counts"] == {"skipped": len(queries)}
+        assert sorted(reads) == sorted(c.job_id for c in again.children)  # once each
+    finally:
+        fresh.shutdown(5)
+
+
 def test_the_same_live_parent_is_the_same_group_and_empty_groups_end_at_once(env) -> None:
     h = env.manager.submit_group(_group(), _children(env.clip, ["block"]))
     assert env.manager.submit_group(_group(), _children(env.clip, ["block"])) is h
