@@ -69,6 +69,8 @@ class ServiceRuntime:
     # (same content key), so one that times out or hangs up cancels only those no other
     # waiter needs. Touched only on the event loop, between awaits: no lock.
     _waiters: Counter[str] = field(default_factory=Counter, repr=False)
+    # the long-video runs this process drives (``long_jobs.LongRuns``; made at first use)
+    long_runs: Any = field(default=None, repr=False)
 
     async def submit(self, specs: Sequence[JobSpec]) -> list[str]:
         """Queue all specs at once (the dispatcher sees them together and batches them),
