@@ -168,3 +168,40 @@ def test_long_runs_read_no_file_outside_the_media_roots_nor_an_image(server, med
                      400)
         assert "image" in err["error"]
         _error(c.post("/v1/jobs", json={"task": "chapters"}), 400)  # no clip at all
+
+
+def _run_to_end(c: httpx.Client, body: dict) -> tuple[str, list[tuple[str, dict]], dict]:
+    r = c.post("/v1/jobs", json=body)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["job_id"]
+    events = _events(c, f"/v1/jobs/{job_id}/events")
+    return job_id, events, c.get(f"/v1/jobs/{job_id}").json()
+
+
+def test_ground_long_and_search_long_through_the_jobs_api(server, long_clip) -> None:
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        gid, gevents, ground = _run_to_end(c, {
+            "task": "ground-long", "video_path": str(long_clip), "target": "the square",
+            "fps": 1, "ground_tokens": 24})
+        sid, sevents, found = _run_to_end(c, {
+            **CHAPTERS, "task": "search-long", "video_path": str(long_clip),
+            "query": "a square moves", "max_chapters": 1, "fps": 1, "max_frames": 4})
+    assert ground["state"] == "done", ground
+    assert gid.startswith("lvg-") and ground["document"]["schema"] == "chord.result/v1"
+    assert ground["document"]["task"] == "ground" and ground["task"] == "ground-long"
+    assert len(ground["document"]["sampling"]["frame_indices"]) >= 12  # the whole clip
+    assert found["state"] == "done", found
+    assert found["document"]["query"] == "a square moves" and "hits" in found["document"]
+    assert found["document"]["frames_checked"] >= 4
+    with Store(server.data / "chord.sqlite3") as store:
+        ground_kids = store.list_jobs(limit=100, parent=gid)
+        under = store.list_jobs(limit=100, parent=sid)  # the chapters run it needed
+        (chapters,) = under
+        searches = [r for r in store.list_jobs(limit=100, parent=chapters["job_id"])
+                    if (r.get("spec") or {}).get("long_run") == "search"]
+    assert ground_kids and {k["state"] for k in ground_kids} == {"done"}
+    told = {d["job_id"] for e, d in gevents if e == "child" and d["event"] == "end"}
+    assert told == {k["job_id"] for k in ground_kids}
+    assert chapters["task"] == "chapters" and chapters["state"] == "done"
+    assert len(searches) == 1 and searches[0]["state"] == "done"
+    assert [d["stage"] for e, d in sevents if e == "progress"][-1] == "checking"
