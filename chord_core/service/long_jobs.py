@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 MAX_LIVE = 16  # long runs driven at once by one service
 MAX_EVENTS = 20_000  # events one run keeps for its streams (the oldest go first)
+MAX_KEPT = 64  # finished runs kept in memory (older ones are read from their rows)
 FINISHED = ("done", "failed", "cancelled")
 
 
@@ -198,6 +199,10 @@ class LongRuns:
                                     f"it drives at most {MAX_LIVE} at once",
                                     hint="wait for one to finish, or cancel one")
             self._jobs[job.job_id] = job
+            ended = sorted((j for j in self._jobs.values() if j.state in FINISHED),
+                           key=lambda j: j.finished_at or 0.0)
+            for old in ended[:max(0, len(ended) - MAX_KEPT)]:
+                del self._jobs[old.job_id]  # GET reads it from its parent row now
             return job, True
 
     def drop(self, job: LongJob) -> None:

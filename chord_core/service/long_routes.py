@@ -277,7 +277,10 @@ async def long_events(job: LongJob) -> AsyncIterator[str]:
     starts and ends, ``progress`` after each, then ``end`` (the final view, without the
     document: GET /result has it). Woken by the run; nothing polls."""
     woken, loop = asyncio.Event(), asyncio.get_running_loop()
-    unwatch = job.watch(lambda: loop.call_soon_threadsafe(woken.set))
+
+    def wake() -> None:  # on the run's thread
+        loop.call_soon_threadsafe(woken.set)
+    unwatch = job.watch(wake)
     cursor, last_state, deadline = 0, None, time.monotonic() + EVENTS_MAX_S
     try:
         while True:

@@ -115,7 +115,10 @@ def test_delete_of_a_chapters_run_stops_its_children_within_a_second(server, med
         finally:
             c.delete(f"/v1/jobs/{hold}")
     assert kids and {k["state"] for k in kids} == {"cancelled"}, kids
-    assert max(k["finished_at"] for k in kids) - asked < 1.0  # they stopped at once
+    took = max(k["finished_at"] for k in kids) - asked
+    assert took < 1.0  # they stopped at once
+    print(f"\nCANCEL chapters run: {len(kids)} child job(s) cancelled, the last "
+          f"{took:.3f} s after the DELETE")
     assert view["state"] == "cancelled" and row["state"] == "cancelled"
     _error(twice, 409)  # a finished run is not cancelled again
 
