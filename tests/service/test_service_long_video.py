@@ -7,7 +7,6 @@ and bad requests get a clear 4xx. What ran is read from the store's rows."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 
