@@ -163,8 +163,9 @@ Work = Callable[[LongJob], dict[str, Any]]
 class LongRuns:
     """The service's long runs by parent id (see the module docstring)."""
 
-    def __init__(self, manager: Any, store: Any, model: str) -> None:
+    def __init__(self, manager: Any, store: Any, model: str, width: int = 0) -> None:
         self.manager, self.store, self.model = manager, store, model
+        self.width = width  # the workers' batch slots in all (0: unknown)
         self._lock = threading.Lock()
         self._jobs: dict[str, LongJob] = {}
 
@@ -177,7 +178,10 @@ class LongRuns:
             return sum(1 for j in self._jobs.values() if j.state not in FINISHED)
 
     def in_flight(self) -> int:
-        """Chunk jobs queued at once per run: two per worker (at least 2)."""
+        """Chunk jobs queued at once per run: as the CLI's, the workers' batch slots in all
+        (workers × frames per generate call), at least 2; else two per worker."""
+        if self.width:
+            return max(2, self.width)
         try:
             return max(2, 2 * len(self.manager.workers()))
         except Exception:  # noqa: BLE001 — a manager without workers' rows

@@ -234,7 +234,8 @@ def resume_long_runs(runtime: Any) -> Any:
 def long_runs_of(runtime: Any) -> LongRuns:
     """The runtime's long runs (made at first use when ``start_runtime`` did not)."""
     if getattr(runtime, "long_runs", None) is None:
-        runtime.long_runs = LongRuns(runtime.manager, runtime.store, runtime.model)
+        runtime.long_runs = LongRuns(runtime.manager, runtime.store, runtime.model,
+                                     getattr(runtime, "batch_width", 0))
     return runtime.long_runs
 
 

@@ -181,12 +181,14 @@ def _run_to_end(c: httpx.Client, body: dict) -> tuple[str, list[tuple[str, dict]
 
 
 def test_ground_long_and_search_long_through_the_jobs_api(server, long_clip) -> None:
+    clip = make_video(server.media / "search-me.mp4", duration_s=12.0, fps=8.0,
+                      size_wh=(96, 64), seed=1).path  # no chapters run of it yet
     with httpx.Client(base_url=server.url, timeout=60) as c:
         gid, gevents, ground = _run_to_end(c, {
             "task": "ground-long", "video_path": str(long_clip), "target": "the square",
             "fps": 1, "ground_tokens": 24})
         sid, sevents, found = _run_to_end(c, {
-            **CHAPTERS, "task": "search-long", "video_path": str(long_clip),
+            **CHAPTERS, "task": "search-long", "video_path": str(clip),
             "query": "a square moves", "max_chapters": 1, "fps": 1, "max_frames": 4})
     assert ground["state"] == "done", ground
     assert gid.startswith("lvg-") and ground["document"]["schema"] == "chord.result/v1"
