@@ -123,3 +123,16 @@ def test_an_option_of_this_process_runs_the_same_chapters_here(
         assert local[key] == remote[key], key
     assert [(c["start_s"], c["end_s"]) for c in local["chapters"]] == \
         [(c["start_s"], c["end_s"]) for c in remote["chapters"]]
+
+
+def test_a_clip_outside_the_service_roots_is_uploaded_for_its_chapters(
+        server: Server, tmp_path: Path) -> None:
+    mine = make_video(tmp_path / "mine.mp4", duration_s=8.0, fps=8.0, size_wh=(96, 64),
+                      seed=3).path
+    out = _cli("chapters", str(mine), *SETTINGS, "--server", server.url, "-q",
+               data=tmp_path / "elsewhere")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "uploaded (outside the service's media roots)" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "chord.chapters/v1" and len(doc["chunks"]) == 2
+    assert doc["video"]["width"] == 96 and str(tmp_path) not in doc["video"]["path"]
