@@ -120,6 +120,15 @@ def test_delete_of_a_chapters_run_stops_its_children_within_a_second(server, med
           f"{took:.3f} s after the DELETE")
     assert view["state"] == "cancelled" and row["state"] == "cancelled"
     _error(twice, 409)  # a finished run is not cancelled again
+    with httpx.Client(base_url=server.url, timeout=60) as c:  # asked again: it goes on
+        r = c.post("/v1/jobs", json={**CHAPTERS, "video_path": str(chapters_clip)})
+        assert r.status_code == 202 and r.json()["job_id"] == job_id, r.text
+        end = _events(c, f"/v1/jobs/{job_id}/events")[-1]
+    assert end == ("end", end[1]) and end[1]["state"] == "done", end
+    with Store(server.data / "chord.sqlite3") as store:
+        kids = store.list_jobs(limit=100, parent=job_id)
+    assert len([k for k in kids if "-c0" in k["job_id"]]) == 5  # 20 s in 4 s chunks, once
+    assert {k["state"] for k in kids} == {"done"}
 
 
 def test_a_finished_long_run_is_read_from_its_row_when_the_service_does_not_drive_it(
