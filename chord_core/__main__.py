@@ -27,7 +27,7 @@ from chord_core.config import (
 )
 from chord_core.errors import ChordError, ConfigError
 from chord_core.families import FAMILIES
-from chord_core.longvideo.cli import COMMANDS as LONG_VIDEO_COMMANDS
+from chord_core.cli.remote_long import LONG_VIDEO_COMMANDS  # a running service first
 from chord_core.longvideo.cli import run_if_long
 from chord_core.media.native_logs import quiet_native_logs
 
@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub, _model_args)
     add_example_parser(sub)
-    add_long_video_parsers(sub, _model_args)  # chapters, search, ground-long
+    add_long_video_parsers(sub, lambda p: (_model_args(p), _where_args(p)))  # + --server
     from chord_core.cli.library import add_library_args
 
     add_library_args(sub.choices["search"])  # search: the library, or inside one long video

@@ -30,7 +30,15 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from chord_core.cli.remote_http import call, events, health, job_id_of, not_chord, read_json
+from chord_core.cli.remote_http import (
+    MAX_REPLY_BYTES,
+    call,
+    events,
+    health,
+    job_id_of,
+    not_chord,
+    read_json,
+)
 from chord_core.errors import ConfigError, InputError, RemoteError
 
 __all__ = ["RemoteError", "add_args", "choose_server", "events", "health", "run_remote"]
@@ -179,11 +187,19 @@ def submit(url: str, fields: dict[str, Any], video_arg: str) -> tuple[str, str]:
 def run_remote(url: str, why: str, args: argparse.Namespace, query: str,
                progress: Any) -> dict[str, Any]:
     """Submit, follow, and return the finished job's result document (raises on failure)."""
-    from chord_core.types import ProgressEvent
-
     job_id, how = submit(url, job_fields(args, query), args.video)
     print(f"note: running on the Chord service at {url} ({why}; clip {how}), job {job_id}; "
           "--local runs it in this process", file=sys.stderr, flush=True)
+    return follow(url, job_id, progress)
+
+
+def follow(url: str, job_id: str, progress: Any, limit: int = MAX_REPLY_BYTES
+           ) -> dict[str, Any]:
+    """Follow the job's events (``progress`` hears each ``ProgressEvent``) to its end, and
+    return its result document, read at most ``limit`` bytes (raises when it did not end
+    done: a bad input's error exits 2 as here)."""
+    from chord_core.types import ProgressEvent
+
     final: dict[str, Any] = {}
     for event, data in events(url, job_id):  # bounded: CHORD_REMOTE_WAIT_S in all
         if event == "progress" and isinstance(data, dict):
@@ -203,5 +219,5 @@ def run_remote(url: str, why: str, args: argparse.Namespace, query: str,
                           f"job {job_id} {state or 'did not finish'}: "
                           f"{err.get('error', 'no result')}", str(err.get("hint", "")))
     with call(f"{url}/v1/jobs/{job_id}/result") as resp:
-        return read_json(resp, url, "the result")
+        return read_json(resp, url, "the result", limit)
 

@@ -98,12 +98,15 @@ def chapters_run_id(video_key: str, settings: LongVideoSettings, model: str) -> 
 
 
 class ChaptersRun:
-    """One clip's chapters run: plan (cuts, chunks), map, reduce. See module docstring."""
+    """One clip's chapters run: plan (cuts, chunks), map, reduce. See module docstring.
+    ``parent``: the job it runs under (a service's search-long); ``origin``: what started it,
+    kept in its row's spec (the service's request, to drive it again after a restart)."""
 
     def __init__(self, manager: JobRunner, info: VideoInfo, video_key: str,
                  settings: LongVideoSettings, model: str, *, in_flight: int = 2,
                  on_progress: Any = None, cancel: threading.Event | None = None,
-                 on_result: Any = None) -> None:
+                 on_result: Any = None, parent: str | None = None,
+                 origin: dict[str, Any] | None = None) -> None:
         self.executor, self.info, self.settings, self.model = manager, info, settings, model
         self.in_flight, self.on_progress, self.cancel = in_flight, on_progress, cancel
         self.on_result = on_result  # every job's result (run_jobs): the CLI's reader line
@@ -113,7 +116,8 @@ class ChaptersRun:
         self.runs = ParentRun(manager, self.run, kind="chapters", video_path=info.path,
                               label=self.name, model=model, spec={
                                   "task": "describe", "video_key": video_key,
-                                  "settings": settings_doc})
+                                  "settings": settings_doc,
+                                  **({"origin": origin} if origin else {})}, parent=parent)
         self.warnings: list[str] = []
         self.timing: dict[str, float] = {}
 

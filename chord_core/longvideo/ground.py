@@ -85,10 +85,11 @@ def ground_long(manager: JobRunner, info: VideoInfo, video_key: str, target: str
                 settings: LongVideoSettings, model: str, *, sampling: SamplingConfig,
                 in_flight: int = 2, on_progress: Any = None,
                 cancel: threading.Event | None = None, batch_size: int | None = None,
-                max_new_tokens: int = 256, on_result: Any = None) -> Result:
+                max_new_tokens: int = 256, on_result: Any = None,
+                origin: dict[str, Any] | None = None) -> Result:
     """Ground ``target`` over the whole clip through ``manager`` (see module docstring);
     finished chunks are kept in its store and skipped when the same run starts again.
-    ``on_result``: see ``run_jobs``."""
+    ``on_result``: see ``run_jobs``; ``origin``: see ``ChaptersRun``."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.runtime.jobs import JobSpec
 
@@ -100,7 +101,8 @@ def ground_long(manager: JobRunner, info: VideoInfo, video_key: str, target: str
     runs = ParentRun(manager, run, kind="ground", video_path=info.path,
                      label=Path(info.path).name, model=model, query=target.strip(),
                      spec={"task": "ground", "video_key": video_key,
-                           "settings": asdict(settings)})
+                           "settings": asdict(settings),
+                           **({"origin": origin} if origin else {})})
     if runs.final() is not None:
         return Result.from_dict(runs.final() or {})
     jobs = [ChunkJob(f"{run}-c{k:04d}", JobSpec(

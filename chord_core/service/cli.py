@@ -163,6 +163,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     readers = Readers(settings.readers).start()  # they import while the workers load
     runtime = start_runtime(cfg, parallel, executor=args.executor,
                             ray_address=args.ray_address)
+    from chord_core.service.long_routes import resume_long_runs
+
+    resume_long_runs(runtime)  # chapters / ground-long / search-long a stop left open
     for line in runtime.plan_lines:
         print(f"plan: {line}", file=sys.stderr)
     auth = "API key required" if settings.auth_required else "no API key"

@@ -21,6 +21,9 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, invalid_body, job_error_view
+from chord_core.service.long_routes import LONG_TASKS, long_events, long_runs_of, parse_long
+from chord_core.service.long_routes import job_view as long_job_view
+from chord_core.service.long_routes import row_view, start_long
 
 router = APIRouter()
 EVENTS_MAX_S = 3600.0
@@ -98,7 +101,8 @@ def _parse_job(fields: dict[str, Any]) -> JobBody:
     try:
         return JobBody.model_validate(fields)
     except ValidationError as exc:
-        raise invalid_body(exc, "fields: task (describe|ground|entail), video_path or a "
+        raise invalid_body(exc, "fields: task (describe|ground|entail; chapters|ground-long|"
+                                "search-long: a long-video run), video_path or a "
                                 "'file' upload, prompt/target/statement, max_new_tokens, fps, "
                                 "max_frames, max_pixels, token_budget") from None
 
@@ -164,6 +168,8 @@ async def submit_job(request: Request) -> JSONResponse:
     from chord_core.runtime.jobs import JobSpec
 
     fields, upload = await _body_and_upload(request)
+    if fields.get("task") in LONG_TASKS:
+        return await _submit_long(request, fields, upload)
     body = _parse_job(fields)
     req = _analysis_request(body, "", request.app.state.settings)  # caps before any file
     path = await _media_path(body, upload)
@@ -174,6 +180,19 @@ async def submit_job(request: Request) -> JSONResponse:
     spec = JobSpec(req, model=None, label=label, info=info)
     (job_id,) = await _runtime(request).submit([spec])
     return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
+
+
+async def _submit_long(request: Request, fields: dict[str, Any], upload: Any) -> JSONResponse:
+    """A chapters / ground-long / search-long run (``long_routes``): checked, its clip
+    found (under the media roots, or uploaded), started in this process as a parent job;
+    answers at once with the parent's id."""
+    body = parse_long(fields, request.app.state.settings)
+    path = await _media_path(body, upload)
+    runs = long_runs_of(_runtime(request))
+    job = await run_in_threadpool(start_long, runs, body, path,
+                                  body.label or _upload_name(upload))
+    return JSONResponse({"job_id": job.job_id, "state": job.view()["state"],
+                         "task": body.task, **_links(job.job_id)}, 202)
 
 
 def _upload_name(upload: Any) -> str:
@@ -190,6 +209,9 @@ def _links(job_id: str) -> dict[str, Any]:
 def job_view(request: Request, job_id: str) -> dict[str, Any]:
     """Status of a job from the manager, or the store; ApiError 404 when neither knows it."""
     rt = _runtime(request)
+    long = long_runs_of(rt).get(job_id)
+    if long is not None:  # a long run this process drives
+        return long_job_view(long)
     st = rt.live_status(job_id)
     if st is not None:
         ev = st.last_event
@@ -203,6 +225,9 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
     if row is None:
         raise ApiError(404, f"no job {job_id!r}",
                        "use the job_id that POST /v1/jobs returned")
+    view = row_view(row)  # a long run's parent: its progress and document
+    if view is not None:
+        return view
     return {"job_id": job_id, "state": row["state"], "task": row["task"], "query": row["query"],
             "submitted_at": row["submitted_at"], "started_at": row["started_at"],
             "finished_at": row["finished_at"], "worker": row["worker"],
@@ -225,6 +250,8 @@ async def get_result(request: Request, job_id: str) -> Any:
     if st is not None and st.result is not None:
         return st.result.to_dict()
     view = job_view(request, job_id)
+    if view.get("document") is not None:  # a long run's: what the CLI's --json writes
+        return view["document"]
     if view["state"] == "done":
         doc = await run_in_threadpool(rt.stored_result, job_id)
         if doc is not None:
@@ -240,7 +267,13 @@ async def get_result(request: Request, job_id: str) -> Any:
 async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
     rt = _runtime(request)
     view = job_view(request, job_id)
-    if rt.live_status(job_id) is not None:  # a job of this process
+    long = long_runs_of(rt).get(job_id)
+    if long is not None and view["state"] not in FINISHED_STATES:  # its stage stops now
+        await run_in_threadpool(long.cancel.set)  # its children are cancelled in there
+        return job_view(request, job_id)
+    if long is not None:
+        cancelled = False
+    elif rt.live_status(job_id) is not None:  # a job of this process
         cancelled = await run_in_threadpool(rt.manager.cancel, job_id)
     else:  # a parent (a /batch_predict request): its children stop
         cancelled = bool(await run_in_threadpool(rt.cancel_children, job_id))
@@ -263,7 +296,9 @@ async def job_events(request: Request, job_id: str) -> StreamingResponse:
     """Progress as server-sent events: ``progress`` per step, ``state`` per change, then one
     ``end`` event with the final status, and the stream closes."""
     view = job_view(request, job_id)  # a 404 before the stream starts
-    return StreamingResponse(_events(request, job_id, view), media_type="text/event-stream",
+    long = long_runs_of(_runtime(request)).get(job_id)
+    return StreamingResponse(long_events(long) if long is not None else
+                             _events(request, job_id, view), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 
 

@@ -70,6 +70,9 @@ class ServiceRuntime:
     # (same content key), so one that times out or hangs up cancels only those no other
     # waiter needs. Touched only on the event loop, between awaits: no lock.
     _waiters: Counter[str] = field(default_factory=Counter, repr=False)
+    # the long-video runs this process drives (``long_jobs.LongRuns``; made at first use)
+    long_runs: Any = field(default=None, repr=False)
+    batch_width: int = 0  # the workers' batch slots in all (a long run's chunks in flight)
 
     async def submit(self, specs: Sequence[JobSpec]) -> list[str]:
         """Queue all specs at once (the dispatcher sees them together and batches them),
@@ -277,4 +280,5 @@ def start_runtime(model_cfg: Any, parallel: Any, *, executor: str = "local",
     manager, plan = start_manager(model_cfg, parallel, store=store,
                                   executor=executor, ray_address=ray_address)
     resume_parents(manager, store)
-    return ServiceRuntime(manager, store, model_cfg.model, tuple(plan.lines))
+    return ServiceRuntime(manager, store, model_cfg.model, tuple(plan.lines),
+                          batch_width=len(plan.specs) * max(1, parallel.batch_size_per_gpu))
