@@ -21,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, invalid_body, job_error_view
-from chord_core.service.long_routes import LONG_TASKS, long_events, long_runs_of, parse_long
+from chord_core.service.long_routes import (LONG_TASKS, LongBody, long_events, long_runs_of,
+                                            parse_long)
 from chord_core.service.long_routes import job_view as long_job_view
 from chord_core.service.long_routes import row_view, start_long
 
@@ -107,7 +108,7 @@ def _parse_job(fields: dict[str, Any]) -> JobBody:
                                 "max_frames, max_pixels, token_budget") from None
 
 
-async def _media_path(body: JobBody, upload: Any) -> str:
+async def _media_path(body: JobBody | LongBody, upload: Any) -> str:
     from chord_core.service import media
 
     if upload is not None and body.video_path:

@@ -236,7 +236,8 @@ def long_runs_of(runtime: Any) -> LongRuns:
     if getattr(runtime, "long_runs", None) is None:
         runtime.long_runs = LongRuns(runtime.manager, runtime.store, runtime.model,
                                      getattr(runtime, "batch_width", 0))
-    return runtime.long_runs
+    runs: LongRuns = runtime.long_runs
+    return runs
 
 
 def links(job_id: str) -> dict[str, Any]:
