@@ -79,7 +79,7 @@ ENV_VARS = (
            "then the default reader), `nvdec`, `cpu-pool`, `default`", "media.readers"),
     EnvVar("CHORD_DECODE_PROCS", "CPU decode processes of the `cpu-pool` reader (default: the "
            "usable cores, at most 8)", "media.readers"),
-    EnvVar("CHORD_NVDEC_DECODERS", "NVDEC decoders (threads) per GPU (4)", "media.nvdec"),
+    EnvVar("CHORD_NVDEC_DECODERS", "NVDEC sessions per file on a GPU (4)", "media.nvdec"),
     EnvVar("CHORD_LONG_VIDEO_S", "clips longer than this many seconds get long-video mode "
            "(600)", "LongVideoSettings.threshold_s"),
     EnvVar("CHORD_LONG_CHUNK_S", "target chunk length of long-video mode, seconds",
@@ -386,7 +386,7 @@ def decode_procs(env: Mapping[str, str] | None = None) -> int:
 
 
 def nvdec_decoders(env: Mapping[str, str] | None = None) -> int:
-    """``CHORD_NVDEC_DECODERS``: NVDEC decoder sessions per GPU, one thread each (4)."""
+    """``CHORD_NVDEC_DECODERS``: NVDEC sessions per file on a GPU, one thread each (4)."""
     return _count("CHORD_NVDEC_DECODERS", env, 4, 32)
 
 

@@ -141,6 +141,11 @@ class NvdecReader:
         def work(held: Any, reads: Sequence[Any]) -> tuple[Any, dict[str, float]]:
             spent: dict[str, float] = {}
             wanted = [k for r in reads for k in r.wanted]
+            if device.type == "cuda":  # a session thread's current device is cuda:0
+                import torch
+
+                with torch.cuda.device(device):
+                    return self._decode(held, wanted, index, req, spent, device), spent
             return self._decode(held, wanted, index, req, spent, device), spent
 
         ticket = self.pool.submit(key, gops, make, work, count, req.cancel)

@@ -93,6 +93,21 @@ def test_sampling_w4_ways_one_thread_fast_and_the_pool(tmp_path):
     assert res["ours_gop_pool_cpu_s"] > 0 and res["ours_gop_pool_procs"] >= 2
 
 
+def test_nvdec_plan_figures_and_the_simulated_sessions(tmp_path):
+    """The NVDEC plan's busy shares, and the real reader's threads and queues over
+    simulated sessions: 3 reads in flight keep more of the sessions busy than 1."""
+    import re
+
+    proc = _run(["benchmarks/nvdec_plan.py", "--sessions", "8", "--frames", "3000"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "x8: one 512-frame read at [0, 512, 1024]" in proc.stdout
+    proc = _run(["benchmarks/nvdec_plan.py", "--sessions", "4", "--frames", "3000",
+                 "--simulate", "2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    busy = [float(b) for b in re.findall(r"sessions busy ([0-9.]+)", proc.stdout)]
+    assert len(busy) == 2 and 0 < busy[0] < busy[1] <= 1.0
+
+
 def test_qwen3_harness_cpu_mode(tmp_path):
     proc = subprocess.run(
         [sys.executable, "benchmarks/qwen3.py", "--cpu"], cwd=ROOT, capture_output=True,

@@ -1,7 +1,8 @@
 """NVDEC sessions outlive a read (issue 34's profile: every product read opened its own
-sessions), are lent to one read at a time, and go forward through the file (PyNvVideoCodec
-reopens the file when a session is asked for a frame at or before its last). Fake sessions
-at the decoder boundary (``fake_decoder.py``)."""
+sessions), each is used by its own thread only (reads at once share the file's sessions),
+and they go forward through the file (PyNvVideoCodec reopens the file when a session is
+asked for a frame at or before its last). Fake sessions at the decoder boundary
+(``fake_decoder.py``)."""
 
 from __future__ import annotations
 
