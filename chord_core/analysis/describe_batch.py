@@ -26,23 +26,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_BATCH = 8  # clips per generate call when the caller does not say
+DESCRIBE_BATCH = 8  # clips per generate call on the CPU (and before the first clip is read)
+PROMPT_TEXT_TOKENS = 512  # the chat template and the prompt's text, beside the visual tokens
 
 
 def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
                   infos: Sequence[VideoInfo | None] | None = None,
                   plans: Sequence[SamplingPlan | None] | None = None,
-                  batch_size: int = DESCRIBE_BATCH,
+                  batch_size: int | None = None,
                   on_progress: Callable[[int, ProgressEvent], None] | None = None,
                   cancel: threading.Event | None = None) -> list[Result | ChordError]:
     """Describe several clips, generating up to ``batch_size`` of them in one batch while
     a thread pool reads the next clips' frames. Returns one Result — or the ChordError
     that clip raised — per request, in order: a bad file fails only its own entry.
-    Requests that are not plain describes (grounding, annotated video) run one by one."""
+    Requests that are not plain describes (grounding, annotated video) run one by one.
+    ``batch_size`` None: as many clips as the GPU's memory holds (``planned_batch``, from
+    the first clip read), ``DESCRIBE_BATCH`` on the CPU."""
+    import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from chord_core.errors import ChordError
+    from chord_core.errors import ChordError, ConfigError
 
+    if batch_size is not None and batch_size < 1:
+        raise ConfigError(f"describe batch size must be ≥ 1, got {batch_size}",
+                          hint="leave it unset (as many clips as the GPU holds) or use e.g. 8")
     n, lm = len(requests), engine.load()
     results: list[Result | ChordError | None] = [None] * n
     batched = [i for i, r in enumerate(requests)
@@ -57,23 +64,29 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
         except ChordError as exc:
             return exc
 
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="chord-read") as pool:
-        futures = [pool.submit(prep, i) for i in batched[:2 * batch_size]]
-        submitted = len(futures)
+    size = batch_size
+    # readers: a clip's decode is mostly FFmpeg's (the GIL released); a quarter of the cores
+    # shortens the wait for the first batch's frames, the only read not hidden behind the GPU
+    readers = max(2, min(8, (os.cpu_count() or 2) // 4))
+    with ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chord-read") as pool:
+        futures: list[Any] = []
         pos = 0
         while pos < len(batched):
             ready = []
-            while pos < len(batched) and len(ready) < batch_size:
+            while pos < len(batched) and len(ready) < (size or DESCRIBE_BATCH):
+                while len(futures) < len(batched) and \
+                        len(futures) - pos < 2 * (size or DESCRIBE_BATCH):  # frames read ahead
+                    futures.append(pool.submit(prep, batched[len(futures)]))
                 i, item = batched[pos], futures[pos].result()
                 futures[pos] = None  # frames go once used
-                if submitted < len(batched):
-                    futures.append(pool.submit(prep, batched[submitted]))
-                    submitted += 1
                 pos += 1
                 if isinstance(item, ChordError):
                     results[i] = item
-                else:
-                    ready.append((i, item))
+                    continue
+                ready.append((i, item))
+                if size is None:
+                    size = planned_batch(lm, item["plan"].visual_tokens,
+                                         requests[i].max_new_tokens)
             groups: dict[tuple, list] = {}
             for i, item in ready:  # one batch per output-length setting
                 req = requests[i]
@@ -168,6 +181,43 @@ def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[Analysis
                                   it["warnings"], text=out.text, raw_outputs=(out.text,),
                                   tokens={"prompt": out.prompt_tokens,
                                           "completion": out.new_tokens})
+
+
+def planned_batch(lm: LoadedModel, visual_tokens: int, new_tokens: int) -> int:
+    """Clips per describe batch for clips like this one (``visual_tokens``, ``new_tokens``)
+    on ``lm``'s device: ``planner.describe_batch_size`` on the memory free there now —
+    with each clip's pixels (float32), the prefill's activations and cache, the vision
+    tower's activations, and a decode buffer row at the cache length the batch needs.
+    ``DESCRIBE_BATCH`` on the CPU, where memory is not what limits a batch."""
+    device = str(lm.input_device)
+    if not device.startswith("cuda"):
+        return DESCRIBE_BATCH
+    import torch
+
+    from chord_core.model import planner
+    from chord_core.model.fastgen import SPARE_SLOTS, length_bucket
+
+    cfg = lm.model.config
+    text, vision = cfg.get_text_config(), getattr(cfg, "vision_config", None)
+    elem = next(lm.model.parameters()).element_size()
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    kv_token = 2 * text.num_hidden_layers * text.num_key_value_heads * head_dim * elem
+    prompt = visual_tokens + PROMPT_TEXT_TOKENS
+    length = length_bucket(prompt + new_tokens) + SPARE_SLOTS
+    patches = visual_tokens * int(getattr(vision, "spatial_merge_size", 2)) ** 2
+    v_hidden = int(getattr(vision, "hidden_size", 0) or getattr(vision, "embed_dim", 0))
+    v_inter = int(getattr(vision, "intermediate_size", 0) or 4 * v_hidden)
+    pixels = 3 * int(getattr(vision, "temporal_patch_size", 2)) * \
+        int(getattr(vision, "patch_size", 14)) ** 2  # float32 values a patch
+    clip = (kv_token * prompt + prompt * (4 * text.hidden_size + 3 * text.intermediate_size)
+            * elem + patches * ((4 * v_hidden + 3 * v_inter) * elem + 4 * pixels))
+    free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - \
+        torch.cuda.memory_allocated(device)  # the allocator's cached blocks are free too
+    held = lm.decoder.held_rows(length) if lm.decoder is not None else []
+    size = planner.describe_batch_size(clip, kv_token * length, free, held_rows=held)
+    log.info("describe batches of %d clips (≈ %.2f GiB a clip, %.1f GiB free)", size,
+             (clip + kv_token * length) / 2**30, free / 2**30)
+    return size
 
 
 def _at(seq: Any, i: int) -> Any:

@@ -262,6 +262,11 @@ class FastDecoder:
                         on_graph(done, total)
         return time.perf_counter() - t0
 
+    def held_rows(self, length: int) -> list[int]:
+        """Row counts whose decode buffers are allocated and hold ``length`` positions (a
+        batch of that many rows needs no new memory for its cache)."""
+        return [rows for rows, buf in self._buffers.items() if buf.cap >= length]
+
     def prepared(self, batch: int, length: int) -> bool:
         """Whether a batch of ``batch`` rows at ``length`` positions has its step ready."""
         return (self.rows_for(batch), length_bucket(length)) in self._graphs

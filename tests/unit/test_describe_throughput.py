@@ -37,3 +37,89 @@ def test_video_pixels_are_made_on_the_models_device(lm):
     assert there["pixel_values_videos"].shape == host["pixel_values_videos"].shape
     for key in ("input_ids", "attention_mask", "video_grid_thw"):
         assert there[key].device.type == "cpu" and bool((there[key] == host[key]).all()), key
+
+
+# -- the default batch: the memory planner ---------------------------------------------------
+GIB = 1 << 30
+
+
+def test_the_planner_takes_the_largest_batch_the_memory_holds():
+    from chord_core.model.planner import DESCRIBE_MEMORY_SHARE, describe_batch_size
+
+    clip, row = GIB // 2, GIB // 4  # a clip's prefill etc., its decode-buffer row
+    plenty = int(64 * GIB / DESCRIBE_MEMORY_SHARE)
+    assert describe_batch_size(clip, row, plenty) == 32
+    assert describe_batch_size(clip, row, plenty, top=24) == 16  # a power of two ≤ top
+    # room for 12 clips and their rows (12 × 0.75 GiB): the largest power of two is 8
+    assert describe_batch_size(clip, row, int(9 * GIB / DESCRIBE_MEMORY_SHARE)) == 8
+    # 16 clips fit only when the decoder already holds its 16-row buffer
+    free = int(8.5 * GIB / DESCRIBE_MEMORY_SHARE)
+    assert describe_batch_size(clip, row, free) == 8
+    assert describe_batch_size(clip, row, free, held_rows=[16]) == 16
+    assert describe_batch_size(clip, row, free, held_rows=[32]) == 8  # 32 clips don't fit
+    assert describe_batch_size(clip, row, 0) == 1  # never below one clip
+
+
+def test_a_bad_batch_size_is_refused_with_what_to_do(lm):
+    from chord_core.analysis.describe_batch import describe_many
+    from chord_core.analysis.engine import Engine
+    from chord_core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="batch size must be ≥ 1") as exc:
+        describe_many(Engine(loaded=lm), [], batch_size=0)
+    assert "leave it unset" in exc.value.hint
+
+
+@pytest.fixture(scope="module")
+def clip_paths(tmp_path_factory) -> list[str]:
+    from chord_core.testing.videos import make_text_as_mp4, make_video
+
+    root = tmp_path_factory.mktemp("w1")
+    paths = [str(make_video(root / f"c{i}.mp4", duration_s=2.0, fps=10.0, size_wh=(112, 84),
+                            seed=i).path) for i in range(7)]
+    paths.insert(3, str(make_text_as_mp4(root / "notes.mp4")))  # not a video
+    return paths
+
+
+def _reqs(paths):
+    from chord_core.analysis.request import AnalysisRequest
+    from chord_core.config import SamplingConfig
+
+    return [AnalysisRequest(p, "describe", sampling=SamplingConfig(fps=2.0), max_new_tokens=6,
+                            min_new_tokens=6) for p in paths]
+
+
+def test_describe_many_batches_as_the_planner_says_in_order(lm, clip_paths, monkeypatch):
+    """The default batch is asked of the planner once, with the first clip read; clips go
+    through generate in batches of that size, results come back in the requests' order,
+    and the file that is not a video fails alone."""
+    from chord_core.analysis import describe_batch as db
+    from chord_core.analysis.engine import Engine
+    from chord_core.model import loading as m
+
+    engine = Engine(loaded=lm)
+    assert db.planned_batch(lm, 2000, 128) == db.DESCRIBE_BATCH  # CPU: memory is not the limit
+    reqs = _reqs(clip_paths)
+    explicit = engine.describe_many(reqs, batch_size=db.DESCRIBE_BATCH)
+    asked, sizes = [], []
+    real_plan, real_batch = db.planned_batch, m.describe_batch
+    monkeypatch.setattr(db, "planned_batch", lambda lm_, vt, new: asked.append((vt, new)) or 3)
+    monkeypatch.setattr(m, "describe_batch",
+                        lambda lm_, clips, *a, **k: sizes.append(len(clips)) or
+                        real_batch(lm_, clips, *a, **k))
+    planned = engine.describe_many(reqs)
+    assert len(asked) == 1 and asked[0][1] == 6 and asked[0][0] > 0
+    assert sizes == [3, 3, 1]  # 7 good clips in batches of 3
+    assert type(planned[3]).__name__ == "VideoError"
+    good = [i for i in range(len(reqs)) if i != 3]
+    assert [planned[i].video.path for i in good] == [clip_paths[i] for i in good]
+    monkeypatch.setattr(db, "planned_batch", real_plan)
+    sizes.clear()
+    default = engine.describe_many(reqs)  # the CPU default: one batch of the 7
+    assert sizes == [7]
+    # the same greedy tokens as the explicit batch of the same size (a changed read-ahead
+    # or batch assembly would shift or mix them)
+    for a, b in zip(default, explicit):
+        assert type(a) is type(b)
+        if hasattr(a, "text"):
+            assert (a.text, a.tokens, a.video.path) == (b.text, b.tokens, b.video.path)
