@@ -149,11 +149,12 @@ def build_video_batch(lm: LoadedModel, clips: Sequence[tuple[np.ndarray, Mapping
         metas.append(meta)
         texts.append(processor.apply_chat_template(describe_messages(prompt), tokenize=False,
                                                    add_generation_prompt=True))
-    inputs = processor(text=texts, videos=[c[0] for c in clips], video_metadata=metas,
+    where = video_device_kwargs(lm)
+    videos = [_to_device(c[0], where["device"]) if where else c[0] for c in clips]
+    inputs = processor(text=texts, videos=videos, video_metadata=metas,
                        do_sample_frames=False, return_tensors="pt", padding=True,
                        **no_resize_kwargs(processor.video_processor, sizes,
-                                           [len(c[0]) for c in clips]),
-                       **video_device_kwargs(lm))
+                                           [len(c[0]) for c in clips]), **where)
     patch = patch_px(processor.video_processor)
     side = patch * int(getattr(processor.video_processor, "merge_size", 2))
     for (h, w), grid in zip(sizes, inputs["video_grid_thw"].tolist()):
@@ -171,6 +172,17 @@ def video_device_kwargs(lm: LoadedModel) -> dict[str, Any]:
     the rest takes milliseconds (issue 36). On the CPU: the processor's default."""
     device = str(getattr(lm, "input_device", "") or "cpu")
     return {} if device == "cpu" else {"device": device}
+
+
+def _to_device(frames: Any, device: str) -> Any:
+    """Host frames as a uint8 tensor on ``device`` (one copy of the T×H×W×3 bytes): the
+    processor's channel reordering then runs there too, not as a strided copy on the host."""
+    if is_tensor(frames):
+        return frames
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(frames)).to(device)
 
 
 def build_image_inputs(lm: LoadedModel, images: Sequence[np.ndarray], target: str) -> Any:
