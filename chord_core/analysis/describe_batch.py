@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 DESCRIBE_BATCH = 8  # clips per generate call on the CPU (and before the first clip is read)
 PROMPT_TEXT_TOKENS = 512  # the chat template and the prompt's text, beside the visual tokens
+PREFILL_PART = 8  # clips a prefill takes at a time; a decode batch may hold several parts
 
 
 def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
@@ -66,32 +67,57 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
 
     size = batch_size
     # readers: a clip's decode is mostly FFmpeg's (the GIL released); a quarter of the cores
-    # shortens the wait for the first batch's frames, the only read not hidden behind the GPU
+    # shortens the wait for the first part's frames, the only read not hidden behind the GPU
     readers = max(2, min(8, (os.cpu_count() or 2) // 4))
     with ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chord-read") as pool:
         futures: list[Any] = []
-        pos = 0
-        while pos < len(batched):
-            ready = []
-            while pos < len(batched) and len(ready) < (size or DESCRIBE_BATCH):
-                while len(futures) < len(batched) and \
-                        len(futures) - pos < 2 * (size or DESCRIBE_BATCH):  # frames read ahead
-                    futures.append(pool.submit(prep, batched[len(futures)]))
-                i, item = batched[pos], futures[pos].result()
-                futures[pos] = None  # frames go once used
-                pos += 1
-                if isinstance(item, ChordError):
-                    results[i] = item
-                    continue
-                ready.append((i, item))
-                if size is None:
-                    size = planned_batch(lm, item["plan"].visual_tokens,
-                                         requests[i].max_new_tokens)
+        taken = [0]  # clips handed to a batch so far
+
+        def take() -> tuple[int, Any] | None:  # the next clip read (its error), or None
+            pos = taken[0]
+            if pos >= len(batched):
+                return None
+            while len(futures) < len(batched) and \
+                    len(futures) - pos < 2 * (size or DESCRIBE_BATCH):  # frames read ahead
+                futures.append(pool.submit(prep, batched[len(futures)]))
+            item = futures[pos].result()
+            futures[pos] = None  # frames go once used
+            taken[0] += 1
+            return batched[pos], item
+
+        while taken[0] < len(batched):
+            ready: list = []     # this batch's clips, in order
+            deferred: list = []  # clips with other output settings: their own batch after
+
+            def fill() -> Any:  # this batch's clips as they are read, PREFILL_PART at a time
+                nonlocal size
+                part: list = []
+                while len(ready) + len(deferred) < (size or DESCRIBE_BATCH):
+                    got = take()
+                    if got is None:
+                        break
+                    i, item = got
+                    if isinstance(item, ChordError):
+                        results[i] = item
+                        continue
+                    if ready and _key(requests[i]) != _key(requests[ready[0][0]]):
+                        deferred.append((i, item))
+                        continue
+                    if size is None:
+                        size = planned_batch(lm, item["plan"].visual_tokens,
+                                             requests[i].max_new_tokens)
+                    ready.append((i, item))
+                    part.append((i, item))
+                    if len(part) == PREFILL_PART:
+                        yield part
+                        part = []
+                if part:
+                    yield part
+
+            _describe_stream(engine, lm, requests, ready, fill(), results, on_progress, cancel)
             groups: dict[tuple, list] = {}
-            for i, item in ready:  # one batch per output-length setting
-                req = requests[i]
-                groups.setdefault((req.max_new_tokens, req.min_new_tokens), []).append(
-                    (i, item))
+            for i, item in deferred:  # one batch per output-length setting
+                groups.setdefault(_key(requests[i]), []).append((i, item))
             for group in groups.values():
                 _describe_ready(engine, lm, requests, group, results, on_progress, cancel)
     return results  # type: ignore[return-value]
@@ -122,6 +148,100 @@ def _prepare_describe(engine: Engine, request: AnalysisRequest, info: VideoInfo 
     return {"info": info, "plan": plan, "frames": frames, "warnings": warnings,
             "probe_s": probe_s, "decode_s": decode_s, "t0": t0}
 
+def _key(request: AnalysisRequest) -> tuple:
+    """Requests that can share a generate call: the same output-length settings."""
+    return (request.max_new_tokens, request.min_new_tokens)
+
+
+def _clips(requests: Sequence[AnalysisRequest], items: list) -> list:
+    """(frames, metadata, prompt) of prepared clips, as the model's inputs take them."""
+    from chord_core.media.sampling import video_metadata
+    from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
+
+    return [(it["frames"], {**video_metadata(it["info"], it["plan"].frame_indices),
+                            "timestamps_s": list(it["plan"].timestamps_s)},
+             requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in items]
+
+
+def _generating(on_progress: Any, items: list, what: str) -> None:
+    for i, _ in items:
+        if on_progress is not None:
+            on_progress(i, ProgressEvent("generating", what, 0, 1, 0.0))
+
+
+def _describe_stream(engine: Engine, lm: LoadedModel, requests: Sequence[AnalysisRequest],
+                     ready: list, parts: Any, results: list, on_progress: Any,
+                     cancel: threading.Event | None) -> None:
+    """One batch whose clips arrive in parts (``parts`` appends each to ``ready`` as it
+    yields it): each part's inputs are built and prefilled while the next part's frames
+    are still being read, then all rows decode together (``FastDecoder.generate`` with
+    parts). A failure reads the rest of the batch and recovers as ``_describe_ready``
+    does (halves; one clip out of memory takes ``analyze``'s path)."""
+    import torch
+
+    from chord_core.errors import ChordError
+
+    first = next(parts, None)
+    if first is None:
+        return
+    req = requests[first[0][0]]
+
+    def all_parts() -> Any:
+        yield first
+        yield from parts
+
+    def clip_parts() -> Any:
+        for part in all_parts():
+            _generating(on_progress, part, "describing in a batch")
+            yield _clips(requests, part)
+
+    try:
+        engine.raise_injected_oom()
+        outs = describe_parts(lm, clip_parts(), req.max_new_tokens,
+                              min_new_tokens=req.min_new_tokens, cancel=cancel)
+    except (ChordError, torch.cuda.OutOfMemoryError) as exc:
+        for _ in parts:  # every clip of the batch read, so the recovery sees them all
+            pass
+        _recover(engine, lm, requests, ready, results, on_progress, cancel, exc)
+        return
+    _store(lm, requests, ready, outs, results)
+
+
+def describe_parts(lm: LoadedModel, parts: Any, max_new_tokens: int, *,
+                   min_new_tokens: int | None = None,
+                   cancel: threading.Event | None = None) -> list:
+    """``loading.describe_batch`` for clips that come in parts (an iterable of clip lists):
+    with the fast decoder each part's inputs are built when the decoder asks for them, after
+    the previous part's prefill was launched, and every row decodes in one batch. Times are
+    each clip's share; inputs built inside the generate call count as preprocessing."""
+    from chord_core.model import loading as m
+
+    if lm.decoder is None:  # transformers' generate: one processor output
+        return m.describe_batch(lm, [c for part in parts for c in part], max_new_tokens,
+                                min_new_tokens=min_new_tokens, cancel=cancel)
+    masks: list = []
+    built = [0.0]
+
+    def inputs() -> Any:
+        for clips in parts:
+            m._raise_if_cancelled(cancel)
+            t0 = time.perf_counter()
+            x = m.build_video_batch(lm, clips)
+            masks.extend(x["attention_mask"])  # host copies: read without a device sync
+            x = x.to(lm.input_device)
+            built[0] += time.perf_counter() - t0
+            yield x
+
+    new_ids, seconds = m._generate(lm, inputs(), max_new_tokens, min_new_tokens, cancel)
+    texts = lm.processor.batch_decode(new_ids, skip_special_tokens=True)
+    stop, n = m._stop_ids(lm), len(new_ids)
+    gen_s = max(0.0, seconds - built[0])
+    return [m.GenerationOutput(text=text.strip(), prompt_tokens=int(mask.sum()),
+                               new_tokens=m._count_new(row, stop), preprocess_s=built[0] / n,
+                               generate_s=gen_s / n)
+            for text, mask, row in zip(texts, masks, new_ids)]
+
+
 def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[AnalysisRequest],
                     ready: list, results: list, on_progress: Any,
                     cancel: threading.Event | None) -> None:
@@ -131,47 +251,53 @@ def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[Analysis
     import torch
 
     from chord_core.errors import ChordError
-    from chord_core.media.sampling import video_metadata
     from chord_core.model import loading as m
-    from chord_core.model.prompts import DEFAULT_DESCRIBE_PROMPT
 
-    for i, _ in ready:
-        if on_progress is not None:
-            on_progress(i, ProgressEvent("generating", f"describing in a batch of "
-                                         f"{len(ready)}", 0, 1, 0.0))
-    clips = [(it["frames"], {**video_metadata(it["info"], it["plan"].frame_indices),
-                             "timestamps_s": list(it["plan"].timestamps_s)},
-              requests[i].query.strip() or DEFAULT_DESCRIBE_PROMPT) for i, it in ready]
+    _generating(on_progress, ready, f"describing in a batch of {len(ready)}")
     first = requests[ready[0][0]]
+    try:
+        engine.raise_injected_oom()
+        outs = m.describe_batch(lm, _clips(requests, ready), first.max_new_tokens,
+                                min_new_tokens=first.min_new_tokens, cancel=cancel)
+    except (ChordError, torch.cuda.OutOfMemoryError) as exc:
+        _recover(engine, lm, requests, ready, results, on_progress, cancel, exc)
+        return
+    _store(lm, requests, ready, outs, results)
+
+
+def _recover(engine: Engine, lm: LoadedModel, requests: Sequence[AnalysisRequest],
+             ready: list, results: list, on_progress: Any, cancel: threading.Event | None,
+             exc: BaseException) -> None:
+    """After a batch failed: a clip's own error (ChordError) is found by halving; out of
+    memory splits the batch in halves, and a single clip takes ``analyze``'s path."""
+    from chord_core.errors import ChordError
 
     def halves() -> None:
         half = len(ready) // 2
         for part in (ready[:half], ready[half:]):
             _describe_ready(engine, lm, requests, part, results, on_progress, cancel)
 
-    try:
-        engine.raise_injected_oom()
-        outs = m.describe_batch(lm, clips, first.max_new_tokens,
-                                min_new_tokens=first.min_new_tokens, cancel=cancel)
-    except ChordError as exc:  # one clip's fault: halve until it is found
+    if isinstance(exc, ChordError):  # one clip's fault: halve until it is found
         if len(ready) == 1:
             results[ready[0][0]] = exc
         else:
             halves()
         return
-    except torch.cuda.OutOfMemoryError:
-        from chord_core.model.loading import release_memory
+    from chord_core.model.loading import release_memory
 
-        release_memory()
-        if len(ready) == 1:  # the single-clip path degrades resolution on OOM
-            i, it = ready[0]
-            results[i] = _analyze_one(engine, requests[i], i, on_progress, cancel,
-                                           {i: it["info"]}, {i: it["plan"]})
-        else:
-            log.warning("out of GPU memory describing %d clips at once; splitting the "
-                        "batch", len(ready))
-            halves()
-        return
+    release_memory()
+    if len(ready) == 1:  # the single-clip path degrades resolution on OOM
+        i, it = ready[0]
+        results[i] = _analyze_one(engine, requests[i], i, on_progress, cancel,
+                                  {i: it["info"]}, {i: it["plan"]})
+    else:
+        log.warning("out of GPU memory describing %d clips at once; splitting the "
+                    "batch", len(ready))
+        halves()
+
+
+def _store(lm: LoadedModel, requests: Sequence[AnalysisRequest], ready: list, outs: list,
+           results: list) -> None:
     for (i, it), out in zip(ready, outs):
         req = requests[i]
         timing = Timing(probe_s=it["probe_s"], load_s=0.0, decode_s=it["decode_s"],

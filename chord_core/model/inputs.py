@@ -176,13 +176,30 @@ def video_device_kwargs(lm: LoadedModel) -> dict[str, Any]:
 
 def _to_device(frames: Any, device: str) -> Any:
     """Host frames as a uint8 tensor on ``device`` (one copy of the T×H×W×3 bytes): the
-    processor's channel reordering then runs there too, not as a strided copy on the host."""
+    processor's channel reordering then runs there too, not as a strided copy on the host.
+    On a GPU the copy goes through a stream of its own: a copy from pageable memory on the
+    compute stream would first wait for the work queued there (the previous part's prefill,
+    ``describe_batch.describe_parts``), so the host would build these inputs only after it."""
     if is_tensor(frames):
         return frames
     import numpy as np
     import torch
 
-    return torch.from_numpy(np.ascontiguousarray(frames)).to(device)
+    host = torch.from_numpy(np.ascontiguousarray(frames))
+    if not device.startswith("cuda"):
+        return host.to(device)
+    compute = torch.cuda.current_stream(device)
+    side = _UPLOAD.get(str(compute.device))
+    if side is None:
+        side = _UPLOAD[str(compute.device)] = torch.cuda.Stream(compute.device)
+    with torch.cuda.stream(side):
+        out = host.to(device)
+    compute.wait_stream(side)  # the compute stream reads it after the copy
+    out.record_stream(compute)  # its memory is not reused before the compute stream is done
+    return out
+
+
+_UPLOAD: dict[str, Any] = {}  # device → the stream frames are copied to it on
 
 
 def build_image_inputs(lm: LoadedModel, images: Sequence[np.ndarray], target: str) -> Any:

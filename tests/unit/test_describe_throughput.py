@@ -101,25 +101,73 @@ def test_describe_many_batches_as_the_planner_says_in_order(lm, clip_paths, monk
     assert db.planned_batch(lm, 2000, 128) == db.DESCRIBE_BATCH  # CPU: memory is not the limit
     reqs = _reqs(clip_paths)
     explicit = engine.describe_many(reqs, batch_size=db.DESCRIBE_BATCH)
-    asked, sizes = [], []
-    real_plan, real_batch = db.planned_batch, m.describe_batch
+    asked, sizes, parts = [], [], []
+    real_plan, real_parts, real_build = db.planned_batch, db.describe_parts, m.build_video_batch
     monkeypatch.setattr(db, "planned_batch", lambda lm_, vt, new: asked.append((vt, new)) or 3)
-    monkeypatch.setattr(m, "describe_batch",
-                        lambda lm_, clips, *a, **k: sizes.append(len(clips)) or
-                        real_batch(lm_, clips, *a, **k))
+
+    def counted(*a, **k):  # clips per generate call
+        outs = real_parts(*a, **k)
+        sizes.append(len(outs))
+        return outs
+
+    monkeypatch.setattr(db, "describe_parts", counted)
+    monkeypatch.setattr(m, "build_video_batch",
+                        lambda lm_, clips: parts.append(len(clips)) or real_build(lm_, clips))
+    monkeypatch.setattr(db, "PREFILL_PART", 2)
     planned = engine.describe_many(reqs)
     assert len(asked) == 1 and asked[0][1] == 6 and asked[0][0] > 0
     assert sizes == [3, 3, 1]  # 7 good clips in batches of 3
+    assert parts == [2, 1, 2, 1, 1]  # each batch prefilled 2 clips at a time
     assert type(planned[3]).__name__ == "VideoError"
     good = [i for i in range(len(reqs)) if i != 3]
     assert [planned[i].video.path for i in good] == [clip_paths[i] for i in good]
     monkeypatch.setattr(db, "planned_batch", real_plan)
     sizes.clear()
+    parts.clear()
     default = engine.describe_many(reqs)  # the CPU default: one batch of the 7
-    assert sizes == [7]
-    # the same greedy tokens as the explicit batch of the same size (a changed read-ahead
-    # or batch assembly would shift or mix them)
+    assert sizes == [7] and parts == [2, 2, 2, 1]
+    # the same greedy tokens as the explicit batch of the same size, prefilled in parts of
+    # 8 there, of 2 here (a changed read-ahead or batch assembly would shift or mix them)
     for a, b in zip(default, explicit):
         assert type(a) is type(b)
         if hasattr(a, "text"):
             assert (a.text, a.tokens, a.video.path) == (b.text, b.tokens, b.video.path)
+
+
+def test_a_clip_failing_mid_stream_costs_only_itself(lm, clip_paths, monkeypatch):
+    """The third part's inputs are refused (after two parts were prefilled): the rest of
+    the batch is read, the batch is halved until the clip is found, and every other clip
+    still gets its description, in order."""
+    from chord_core.analysis import describe_batch as db
+    from chord_core.analysis.engine import Engine
+    from chord_core.errors import InputError
+    from chord_core.model import loading as m
+
+    reqs = _reqs(clip_paths)
+    reqs[6] = dataclasses.replace(reqs[6], query="reject me")
+    real = m.build_video_batch
+
+    def picky(lm_, clips):
+        if any(prompt == "reject me" for _, _, prompt in clips):
+            raise InputError("rejected", hint="test")
+        return real(lm_, clips)
+
+    monkeypatch.setattr(m, "build_video_batch", picky)
+    monkeypatch.setattr(db, "PREFILL_PART", 2)
+    out = Engine(loaded=lm).describe_many(reqs)
+    kinds = [type(r).__name__ for r in out]
+    assert kinds == ["Result"] * 3 + ["VideoError"] + ["Result"] * 2 + ["InputError", "Result"]
+    for req, res in zip(reqs, out):
+        if kinds[reqs.index(req)] == "Result":
+            assert res.video.path == req.video_path and res.tokens["completion"] == 6
+
+
+def test_requests_with_other_output_lengths_get_their_own_batch(lm, clip_paths):
+    from chord_core.analysis.engine import Engine
+
+    good = [p for i, p in enumerate(clip_paths) if i != 3][:5]
+    reqs = [dataclasses.replace(r, max_new_tokens=n, min_new_tokens=n)
+            for r, n in zip(_reqs(good), (4, 7, 4, 7, 7))]
+    out = Engine(loaded=lm).describe_many(reqs)
+    assert [r.video.path for r in out] == good
+    assert [r.tokens["completion"] for r in out] == [4, 7, 4, 7, 7]
