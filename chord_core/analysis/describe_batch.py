@@ -312,8 +312,9 @@ def _store(lm: LoadedModel, requests: Sequence[AnalysisRequest], ready: list, ou
 def planned_batch(lm: LoadedModel, visual_tokens: int, new_tokens: int) -> int:
     """Clips per describe batch for clips like this one (``visual_tokens``, ``new_tokens``)
     on ``lm``'s device: ``planner.describe_batch_size`` on the memory free there now —
-    with each clip's pixels (float32), the prefill's activations and cache, the vision
-    tower's activations, and a decode buffer row at the cache length the batch needs.
+    each clip's prefill cache (held until the decode), its pixels (float32) and the vision
+    tower's and language model's prefill activations (one part of ``PREFILL_PART`` clips at
+    a time), and a decode buffer row at the cache length the batch needs.
     ``DESCRIBE_BATCH`` on the CPU, where memory is not what limits a batch."""
     device = str(lm.input_device)
     if not device.startswith("cuda"):
@@ -335,14 +336,16 @@ def planned_batch(lm: LoadedModel, visual_tokens: int, new_tokens: int) -> int:
     v_inter = int(getattr(vision, "intermediate_size", 0) or 4 * v_hidden)
     pixels = 3 * int(getattr(vision, "temporal_patch_size", 2)) * \
         int(getattr(vision, "patch_size", 14)) ** 2  # float32 values a patch
-    clip = (kv_token * prompt + prompt * (4 * text.hidden_size + 3 * text.intermediate_size)
-            * elem + patches * ((4 * v_hidden + 3 * v_inter) * elem + 4 * pixels))
+    clip = kv_token * prompt  # the prefill's cache, held until the decode starts
+    part = (prompt * (4 * text.hidden_size + 3 * text.intermediate_size) * elem
+            + patches * ((4 * v_hidden + 3 * v_inter) * elem + 4 * pixels))  # while prefilled
     free = torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - \
         torch.cuda.memory_allocated(device)  # the allocator's cached blocks are free too
     held = lm.decoder.held_rows(length) if lm.decoder is not None else []
-    size = planner.describe_batch_size(clip, kv_token * length, free, held_rows=held)
+    size = planner.describe_batch_size(clip, kv_token * length, free, part_bytes=part,
+                                       part=PREFILL_PART, held_rows=held)
     log.info("describe batches of %d clips (≈ %.2f GiB a clip, %.1f GiB free)", size,
-             (clip + kv_token * length) / 2**30, free / 2**30)
+             (clip + part + kv_token * length) / 2**30, free / 2**30)
     return size
 
 

@@ -58,6 +58,12 @@ def test_the_planner_takes_the_largest_batch_the_memory_holds():
     assert describe_batch_size(clip, row, free, held_rows=[16]) == 16
     assert describe_batch_size(clip, row, free, held_rows=[32]) == 8  # 32 clips don't fit
     assert describe_batch_size(clip, row, 0) == 1  # never below one clip
+    # what a clip needs only while its part is prefilled counts for one part, not the batch
+    free = int(64 * GIB / DESCRIBE_MEMORY_SHARE)
+    # 32 clips: 16 + 8 GiB, and 8 × 5 GiB for one part of 8 = 64 GiB, which fits
+    assert describe_batch_size(clip, row, free, part_bytes=5 * GIB, part=8) == 32
+    # 6 GiB a clip while prefilled: 72 GiB at 32; 16 clips need 8 + 4 + 48 = 60 GiB
+    assert describe_batch_size(clip, row, free, part_bytes=6 * GIB, part=8) == 16
 
 
 def test_a_bad_batch_size_is_refused_with_what_to_do(lm):
