@@ -8,7 +8,9 @@ of the reader threads' work ran while the main thread was generating (overlap).
 Phases are the real functions wrapped (nothing else changes): ``read`` (probe + frame
 decode of one clip, reader threads), ``inputs`` (the model inputs of a batch: pixels,
 tokens), ``generate`` (prefill + decode, ends when the tokens are on the host), ``text``
-(detokenising). ``other`` is the main thread's time in none of them. On the CPU the model is
+(detokenising). A batch streamed in parts builds its later parts' inputs inside the
+generate call (``inputs_inside_generate_s``; ``generate`` includes them). ``other`` is the
+main thread's time in none of them. On the CPU the model is
 the tiny test model, so ``generate`` is small and the CPU phases are what a GPU host pays too
 (their size does not depend on the model); the figures are indicative only.
 """
@@ -80,8 +82,11 @@ def summary(wall: float, t0: float) -> dict:
     off_main = [(a, b) for p, th, a, b in EVENTS
                 if p in ("read", "inputs") and th != main and a >= t0]
     out["reader_work_during_generate_s"] = _overlap(off_main, gen)
+    # a batch streamed in parts builds its later parts' inputs inside the generate call
+    inputs_main = [(a, b) for p, th, a, b in EVENTS if p == "inputs" and th == main and a >= t0]
+    out["inputs_inside_generate_s"] = _overlap(inputs_main, gen)
     busy = sum(out[f"{p}_s_main"] for p in ("read", "inputs", "generate", "text"))
-    out["other_main_s"] = wall - busy
+    out["other_main_s"] = wall - busy + out["inputs_inside_generate_s"]
     out["timeline"] = [(p, th, round(a - t0, 4), round(b - t0, 4))
                        for p, th, a, b in sorted(EVENTS, key=lambda e: e[2]) if a >= t0]
     return out
