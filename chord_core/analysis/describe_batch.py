@@ -2,11 +2,14 @@
 ``Engine.describe_many`` calls.
 
 A worker hands the engine the describe jobs queued on it; their frames are read on a small
-thread pool (the next clips' while the GPU works on this batch), requests with the same output
-settings share one left-padded batch, and each request still gets its own Result — or its own
-error: a bad file fails only its entry. Out of memory splits the batch in halves; a single
-clip that still does not fit takes ``Engine.analyze``'s path, which lowers its resolution and
-says so in the result.
+thread pool (the next clips' while the GPU works), requests with the same output settings
+share one batch, and each request still gets its own Result — or its own error: a bad file
+fails only its entry. A batch streams: its clips are prefilled ``PREFILL_PART`` at a time as
+their frames arrive and all its rows decode together (``FastDecoder.generate`` with parts),
+so the GPU starts after the first part's reads, not the whole batch's. Without a batch size
+it is the memory planner's (``planned_batch``). Out of memory splits the batch in halves; a
+single clip that still does not fit takes ``Engine.analyze``'s path, which lowers its
+resolution and says so in the result.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
             ready: list = []     # this batch's clips, in order
             deferred: list = []  # clips with other output settings: their own batch after
 
-            def fill() -> Any:  # this batch's clips as they are read, PREFILL_PART at a time
+            def fill(ready: list, deferred: list) -> Any:  # the batch's clips as read, in parts
                 nonlocal size
                 part: list = []
                 while len(ready) + len(deferred) < (size or DESCRIBE_BATCH):
@@ -114,7 +117,8 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
                 if part:
                     yield part
 
-            _describe_stream(engine, lm, requests, ready, fill(), results, on_progress, cancel)
+            _describe_stream(engine, lm, requests, ready, fill(ready, deferred), results,
+                             on_progress, cancel)
             groups: dict[tuple, list] = {}
             for i, item in deferred:  # one batch per output-length setting
                 groups.setdefault(_key(requests[i]), []).append((i, item))
