@@ -196,8 +196,9 @@ def _describe_stream(engine: Engine, lm: LoadedModel, requests: Sequence[Analysi
 
     def clip_parts() -> Any:
         for part in all_parts():
-            _generating(on_progress, part, "describing in a batch")
             yield _clips(requests, part)
+        # every part prefilled: the batch is whole, and decodes next
+        _generating(on_progress, ready, f"describing in a batch of {len(ready)}")
 
     try:
         engine.raise_injected_oom()

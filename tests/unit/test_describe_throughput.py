@@ -177,3 +177,20 @@ def test_requests_with_other_output_lengths_get_their_own_batch(lm, clip_paths):
     out = Engine(loaded=lm).describe_many(reqs)
     assert [r.video.path for r in out] == good
     assert [r.tokens["completion"] for r in out] == [4, 7, 4, 7, 7]
+
+
+def test_each_clip_hears_once_how_large_its_batch_is(lm, clip_paths, monkeypatch):
+    """A streamed batch knows its size once every part is in: each clip gets one
+    "generating" event naming it (a worker's jobs show it; the job manager's test reads it)."""
+    from chord_core.analysis import describe_batch as db
+    from chord_core.analysis.engine import Engine
+
+    monkeypatch.setattr(db, "PREFILL_PART", 2)
+    events: list = []
+    out = Engine(loaded=lm).describe_many(
+        _reqs(clip_paths), batch_size=3,
+        on_progress=lambda i, ev: events.append((i, ev.message)) if ev.stage == "generating"
+        else None)
+    assert type(out[3]).__name__ == "VideoError"
+    assert sorted(events) == sorted([(i, "describing in a batch of 3") for i in (0, 1, 2, 4, 5, 6)]
+                                    + [(7, "describing in a batch of 1")])
