@@ -192,7 +192,8 @@ def _describe_stream(engine: Engine, lm: LoadedModel, requests: Sequence[Analysi
 
     def all_parts() -> Any:
         yield first
-        yield from parts
+        for part in parts:  # not ``yield from``: closing this generator (a failed call's
+            yield part      # frames freed) must not close ``parts``, read to its end below
 
     def clip_parts() -> Any:
         for part in all_parts():
@@ -205,11 +206,14 @@ def _describe_stream(engine: Engine, lm: LoadedModel, requests: Sequence[Analysi
         outs = describe_parts(lm, clip_parts(), req.max_new_tokens,
                               min_new_tokens=req.min_new_tokens, cancel=cancel)
     except (ChordError, torch.cuda.OutOfMemoryError) as exc:
-        for _ in parts:  # every clip of the batch read, so the recovery sees them all
-            pass
-        _recover(engine, lm, requests, ready, results, on_progress, cancel, exc)
+        # without its traceback: its frames hold the failed call's prefill caches
+        failed: BaseException = exc.with_traceback(None)
+    else:
+        _store(lm, requests, ready, outs, results)
         return
-    _store(lm, requests, ready, outs, results)
+    for _ in parts:  # every clip of the batch read, so the recovery sees them all
+        pass
+    _recover(engine, lm, requests, ready, results, on_progress, cancel, failed)
 
 
 def describe_parts(lm: LoadedModel, parts: Any, max_new_tokens: int, *,
@@ -265,9 +269,11 @@ def _describe_ready(engine: Engine, lm: LoadedModel, requests: Sequence[Analysis
         outs = m.describe_batch(lm, _clips(requests, ready), first.max_new_tokens,
                                 min_new_tokens=first.min_new_tokens, cancel=cancel)
     except (ChordError, torch.cuda.OutOfMemoryError) as exc:
-        _recover(engine, lm, requests, ready, results, on_progress, cancel, exc)
+        failed: BaseException = exc.with_traceback(None)  # (frames holding GPU memory)
+    else:
+        _store(lm, requests, ready, outs, results)
         return
-    _store(lm, requests, ready, outs, results)
+    _recover(engine, lm, requests, ready, results, on_progress, cancel, failed)
 
 
 def _recover(engine: Engine, lm: LoadedModel, requests: Sequence[AnalysisRequest],
