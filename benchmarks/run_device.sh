@@ -39,8 +39,9 @@ fi
 if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
   # Issue 36 (one H200): the OFA-VE seed client's loop through serve (32 tasks a request, one
   # request after another, UNIQUE pairs; a request's time by stage) against the naive path,
-  # and a 32-pair worker call as one pass vs two halves (in process, alternated); W1 via describe_many (default
-  # batches of 8 and one batch of 24) and batch-1/8 decode against the bandwidth bound; the
+  # and a 32-pair worker call as one pass vs two halves (in process, alternated); W1 via
+  # describe_many (the default batch, the memory planner's, and batches of 8 and 24), W1's
+  # phases (benchmarks/w1_phases.py), and batch-1/8 decode against the bandwidth bound; the
   # Thinking entailment at a 64-token budget, batch 64, against its first-token floor. The
   # random-weight 7B is built with Qwen's vocabulary (qwen.tiktoken from the dashscope wheel);
   # the service's wheels are carried (the device has no FastAPI):
@@ -60,7 +61,9 @@ if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
         --gpus 1 --parts naive,halves,ofa-loop --out "$OUT/entail.json"
     [ "$1" = throughput-entail ] && exit 0   # the entailment rows alone
     python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode,w1 --clips 24 \
-        --naive-clips 2 --repeats 1 --describe-batches 24 --out "$OUT/speed.json"
+        --naive-clips 2 --repeats 1 --describe-batches 8,24 --out "$OUT/speed.json"
+    # where W1's wall time goes (read / inputs / generate / text), default batch and 8
+    python3 benchmarks/w1_phases.py --ckpt $M7 --clips 24 --batches 0,8 --out "$OUT/w1_phases.json"
     python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
         --out "$OUT/thinking.json"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/throughput.log"

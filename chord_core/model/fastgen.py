@@ -164,6 +164,18 @@ class _Buffers:
 
 
 @dataclass
+class _Prefilled:
+    """One part's prefill: its token ids and mask [b, n], the model's cache of it, its last
+    position's logits [b, V] (float32) and its rows' rotary offsets [b]."""
+
+    ids: Any
+    mask: Any
+    cache: Any
+    logits: Any
+    deltas: Any
+
+
+@dataclass
 class _EagerStep:
     """Stands in for a CUDA graph where there is none (CPU): replays the step eagerly."""
 
@@ -262,6 +274,11 @@ class FastDecoder:
                         on_graph(done, total)
         return time.perf_counter() - t0
 
+    def held_rows(self, length: int) -> list[int]:
+        """Row counts whose decode buffers are allocated and hold ``length`` positions (a
+        batch of that many rows needs no new memory for its cache)."""
+        return [rows for rows, buf in self._buffers.items() if buf.cap >= length]
+
     def prepared(self, batch: int, length: int) -> bool:
         """Whether a batch of ``batch`` rows at ``length`` positions has its step ready."""
         return (self.rows_for(batch), length_bucket(length)) in self._graphs
@@ -273,6 +290,11 @@ class FastDecoder:
         Rows that finish early are padded with the pad id, like ``generate``; ``stop_token``
         ends a row as an end token does (kept in its output), and the call once every row
         has ended (a model without end tokens ignores it).
+
+        ``inputs`` may also be a sequence or iterator of processor outputs (parts): each is
+        prefilled on its own as it comes — an iterator may build the next part while the GPU
+        runs this one's prefill — and all rows then decode as one batch, in the parts' order
+        (``prefill_parts``).
 
         ``force_tokens`` [B, T] (a diagnostic): feed these tokens instead of the model's own
         choices; the result is then the model's argmax at each step of that fixed path
@@ -291,25 +313,44 @@ class FastDecoder:
                 self.eos[-1].fill_(self._eos0)
 
     # -- internals -------------------------------------------------------------------------
+    def prefill_parts(self, inputs: Any) -> list[_Prefilled]:
+        """The model's own forward over each part (one processor output, or several): its
+        cache, its last position's logits and its rows' rotary offsets."""
+        import torch
+
+        parts = [inputs] if hasattr(inputs, "keys") else inputs
+        done = []
+        for part in parts:
+            ids, mask = part["input_ids"], part.get("attention_mask")
+            out = self.model(**part, use_cache=True, logits_to_keep=1)
+            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            deltas = getattr(self.model.model, "rope_deltas", None)  # set by this forward
+            deltas = torch.zeros(ids.shape[0], dtype=torch.long, device=self.device) \
+                if deltas is None else deltas.reshape(-1).to(self.device).clone()
+            done.append(_Prefilled(ids, torch.ones_like(ids) if mask is None else mask, cache,
+                                   out.logits[:, -1].float(), deltas))
+            del out
+        return done
+
     def _generate(self, inputs, max_new, min_new, cancel, force):
         import torch
 
-        ids, mask = inputs["input_ids"], inputs.get("attention_mask")
-        if mask is None:
-            mask = torch.ones_like(ids)
-        b, p = ids.shape
+        parts = self.prefill_parts(inputs)
+        if not parts:
+            raise ValueError("nothing to generate for: no inputs")
+        b, p = sum(x.ids.shape[0] for x in parts), max(x.ids.shape[1] for x in parts)
         length, rows = length_bucket(p + max_new), self.rows_for(b)
         buf = self._buffers_for(rows, length)
-        # the graph first: capturing it runs warm-up steps that scribble on the state
+        # the graph before the state is loaded: capturing runs warm-up steps on the buffers
         graph = self._graph(buf, length, on_request=True)
-        out = self.model(**inputs, use_cache=True, logits_to_keep=1)
-        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-        self._load_state(buf, cache, ids, mask, max_new, min_new)
-        del cache
-        logits = out.logits[:, -1].float()
+        self._load_state(buf, parts, p, max_new, min_new)
+        logits = torch.cat([x.logits for x in parts])
+        ids = parts[0].ids if len(parts) == 1 else None
+        if force is not None and ids is None:
+            raise ValueError("teacher forcing takes one processor output, not parts")
+        del parts
         if rows > b:
             logits = torch.cat([logits, logits.new_zeros(rows - b, logits.shape[1])])
-        del out
         self._advance(buf, self._select(logits, buf))
         steps = 1
         while steps < max_new:
@@ -448,37 +489,39 @@ class FastDecoder:
         buf.presence[:b].scatter_(1, ids, True)
         buf.presence[:b].scatter_(1, path, True)
 
-    def _load_state(self, buf: _Buffers, cache, ids, mask, max_new, min_new) -> None:
-        """Copy the prefill's cache into the buffers and reset the decode state in place.
-        Spare rows (batch padded up to the graph's size) start finished."""
-        import torch
-
-        b, p = ids.shape
-        layers = getattr(cache, "layers", None)
-        for i in range(len(self.layers)):
-            k = layers[i].keys if layers is not None else cache.key_cache[i]
-            v = layers[i].values if layers is not None else cache.value_cache[i]
-            buf.k[i][:b, :, :p].copy_(k)
-            buf.v[i][:b, :, :p].copy_(v)
+    def _load_state(self, buf: _Buffers, parts: list[_Prefilled], p: int, max_new,
+                    min_new) -> None:
+        """Copy the prefills' caches into the buffers and reset the decode state in place.
+        Each part's rows follow the last's; its prompt (left-padded to its own length) fills
+        positions from 0, and positions up to ``p`` (the longest part's) stay masked, so
+        every row decodes from cache index ``p`` at its own rotary position. Spare rows
+        (batch padded up to the graph's size) start finished."""
         buf.valid.zero_()
-        buf.valid[:b, :p].copy_(mask.bool())
-        buf.valid[b:, 0] = True
-        deltas = getattr(self.model.model, "rope_deltas", None)
-        deltas = torch.zeros(b, dtype=torch.long, device=self.device) \
-            if deltas is None else deltas.reshape(-1).to(self.device)
-        # the next token's rotary position: one past the last real prompt position
         buf.pos.zero_()
-        buf.pos[:b].copy_(mask.long().sum(-1) + deltas)
+        buf.presence.zero_()
+        r = 0
+        for part in parts:
+            b, n = part.ids.shape
+            layers = getattr(part.cache, "layers", None)
+            for i in range(len(self.layers)):
+                k = layers[i].keys if layers is not None else part.cache.key_cache[i]
+                v = layers[i].values if layers is not None else part.cache.value_cache[i]
+                buf.k[i][r:r + b, :, :n].copy_(k)
+                buf.v[i][r:r + b, :, :n].copy_(v)
+            buf.valid[r:r + b, :n].copy_(part.mask.bool())
+            # the next token's rotary position: one past the last real prompt position
+            buf.pos[r:r + b].copy_(part.mask.long().sum(-1) + part.deltas)
+            buf.presence[r:r + b].scatter_(1, part.ids, True)
+            r += b
+        buf.valid[r:, 0] = True
         buf.cur.fill_(p)
         buf.step.zero_()
         buf.min_new.fill_(min(min_new or 0, max_new))
         buf.limit.fill_(max_new)
         buf.done.zero_()
-        buf.done[b:] = True
+        buf.done[r:] = True
         buf.out.fill_(self.pad)
         buf.tok.fill_(self.pad)
-        buf.presence.zero_()
-        buf.presence[:b].scatter_(1, ids, True)
 
     def _select(self, logits, buf: _Buffers):
         """Greedy choice with the generation config's processors, all on the device."""

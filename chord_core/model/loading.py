@@ -307,7 +307,7 @@ def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens:
     if max_new_tokens < 1:
         raise ConfigError(f"max new tokens must be ≥ 1, got {max_new_tokens}",
                           hint="use e.g. --max-new-tokens 512")
-    inputs = inputs.to(lm.input_device)
+    inputs = inputs.to(lm.input_device) if hasattr(inputs, "to") else inputs  # or parts
     tokenizer = lm.processor.tokenizer
     kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": False,
                               "pad_token_id": tokenizer.pad_token_id,

@@ -67,6 +67,25 @@ def test_speed_harness_cpu_mode(tmp_path, tiny_model_dir):
     assert startup["load_weights_s"] > 0
 
 
+def test_w1_phases_harness_cpu_mode(tmp_path, tiny_model_dir):
+    """Issue 36's breakdown: every phase of every clip is seen, on the threads it ran on,
+    and the phases the main thread ran add up to no more than the wall time."""
+    out = tmp_path / "phases.json"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/w1_phases.py", "--cpu", "--clips", "3", "--seconds", "2",
+         "--wh", "112x84", "--tokens", "4", "--batches", "0,2", "--out", str(out)], cwd=ROOT,
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "CHORD_BENCH_DIR": str(tmp_path / "clips")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    default, two = json.loads(out.read_text())
+    assert default["batch"] == "default" and two["batch"] == 2
+    assert default["generate_n"] == 1 and two["generate_n"] == 2  # 3 clips: one batch; 2 + 1
+    for run in (default, two):
+        assert run["read_n"] == 3 and run["read_s_main"] == 0  # read on the reader threads
+        assert run["inputs_n"] == run["generate_n"] == run["text_n"]
+        assert run["other_main_s"] >= 0 and run["clips_per_min"] > 0
+
+
 def test_sampling_harness_cpu_mode(tmp_path):
     proc = _run(["benchmarks/sampling.py", "--minutes", "0.1", "--repeats", "1",
                  "--cache", str(tmp_path)], tmp_path)

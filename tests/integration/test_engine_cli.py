@@ -246,14 +246,14 @@ def test_describe_many_splits_on_oom_and_on_one_clips_error(tiny_model_dir, clip
 
     monkeypatch.setenv("CHORD_FAULT_OOM", "1")
     engine = Engine(ModelConfig(model="test"))
-    real = m.describe_batch
+    real = m.build_video_batch
 
     def picky(lm, items, *args, **kwargs):  # the model side rejects one prompt
         if any(prompt == "reject me" for _, _, prompt in items):
             raise InputError("rejected", hint="test")
         return real(lm, items, *args, **kwargs)
 
-    monkeypatch.setattr(m, "describe_batch", picky)
+    monkeypatch.setattr(m, "build_video_batch", picky)  # batches streamed or not build here
     paths = [str(clips[name].path) for name, *_ in CLIPS[:4]]
     reqs = [AnalysisRequest(p, "describe", q, max_new_tokens=128)
             for p, q in zip(paths, ["", "", "reject me", ""])]

@@ -277,3 +277,27 @@ def test_span_bounds_are_read_once_per_tensor_and_never_stale():
         assert fastvision._bounds(cu, cache) == want  # the second read comes from the cache
         del cu
     assert len(cache) <= 8
+
+
+def test_parts_prefilled_apart_decode_together_as_each_alone(flm):
+    """Issue 36: parts of different prompt lengths (so with masked positions between a
+    short part's prompt and the shared decode start) decode in one batch to the tokens each
+    part gets alone, rows in the parts' order; and an iterator of parts is built lazily,
+    each after the previous part's prefill."""
+    rng = np.random.default_rng(7)
+    a = model_inputs.build_video_batch(flm, [(*_clip(rng), "Describe this clip."),
+                                             (*_clip(rng, n=2), "What happens?")])
+    b = model_inputs.build_video_batch(flm, [(*_clip(rng, hw=(84, 112)), "Describe.")])
+    assert b["input_ids"].shape[1] > a["input_ids"].shape[1]  # the later part is longer
+    alone = torch.cat([flm.decoder.generate(x, 16, min_new_tokens=16) for x in (a, b)])
+    built = []
+
+    def lazily():
+        for x in (a, b):
+            built.append(len(built))
+            yield x
+
+    together = flm.decoder.generate(lazily(), 16, min_new_tokens=16)
+    assert together.tolist() == alone.tolist() and built == [0, 1]
+    with pytest.raises(ValueError, match="one processor output"):
+        flm.decoder.generate([a, b], 4, force_tokens=together[:, :4])
