@@ -5,6 +5,7 @@
 #   bash benchmarks/run_device.sh decode-vss / decode-user   # issue 34's other two calls
 #   bash benchmarks/run_device.sh ask        # issue 39: ask's latency with the 7B (one H200)
 #   bash benchmarks/run_device.sh live       # issue 37: streams per H200 within chunk + 1 s
+#   bash benchmarks/run_device.sh throughput / throughput-entail / throughput-core  # issue 36
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -36,7 +37,7 @@ if [ "${1:-}" = live ]; then
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/live.log"
   exit 0
 fi
-if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
+if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ] || [ "${1:-}" = throughput-core ]; then
   # Issue 36 (one H200): the OFA-VE seed client's loop through serve (32 tasks a request, one
   # request after another, UNIQUE pairs; a request's time by stage) against the naive path,
   # and a 32-pair worker call as one pass vs two halves (in process, alternated); W1 via
@@ -60,8 +61,12 @@ if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ]; then
         --pairs 384 --naive-pairs 16 \
         --gpus 1 --parts naive,halves,ofa-loop --out "$OUT/entail.json"
     [ "$1" = throughput-entail ] && exit 0   # the entailment rows alone
-    python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode,w1 --clips 24 \
+    # throughput-core: entailment and W1 alone (one 10-minute call when little device time is
+    # left; no batch-1 decode row, no W1 phases, no Thinking rows)
+    W=decode,w1; [ "$1" = throughput-core ] && W=w1
+    python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads $W --clips 24 \
         --naive-clips 2 --repeats 1 --describe-batches 8,24 --out "$OUT/speed.json"
+    [ "$1" = throughput-core ] && exit 0
     # where W1's wall time goes (read / inputs / generate / text), default batch and 8
     python3 benchmarks/w1_phases.py --ckpt $M7 --clips 24 --batches 0,8 --out "$OUT/w1_phases.json"
     python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
