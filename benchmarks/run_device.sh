@@ -57,16 +57,19 @@ if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ] || [ "${1:-}" =
   {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    # throughput-core (a short call): W1 first (the default batch, 8 and 24; describe_many's
+    # GPU path), then the entailment rows; no batch-1 decode, W1 phases or Thinking rows
+    if [ "$1" = throughput-core ]; then
+      python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads w1 --clips 24 \
+          --naive-clips 2 --repeats 1 --describe-batches 8,24 --out "$OUT/speed.json"
+    fi
     CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
         --pairs 384 --naive-pairs 16 \
         --gpus 1 --parts naive,halves,ofa-loop --out "$OUT/entail.json"
     [ "$1" = throughput-entail ] && exit 0   # the entailment rows alone
-    # throughput-core: entailment and W1 alone (one 10-minute call when little device time is
-    # left; no batch-1 decode row, no W1 phases, no Thinking rows)
-    W=decode,w1; [ "$1" = throughput-core ] && W=w1
-    python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads $W --clips 24 \
-        --naive-clips 2 --repeats 1 --describe-batches 8,24 --out "$OUT/speed.json"
     [ "$1" = throughput-core ] && exit 0
+    python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode,w1 --clips 24 \
+        --naive-clips 2 --repeats 1 --describe-batches 8,24 --out "$OUT/speed.json"
     # where W1's wall time goes (read / inputs / generate / text), default batch and 8
     python3 benchmarks/w1_phases.py --ckpt $M7 --clips 24 --batches 0,8 --out "$OUT/w1_phases.json"
     python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
