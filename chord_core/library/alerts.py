@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from chord_core.errors import ChordError
 from chord_core.library import watch_table
 from chord_core.library.hooks import HOOK_TIMEOUT_S, HookRun, HookRunner
+from chord_core.library.schema import ensure as ensure_schema
 
 if TYPE_CHECKING:
     from chord_core.library.index import LibraryIndex
@@ -84,8 +85,9 @@ def listen_for_alerts(index: LibraryIndex) -> bool:
     return listen(index.path, _note_stored)
 
 
-def create_tables(index: LibraryIndex) -> None:
-    watch_table.create_tables(index)
+# The library's tables are made when a LibraryIndex opens the file (schema.py); this applies
+# them again, for callers written before that (none in chord_core needs it).
+create_tables = ensure_schema
 
 
 def store_alert(index: LibraryIndex, watch: str, check: dict[str, Any],

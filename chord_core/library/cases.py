@@ -3,7 +3,7 @@
 A moment comes from a review item, a search hit or a result: the clip, the time span, a
 label (the statement, target or passage), where it came from (``origin``: review, search,
 result, ask) and the job whose result it belongs to (its stored result goes into the case's
-JSON). Tables, in the job store's file beside the library's (made here):
+JSON). Tables, in the job store's file beside the library's (made by schema.py):
 
     library_cases        (id, name UNIQUE, created_at)
     library_case_moments (id, case_id, path, start_s, end_s, label, origin, ref, job_id,
@@ -30,24 +30,6 @@ MAX_LABEL = 500
 MAX_MOMENTS = 500
 ORIGINS = ("review", "search", "result", "ask")
 _NAME = re.compile(r"^[\w][\w .,()\-]*$", re.UNICODE)
-_DDL = """
-CREATE TABLE IF NOT EXISTS library_cases (
-    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS library_case_moments (
-    id INTEGER PRIMARY KEY, case_id INTEGER NOT NULL, path TEXT NOT NULL,
-    start_s REAL NOT NULL, end_s REAL NOT NULL, label TEXT NOT NULL, origin TEXT NOT NULL,
-    ref TEXT NOT NULL DEFAULT '', job_id TEXT NOT NULL DEFAULT '', score REAL,
-    added_at REAL NOT NULL, UNIQUE (case_id, path, start_s, end_s, label));
-"""
-
-
-def create_tables(index: LibraryIndex) -> None:
-    with index.write() as conn:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-
-
 def check_name(name: str) -> str:
     name = (name or "").strip()
     if not name or len(name) > MAX_NAME or not _NAME.match(name):
@@ -60,7 +42,6 @@ def check_name(name: str) -> str:
 def open_case(index: LibraryIndex, name: str) -> int:
     """The case's id, made when it does not exist."""
     name = check_name(name)
-    create_tables(index)
     with index.write() as conn:
         conn.execute("INSERT OR IGNORE INTO library_cases (name, created_at) VALUES (?, ?)",
                      (name, time.time()))
@@ -162,7 +143,6 @@ def add_job_span(index: LibraryIndex, case: str, job_id: str, start_s: float, en
 
 def cases(index: LibraryIndex) -> list[dict[str, Any]]:
     """Every case with its moment count, newest first."""
-    create_tables(index)
     return [dict(r) for r in index.read(
         "SELECT c.id, c.name, c.created_at, COUNT(m.id) AS moments FROM library_cases c "
         "LEFT JOIN library_case_moments m ON m.case_id = c.id GROUP BY c.id "
@@ -171,14 +151,12 @@ def cases(index: LibraryIndex) -> list[dict[str, Any]]:
 
 def moments(index: LibraryIndex, case: str) -> list[dict[str, Any]]:
     """The case's moments in the order they were added (empty for an unknown case)."""
-    create_tables(index)
     return [dict(r) for r in index.read(
         "SELECT m.* FROM library_case_moments m JOIN library_cases c ON c.id = m.case_id "
         "WHERE c.name = ? ORDER BY m.id", (check_name(case),))]
 
 
 def remove_moment(index: LibraryIndex, case: str, moment_id: int) -> bool:
-    create_tables(index)
     with index.write() as conn:
         return conn.execute(
             "DELETE FROM library_case_moments WHERE id = ? AND case_id = (SELECT id FROM "

@@ -14,8 +14,9 @@ hook in the runtime (which other code owns and changes). ``sync()`` reads the re
 since the watermark (an index on ``results(created_at)`` makes that one seek, so it is run
 before every search), indexes the done jobs' passages, and moves the watermark; a result
 saved again (a retried job) has a new ``created_at`` and is indexed again, replacing its
-passages. ``rebuild()`` drops the index and reads the whole store. The tables are created
-here with ``IF NOT EXISTS``; the store's own schema is untouched.
+passages. ``rebuild()`` drops the index and reads the whole store. The tables (these and
+every other library table) are made and migrated by ``schema.py`` when the index opens the
+file; the store's own schema is untouched.
 """
 
 from __future__ import annotations
@@ -31,29 +32,16 @@ from typing import Any, Iterator, Sequence
 
 from chord_core.errors import StoreError
 from chord_core.library.passages import Passage, chapters_passages, result_passages
+from chord_core.library.schema import migrate
 
 log = logging.getLogger(__name__)
 
-LIBRARY_SCHEMA = "4"  # 4: an upload is named as uploaded (the job's video_name)  # another value in library_meta: the tables are made again (rebuild)
 SYNC_BATCH = 500  # results read per transaction: a rebuild of 100k results commits often
 # Chapters documents are looked for at most this often: finding the runs not yet indexed
 # walks the store's long-video batch ids, which a search should not pay for every time.
 RUNS_CHECK_S = 10.0
 MMAP_BYTES = 1 << 30
 CACHE_KIB = 32 * 1024
-_DDL = """
-CREATE TABLE IF NOT EXISTS library_passages (
-    id INTEGER PRIMARY KEY, source TEXT NOT NULL, kind TEXT NOT NULL, task TEXT NOT NULL,
-    video_path TEXT NOT NULL, folder TEXT NOT NULL, name TEXT NOT NULL, t0 REAL NOT NULL,
-    t1 REAL NOT NULL, made_at REAL NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL DEFAULT '',
-    verdict TEXT NOT NULL DEFAULT '', found INTEGER NOT NULL DEFAULT 1);
-CREATE INDEX IF NOT EXISTS library_passages_source ON library_passages (source);
-CREATE VIRTUAL TABLE IF NOT EXISTS library_fts USING fts5 (
-    text, place, tags, tokenize = 'unicode61 remove_diacritics 2');
-CREATE TABLE IF NOT EXISTS library_runs (source TEXT PRIMARY KEY, indexed_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS library_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS library_results_by_time ON results (created_at, job_id);
-"""
 _INSERT = ("INSERT INTO library_passages (source, kind, task, video_path, folder, name, t0, "
            "t1, made_at, day, model, verdict, found) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
@@ -91,29 +79,9 @@ class LibraryIndex:
             self._conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             with self.write() as conn:
-                self._create(conn)
+                migrate(conn)  # every library table (schema.py), once per connection
         except sqlite3.DatabaseError as exc:
             raise self._failure("opened", exc) from None
-
-    @staticmethod
-    def _create(conn: sqlite3.Connection) -> None:
-        """The tables, made again when an older Chord made them differently (the next sync
-        indexes the whole store: the watermark goes with them)."""
-        meta = conn.execute("SELECT name FROM sqlite_master WHERE name = 'library_meta'"
-                            ).fetchone()
-        old = meta and conn.execute("SELECT value FROM library_meta WHERE key = 'schema'"
-                                    ).fetchone()
-        if meta and (old is None or old[0] != LIBRARY_SCHEMA):
-            for table in ("library_vocab", "library_fts", "library_passages", "library_runs",
-                          "library_meta"):
-                conn.execute(f"DROP TABLE IF EXISTS {table}")
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute("INSERT INTO library_fts (library_fts, rank) "
-                     "VALUES ('rank', 'bm25(1.0, 0.4, 0.0)')")
-        conn.execute("INSERT OR REPLACE INTO library_meta VALUES ('schema', ?)",
-                     (LIBRARY_SCHEMA,))
 
     def _failure(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"the library index in {self.path} could not be {what}: {exc}",

@@ -8,9 +8,9 @@ severity ``detection``. An item has its source (the clip's folder), clip, time s
 statement or target, the score (the alert's best P(entailment); a detection has none), the
 moment to show (``thumbnail_s``), when it happened as near as the store knows (``at``: the
 clip file's modification time plus the moment's start; the alert's time when the file is
-gone) and whether, when and by whom it was reviewed. The alert
-and watch tables stay as they are (owned by the watch code); the review state is a table
-of its own, made here, keyed by the item's id:
+gone) and whether, when and by whom it was reviewed. The alert and watch tables stay as
+they are (the watch code writes them); the review state is a table of its own (made, as
+every library table, by schema.py), keyed by the item's id:
 
     library_review (item TEXT PRIMARY KEY, reviewed_at REAL NOT NULL, reviewed_by TEXT)
         item ids: ``a<alert id>`` (an alert), ``d<passage id>`` (a detection)
@@ -41,8 +41,6 @@ MAX_MARK = 1000
 MAX_WHO = 80
 _ID = re.compile(r"^[ad][0-9]{1,18}$")
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_DDL = ("CREATE TABLE IF NOT EXISTS library_review (item TEXT PRIMARY KEY, "
-        "reviewed_at REAL NOT NULL, reviewed_by TEXT NOT NULL DEFAULT '')")
 
 
 @dataclass(frozen=True)
@@ -66,14 +64,6 @@ class ReviewFilters:
             raise InputError("a review filter is too long",
                              hint="a folder path, and a few words of the statement")
         return self
-
-
-def create_tables(index: LibraryIndex) -> None:
-    from chord_core.library.alerts import create_tables as alert_tables
-
-    alert_tables(index)  # the alerts' tables exist (a store that never watched has none)
-    with index.write() as conn:
-        conn.execute(_DDL)
 
 
 def day_of(ts: float) -> str:
@@ -124,8 +114,6 @@ def _with_mark(item: dict[str, Any], marks: dict[str, Any]) -> dict[str, Any]:
 
 def _detections(index: LibraryIndex) -> list[Any]:
     """The ``target`` passages (found) of jobs a ground watch ran."""
-    if not index.read("SELECT 1 FROM sqlite_master WHERE name = 'library_watch_files'"):
-        return []
     return index.read(
         "SELECT p.*, f.watch FROM library_passages p JOIN library_watch_files f "
         "ON f.job_id = p.source JOIN jobs j ON j.job_id = p.source "
@@ -152,7 +140,6 @@ def items(index: LibraryIndex, filters: ReviewFilters | None = None, *,
     f = (filters or ReviewFilters()).check()
     if not 1 <= limit <= MAX_ITEMS:
         raise InputError(f"limit must be 1–{MAX_ITEMS}, got {limit}", hint="e.g. limit=200")
-    create_tables(index)
     marks = {str(r["item"]): r for r in index.read("SELECT * FROM library_review")}
     out: list[dict[str, Any]] = []
     if f.severity in ("", "alert"):
@@ -192,7 +179,6 @@ def mark(index: LibraryIndex, ids: Sequence[str], *, reviewed: bool = True, by: 
     """Mark items reviewed (or not); returns how many changed."""
     ids = check_ids(ids)
     who = (by or "").strip()[:MAX_WHO]
-    create_tables(index)
     now = time.time()
     changed = 0
     with index.write() as conn:

@@ -1,7 +1,7 @@
 """Watch folders and standing checks set in the app, kept in the job store's file.
 
 Before, only ``CHORD_WATCH`` / ``CHORD_WATCH_CHECKS`` could set them (issue 39). A saved
-watch is one row, read back at every start of the app:
+watch is one row, read back at every start of the app (the table: schema.py):
 
     library_watch_saved (id, folder, task, query, statements_json, threshold, created_at)
                         UNIQUE (folder, task, query): the same watch is saved once
@@ -35,17 +35,6 @@ MAX_SAVED = 20
 MAX_STATEMENTS = 10
 MAX_STATEMENT = 200
 MAX_QUERY = 200
-_DDL = """
-CREATE TABLE IF NOT EXISTS library_watch_saved (
-    id INTEGER PRIMARY KEY, folder TEXT NOT NULL, task TEXT NOT NULL, query TEXT NOT NULL,
-    statements_json TEXT NOT NULL, threshold REAL NOT NULL, created_at REAL NOT NULL,
-    UNIQUE (folder, task, query))
-"""
-
-
-def create_tables(index: LibraryIndex) -> None:
-    with index.write() as conn:
-        conn.execute(_DDL)
 
 
 def _text(value: str, what: str, limit: int) -> str:
@@ -83,7 +72,6 @@ def save_watch(index: LibraryIndex, folder: str, task: str = "describe", query: 
     """Check and save a watch; returns its row. The same folder, task and query again
     replaces the statements and threshold."""
     row = check_watch(folder, task, query, statements, threshold)
-    create_tables(index)
     with index.write() as conn:
         known = conn.execute("SELECT id FROM library_watch_saved WHERE folder = ? AND "
                              "task = ? AND query = ?", (row["folder"], task, row["query"])
@@ -104,14 +92,12 @@ def save_watch(index: LibraryIndex, folder: str, task: str = "describe", query: 
 
 def saved_watches(index: LibraryIndex) -> list[dict[str, Any]]:
     """Every saved watch, oldest first, its statements as a list."""
-    create_tables(index)
     return [{**dict(r), "statements": json.loads(r["statements_json"])}
             for r in index.read("SELECT * FROM library_watch_saved ORDER BY id")]
 
 
 def remove_watch(index: LibraryIndex, watch_id: int) -> bool:
     """Forget a saved watch (its analysed files, checks and alerts are kept)."""
-    create_tables(index)
     with index.write() as conn:
         return conn.execute("DELETE FROM library_watch_saved WHERE id = ?",
                             (int(watch_id),)).rowcount == 1
@@ -127,9 +113,6 @@ def settings_of(row: dict[str, Any], model: str) -> Any:
 
 def watch_state(index: LibraryIndex, watch: str) -> dict[str, int]:
     """A running watch's counts: files by state, checks waiting, alerts raised."""
-    from chord_core.library import watch_table
-
-    watch_table.create_tables(index)
     files = {str(r[0]): int(r[1]) for r in index.read(
         "SELECT state, COUNT(*) FROM library_watch_files WHERE watch = ? GROUP BY state",
         (watch,))}

@@ -1,5 +1,6 @@
 """The watch folders' tables, in the job store's file — the one module that reads and writes
-them (the watcher, the standing checks, the hook runner and the views call it):
+them (the watcher, the standing checks, the hook runner and the views call it; schema.py
+makes and migrates them):
 
     library_watch_files (watch, key, path, size, mtime_ns, state, job_id, error, owner,
                          updated_at)   one row per file content analysed with a watch's
@@ -39,44 +40,6 @@ from chord_core.runtime.leases import LEASE_TTL_S, owner_gone
 
 STALE_S = 2 * LEASE_TTL_S  # a lease this long past its expiry holds no claim, on any host
 OUTPUT_MAX = 2000  # characters of a hook's output kept
-_DDL = """
-CREATE TABLE IF NOT EXISTS library_watch_files (
-    watch TEXT NOT NULL, key TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL, state TEXT NOT NULL, job_id TEXT, error TEXT,
-    owner TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (watch, key));
-CREATE INDEX IF NOT EXISTS library_watch_files_state ON library_watch_files (watch, state);
-CREATE TABLE IF NOT EXISTS library_watch_seen (
-    watch TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    key TEXT NOT NULL, PRIMARY KEY (watch, path));
-CREATE TABLE IF NOT EXISTS library_alert_checks (
-    watch TEXT NOT NULL, clip_key TEXT NOT NULL, statement TEXT NOT NULL, path TEXT NOT NULL,
-    job_id TEXT, state TEXT NOT NULL, PRIMARY KEY (watch, clip_key, statement));
-CREATE TABLE IF NOT EXISTS library_alerts (
-    id INTEGER PRIMARY KEY, watch TEXT NOT NULL, clip_key TEXT NOT NULL,
-    statement TEXT NOT NULL, path TEXT NOT NULL, start_s REAL NOT NULL, end_s REAL NOT NULL,
-    probability REAL NOT NULL, evidence_json TEXT NOT NULL, job_id TEXT NOT NULL,
-    created_at REAL NOT NULL, hook TEXT NOT NULL DEFAULT '',
-    UNIQUE (watch, clip_key, statement, start_s));
-CREATE TABLE IF NOT EXISTS library_hook_runs (
-    id INTEGER PRIMARY KEY, alert_id INTEGER NOT NULL, watch TEXT NOT NULL,
-    command TEXT NOT NULL, started_at REAL NOT NULL, duration_s REAL NOT NULL,
-    exit_code INTEGER, outcome TEXT NOT NULL, output TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS library_hook_runs_alert ON library_hook_runs (alert_id);
-"""
-# columns added since the first release of a table: (table, column, declaration)
-_ADDED = (("library_alert_checks", "owner", "TEXT NOT NULL DEFAULT ''"),
-          ("library_alert_checks", "error", "TEXT"))
-
-
-def create_tables(index: LibraryIndex) -> None:
-    with index.write() as conn:
-        for statement in _DDL.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        for table, column, decl in _ADDED:
-            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
 
 def gone_owners(conn: Any, owners: Iterable[str]) -> set[str]:
@@ -96,7 +59,6 @@ class WatchTable:
 
     def __init__(self, index: LibraryIndex, watch: str, owner: str) -> None:
         self.index, self.watch, self.owner = index, watch, owner
-        create_tables(index)
 
     # -- files ----------------------------------------------------------------------------
     def known_key(self, path: str, size: int, mtime_ns: int) -> str | None:
@@ -287,7 +249,6 @@ def alert_rows(index: LibraryIndex, *, after_id: int = 0, limit: int = 100,
                watch: str | None = None, newest: bool = False) -> list[dict[str, Any]]:
     """Alerts (oldest first over ``after_id``, or the newest first), each with its
     ``evidence`` and its latest ``hook_run`` (or None)."""
-    create_tables(index)
     where, params = "id > ?", list[int | str]([int(after_id)])
     if watch:
         where += " AND watch = ?"
@@ -304,6 +265,5 @@ def alert_rows(index: LibraryIndex, *, after_id: int = 0, limit: int = 100,
 
 
 def newest_alert_id(index: LibraryIndex) -> int:
-    create_tables(index)
     rows = index.read("SELECT MAX(id) FROM library_alerts")
     return int(rows[0][0] or 0) if rows else 0

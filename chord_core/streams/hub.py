@@ -84,13 +84,11 @@ class StreamHub:
     """Starts, lists and stops streams over a job manager and its store."""
 
     def __init__(self, manager: Any, store: Any, data_dir: str | Path) -> None:
-        from chord_core.library.alerts import create_tables
         from chord_core.library.index import LibraryIndex, store_path
 
         self.manager, self.store = manager, store
         self.root = Path(data_dir) / "streams"
-        self.index = LibraryIndex(store_path(store))
-        create_tables(self.index)
+        self.index = LibraryIndex(store_path(store))  # the alert and stream tables too
         self.table = StreamTable(self.index)
         self._live: dict[str, _Live] = {}
         # the chunks whose jobs run (each a group of the runtime, ``run_stage``: it follows

@@ -1,4 +1,5 @@
-"""The live streams' rows, in the job store's own file (beside the library's tables):
+"""The live streams' rows, in the job store's own file (beside the library's tables, and made
+with them by ``library/schema.py``):
 
     live_streams (id, shown, kind, state, last_error, settings_json, status_json,
                   started_at, stopped_at)          one per stream; ``shown`` is the masked URL
@@ -17,30 +18,13 @@ from typing import Any
 
 from chord_core.streams.segments import Segment
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS live_streams (
-    id TEXT PRIMARY KEY, shown TEXT NOT NULL, kind TEXT NOT NULL, state TEXT NOT NULL,
-    last_error TEXT NOT NULL DEFAULT '', settings_json TEXT NOT NULL DEFAULT '{}',
-    status_json TEXT NOT NULL DEFAULT '{}', started_at REAL NOT NULL, stopped_at REAL);
-CREATE TABLE IF NOT EXISTS live_chunks (
-    stream_id TEXT NOT NULL, seq INTEGER NOT NULL, path TEXT NOT NULL,
-    start_wall REAL NOT NULL, duration_s REAL NOT NULL, bytes INTEGER NOT NULL,
-    cut TEXT NOT NULL DEFAULT '', jobs_json TEXT NOT NULL DEFAULT '{}',
-    state TEXT NOT NULL DEFAULT 'recorded', alerts INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (stream_id, start_wall, seq));
-"""
-
 
 class StreamTable:
     """Reads and writes the two tables through a ``LibraryIndex`` (its write lock and
     connection settings: one SQLite file, one way to write it)."""
 
     def __init__(self, index: Any) -> None:
-        self.index = index
-        with index.write() as conn:
-            for statement in _DDL.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+        self.index = index  # its tables were made when it opened (library/schema.py)
 
     def opened(self, stream_id: str, shown: str, kind: str, settings: dict[str, Any]) -> None:
         with self.index.write() as conn:

@@ -12,12 +12,11 @@ NAME = "![x](http:example.invalid) [open me](http:example.invalid) **now**.mp4"
 
 @pytest.fixture
 def alert_index(tmp_path, monkeypatch):
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
     from chord_core.library.index import LibraryIndex
     from chord_ui import resources
 
     with LibraryIndex(tmp_path / "chord.sqlite3") as index:
-        create_tables(index)
         store_alert(index, "w", {"clip_key": "k", "statement": "a `van` at the [dock]",
                                  "path": str(tmp_path / NAME), "job_id": "j1"},
                     {"start_s": 1.0, "end_s": 1.4, "probability": 0.9, "evidence": []})

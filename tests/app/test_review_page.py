@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def reviewed(tmp_path, monkeypatch):
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
     from chord_core.library.index import LibraryIndex
 
     media = tmp_path / "media"
@@ -24,7 +24,6 @@ def reviewed(tmp_path, monkeypatch):
     monkeypatch.setenv("CHORD_MEDIA_ROOTS", str(media))
     db = tmp_path / "data" / "chord.sqlite3"
     with LibraryIndex(db) as index:  # alerts as the standing checks store them
-        create_tables(index)
         for n, statement in enumerate(("a person at the gate", "a van at the dock")):
             clip = make_video(media / f"cam{n}.mp4", duration_s=2.0, fps=5.0,
                               size_wh=(96, 72), seed=n).path

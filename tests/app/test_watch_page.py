@@ -70,8 +70,7 @@ def _submit(at, folder: str, statements: str = ""):  # noqa: ANN001, ANN202
 
 
 def test_a_watch_is_saved_shown_with_its_state_and_removed(page) -> None:
-    from chord_core.library import watch_table
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
     from chord_core.library.watch_saved import saved_watches
 
     index, media, runner, tmp = page
@@ -88,11 +87,9 @@ def test_a_watch_is_saved_shown_with_its_state_and_removed(page) -> None:
     assert any(c.value == "Not running in this process" for c in at.caption)
     runner.sync(saved_watches(index))  # what app.py's start_saved does on the next run
     watch = runner.watch_id(row["id"])
-    watch_table.create_tables(index)
     with index.write() as conn:  # one clip analysed by the watch, and an alert from it
         conn.execute("INSERT INTO library_watch_files VALUES (?, 'k1', ?, 1, 1, 'done', 'j1',"
                      " NULL, 'me', 0)", (watch, str(media / "yard" / "a.mp4")))
-    create_tables(index)
     store_alert(index, watch, {"clip_key": "k1", "statement": "a van at the gate",
                                "path": str(media / "yard" / "a.mp4"), "job_id": "j2"},
                 {"start_s": 1.0, "end_s": 2.0, "probability": 0.9, "evidence": []})

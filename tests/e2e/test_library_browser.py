@@ -126,11 +126,9 @@ def _store_alert(app_server, clip: Path, start_s: float) -> None:
     import json
     import time
 
-    from chord_core.library.alerts import create_tables
     from chord_core.library.index import LibraryIndex
 
     with LibraryIndex(Path(app_server["data"]) / "chord.sqlite3") as index:
-        create_tables(index)
         with index.write() as conn:
             conn.execute("INSERT INTO library_alerts (watch, clip_key, statement, path, "
                          "start_s, end_s, probability, evidence_json, job_id, created_at) "

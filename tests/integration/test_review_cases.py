@@ -30,9 +30,8 @@ def library(tmp_path, monkeypatch):
 
 
 def _alert(index, path: Path, start: float, end: float, p: float, statement: str) -> int:  # noqa: ANN001
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
 
-    create_tables(index)
     check = {"clip_key": f"k-{path.name}", "statement": statement, "path": str(path),
              "job_id": f"job-{path.stem}"}
     moment = {"start_s": start, "end_s": end, "probability": p,

@@ -26,7 +26,7 @@ def _run(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_review_lists_marks_and_exports_a_case(tmp_path):
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
     from chord_core.library.index import LibraryIndex
 
     media = tmp_path / "media"
@@ -34,7 +34,6 @@ def test_review_lists_marks_and_exports_a_case(tmp_path):
     clip = make_video(media / "gate.mp4", duration_s=3.0, fps=10.0, size_wh=(96, 72)).path
     data = tmp_path / "data"
     with LibraryIndex(data / "chord.sqlite3") as index:
-        create_tables(index)
         store_alert(index, "w-1", {"clip_key": "k", "statement": "a person at the gate",
                                    "path": str(clip), "job_id": "j1"},
                     {"start_s": 1.0, "end_s": 2.0, "probability": 0.9, "evidence": []})

@@ -23,10 +23,9 @@ from chord_core.runtime.store import Store
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = """
 import sys
-from chord_core.library.alerts import create_tables, store_alert
+from chord_core.library.alerts import store_alert
 from chord_core.library.index import LibraryIndex
 index = LibraryIndex(sys.argv[1])
-create_tables(index)
 n = int(sys.argv[2])
 print(store_alert(index, "w-other", {"clip_key": f"k{n}", "statement": "a van parks",
                   "path": f"/media/yard/clip{n}.mp4", "job_id": f"j{n}"},

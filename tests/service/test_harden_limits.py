@@ -69,10 +69,9 @@ def test_a_job_that_is_not_json_or_multipart_is_a_415(url, ctype, body):
 WRITER = """
 import os, sys
 os.umask(int(sys.argv[2], 8))
-from chord_core.library.alerts import create_tables, store_alert
+from chord_core.library.alerts import store_alert
 from chord_core.library.index import LibraryIndex
 index = LibraryIndex(sys.argv[1])
-create_tables(index)
 print(store_alert(index, "w", {"clip_key": "k", "statement": "a van parks",
                   "path": "/media/clip.mp4", "job_id": "j1"},
                   {"start_s": 1.0, "end_s": 2.0, "probability": 0.9, "evidence": []}))

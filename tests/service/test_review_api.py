@@ -79,7 +79,7 @@ def _store_ground_job(store, job_id: str) -> None:  # noqa: ANN001
 def keyed(tmp_path_factory):
     import uvicorn
 
-    from chord_core.library.alerts import create_tables, store_alert
+    from chord_core.library.alerts import store_alert
     from chord_core.library.index import LibraryIndex
     from chord_core.runtime.store import Store
     from chord_core.service.app import create_app
@@ -89,7 +89,6 @@ def keyed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("reviewapi")
     store = Store(tmp / "chord.sqlite3")
     index = LibraryIndex(tmp / "chord.sqlite3")
-    create_tables(index)
     for n, (statement, start) in enumerate([("a person climbs the fence", 1.0),
                                             ("a forklift enters the walkway", 4.0)]):
         store_alert(index, "w-1", {"clip_key": f"k{n}", "statement": statement,
