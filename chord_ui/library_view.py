@@ -232,7 +232,7 @@ def alert_toasts() -> None:
 
     index = resources.library_index()
     if K_ALERT_SEEN not in st.session_state:
-        newest = index.read("SELECT MAX(id) FROM library_alerts") if _has_alerts(index) else []
+        newest = index.read("SELECT MAX(id) FROM library_alerts")  # schema.py made it
         st.session_state[K_ALERT_SEEN] = int(newest[0][0] or 0) if newest else 0
         return
     for alert in list_alerts(index, after_id=st.session_state[K_ALERT_SEEN], limit=5):
@@ -243,10 +243,6 @@ def alert_toasts() -> None:
                    statement=md_escape(alert["statement"][:80]),
                    name=md_escape(Path(alert["path"]).name),
                    start=f"{alert['start_s']:.1f}"), icon=":material/notifications_active:")
-
-
-def _has_alerts(index: Any) -> bool:
-    return bool(index.read("SELECT 1 FROM sqlite_master WHERE name = 'library_alerts'"))
 
 
 def start_watches() -> None:

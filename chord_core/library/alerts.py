@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from chord_core.errors import ChordError
 from chord_core.library import watch_table
 from chord_core.library.hooks import HOOK_TIMEOUT_S, HookRun, HookRunner
-from chord_core.library.schema import ensure as ensure_schema
 
 if TYPE_CHECKING:
     from chord_core.library.index import LibraryIndex
@@ -83,11 +82,6 @@ def listen_for_alerts(index: LibraryIndex) -> bool:
     from chord_core.library.alert_signal import listen
 
     return listen(index.path, _note_stored)
-
-
-# The library's tables are made when a LibraryIndex opens the file (schema.py); this applies
-# them again, for callers written before that (none in chord_core needs it).
-create_tables = ensure_schema
 
 
 def store_alert(index: LibraryIndex, watch: str, check: dict[str, Any],
@@ -259,4 +253,4 @@ class StandingChecks:
 
 
 __all__ = ["StandingChecks", "moments", "list_alerts", "latest_alerts", "store_alert",
-           "listen_for_alerts", "add_alert_listener", "create_tables", "newest_alert_id"]
+           "listen_for_alerts", "add_alert_listener", "newest_alert_id"]
