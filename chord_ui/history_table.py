@@ -119,15 +119,21 @@ def summary_text(row: dict[str, Any], store: Any) -> str:
     return t(NO_SUMMARY.get(row["state"], row["state"]))
 
 
-def _thumb(row: dict[str, Any], store: Any) -> str | None:
+# a clip that is gone (or never had a frame to show): a blank grey tile, where the table
+# would otherwise print "None" in the image column
+NO_THUMB = ("data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' width='64' "
+            "height='36'><rect width='64' height='36' rx='3' fill='%23d9dce1'/></svg>")
+
+
+def _thumb(row: dict[str, Any], store: Any) -> str:
     """The row's clip's thumbnail; a parent with no clip of its own (a batch) shows its first
-    clip's."""
+    clip's; ``NO_THUMB`` when there is none to show."""
     uri = thumbnail_uri(str(row.get("video_path") or ""))
     if uri is None and history_parents.is_parent(row):
         from chord_core.runtime.store_history import first_child_video
 
         uri = thumbnail_uri(first_child_video(store, row["job_id"]))
-    return uri
+    return uri or NO_THUMB
 
 
 def table_rows(rows: list[dict[str, Any]], store: Any) -> list[dict[str, Any]]:

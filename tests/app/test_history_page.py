@@ -246,7 +246,9 @@ def test_filter_by_task_and_name_and_sort(new_app, own_store, task: str, name: s
     table = _table(at)
     assert list(table["clip"]) == clips  # the file's name, not the service's "api ground"
     assert set(table["summary"]) == {"the file is gone"}
-    assert table.iloc[0]["thumb"] is None  # no such file: no thumbnail, no error
+    # no such file: no thumbnail and no error, a blank tile rather than the word "None"
+    from chord_ui.history_table import NO_THUMB
+    assert table.iloc[0]["thumb"] == NO_THUMB
 
 
 def test_cancelled_job_with_partial_result_opens_in_analyze(new_app, app_server, app_clip,
