@@ -30,6 +30,36 @@ if TYPE_CHECKING:  # jobs.JobTable makes handles: the import would go round
 log = logging.getLogger(__name__)
 
 
+class Watchers:
+    """Functions told of each change of something (a job, a service's long run): ``watch(fn)``
+    keeps ``fn`` and returns the function that stops it; ``notify()`` calls each, outside
+    the small lock that guards the list (one that raises is logged and skipped)."""
+
+    def __init__(self, owner: str = "") -> None:
+        self.owner = owner
+        self._lock = threading.Lock()
+        self._fns: list[Callable[[], None]] = []
+
+    def watch(self, fn: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._fns.append(fn)
+
+        def stop() -> None:
+            with self._lock:
+                if fn in self._fns:
+                    self._fns.remove(fn)
+        return stop
+
+    def notify(self) -> None:
+        with self._lock:
+            fns = list(self._fns)
+        for fn in fns:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 — one bad watcher must not stop the others
+                log.exception("a watcher %r of %s failed", fn, self.owner or "a job")
+
+
 class Completion:
     """Set once, when a job finished: wakes blocked waiters and runs the done callbacks.
     Watchers (``watch``) also hear of each change before that (started, progress): the SSE
@@ -39,26 +69,16 @@ class Completion:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[tuple[Callable[[Any], None], Any]] = []
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers = Watchers()
 
     def watch(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn()`` on each change of the job (and when it finished); returns the
         function that stops it."""
-        with self._lock:
-            self._watchers.append(fn)
-
-        def stop() -> None:
-            with self._lock:
-                if fn in self._watchers:
-                    self._watchers.remove(fn)
-        return stop
+        return self._watchers.watch(fn)
 
     def changed(self) -> None:
         """The job's status changed (the manager calls it; watchers must be quick)."""
-        with self._lock:
-            watchers = list(self._watchers)
-        for fn in watchers:
-            _call(lambda _: fn(), None)
+        self._watchers.notify()
 
     def is_set(self) -> bool:
         return self._event.is_set()

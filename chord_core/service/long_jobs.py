@@ -28,7 +28,7 @@ from collections import deque
 from typing import Any, Callable
 
 from chord_core.errors import ChordError, JobCancelled, internal_error
-from chord_core.runtime.handles import CancelFlag
+from chord_core.runtime.handles import CancelFlag, Watchers
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +53,14 @@ class LongJob:
         self._lock = threading.Lock()
         self._log: deque[tuple[int, str, dict[str, Any]]] = deque(maxlen=MAX_EVENTS)
         self._seq = 0
-        self._watchers: list[Callable[[], None]] = []
+        self._watchers = Watchers(job_id)
         self._children: dict[str, str] = {}  # child id → the last state told
 
     # -- the stream's side -----------------------------------------------------------------
     def watch(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """Call ``fn()`` (on any thread: keep it quick) on each event and state change."""
-        with self._lock:
-            self._watchers.append(fn)
-
-        def stop() -> None:
-            with self._lock:
-                if fn in self._watchers:
-                    self._watchers.remove(fn)
-        return stop
+        """Call ``fn()`` (on any thread: keep it quick) on each event and state change;
+        returns the function that stops it."""
+        return self._watchers.watch(fn)
 
     def since(self, cursor: int) -> tuple[list[tuple[str, dict[str, Any]]], int]:
         """The events after ``cursor`` (0: all it still keeps) and the new cursor."""
@@ -132,13 +126,7 @@ class LongJob:
             told(False)  # it may have started before the watch
 
     def _notify(self) -> None:
-        with self._lock:
-            watchers = list(self._watchers)
-        for fn in watchers:
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 — a stream's callback must not stop the run
-                log.exception("%s: a watcher failed", self.job_id)
+        self._watchers.notify()  # a stream's callback that raises never stops the run
 
 
 class Watched:
