@@ -21,8 +21,8 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, invalid_body, job_error_view
-from chord_core.service.long_routes import (LONG_TASKS, LongBody, long_events, long_runs_of,
-                                            parse_long)
+from chord_core.service.long_routes import (LONG_TASKS, LongBody, links, long_events,
+                                            long_runs_of, parse_long, sse)
 from chord_core.service.long_routes import job_view as long_job_view
 from chord_core.service.long_routes import row_view, start_long
 
@@ -180,7 +180,7 @@ async def submit_job(request: Request) -> JSONResponse:
     label = body.label or _upload_name(upload) or f"api {body.task}"
     spec = JobSpec(req, model=None, label=label, info=info)
     (job_id,) = await _runtime(request).submit([spec])
-    return JSONResponse({"job_id": job_id, "state": "queued", **_links(job_id)}, 202)
+    return JSONResponse({"job_id": job_id, "state": "queued", **links(job_id)}, 202)
 
 
 async def _submit_long(request: Request, fields: dict[str, Any], upload: Any) -> JSONResponse:
@@ -193,18 +193,13 @@ async def _submit_long(request: Request, fields: dict[str, Any], upload: Any) ->
     job = await run_in_threadpool(start_long, runs, body, path,
                                   body.label or _upload_name(upload))
     return JSONResponse({"job_id": job.job_id, "state": job.view()["state"],
-                         "task": body.task, **_links(job.job_id)}, 202)
+                         "task": body.task, **links(job.job_id)}, 202)
 
 
 def _upload_name(upload: Any) -> str:
     """An upload's file name without its folders, bounded (a label, never a path)."""
     name = Path(str(getattr(upload, "filename", "") or "")).name if upload is not None else ""
     return name[:200]
-
-
-def _links(job_id: str) -> dict[str, Any]:
-    base = f"/v1/jobs/{job_id}"
-    return {"links": {"self": base, "result": base + "/result", "events": base + "/events"}}
 
 
 def job_view(request: Request, job_id: str) -> dict[str, Any]:
@@ -221,7 +216,7 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
                 "started_at": st.started_at, "finished_at": st.finished_at,
                 "worker": st.worker, "progress": ev.to_dict() if ev else None,
                 "error": job_error_view(st.error) if st.error else None,
-                "pending_write": st.pending_write, **_links(job_id)}
+                "pending_write": st.pending_write, **links(job_id)}
     row = rt.stored_job(job_id)
     if row is None:
         raise ApiError(404, f"no job {job_id!r}",
@@ -233,7 +228,7 @@ def job_view(request: Request, job_id: str) -> dict[str, Any]:
             "submitted_at": row["submitted_at"], "started_at": row["started_at"],
             "finished_at": row["finished_at"], "worker": row["worker"],
             "progress": row["progress"],
-            "error": job_error_view(row["error"]) if row["error"] else None, **_links(job_id)}
+            "error": job_error_view(row["error"]) if row["error"] else None, **links(job_id)}
 
 
 @router.get("/v1/jobs/{job_id}")
@@ -282,14 +277,6 @@ async def cancel_job(request: Request, job_id: str) -> dict[str, Any]:
         raise ApiError(409, f"job {job_id} is {view['state']}; only a queued or running job "
                             "of this service can be cancelled", "")
     return job_view(request, job_id)
-
-
-def sse(data: Any, event: str | None = None) -> str:
-    """One server-sent event (``data`` as JSON on one line)."""
-    import json
-
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 @router.get("/v1/jobs/{job_id}/events")

@@ -241,6 +241,7 @@ def long_runs_of(runtime: Any) -> LongRuns:
 
 
 def links(job_id: str) -> dict[str, Any]:
+    """A job's links in the jobs API (every job and long run: ``jobs_routes`` uses it too)."""
     base = f"/v1/jobs/{job_id}"
     return {"links": {"self": base, "result": base + "/result", "events": base + "/events"}}
 
@@ -270,8 +271,10 @@ def row_view(row: dict[str, Any]) -> dict[str, Any] | None:
             **links(row["job_id"])}
 
 
-def _sse(data: Any, event: str) -> str:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+def sse(data: Any, event: str | None = None) -> str:
+    """One server-sent event (``data`` as JSON on one line), for every job stream."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 async def long_events(job: LongJob) -> AsyncIterator[str]:
@@ -291,12 +294,12 @@ async def long_events(job: LongJob) -> AsyncIterator[str]:
             events, cursor = job.since(cursor)  # after the view: none is missed at the end
             if view["state"] != last_state:
                 last_state = view["state"]
-                yield _sse(view, "state")
+                yield sse(view, "state")
             for name, data in events:
-                yield _sse(data, name)
+                yield sse(data, name)
             left = deadline - time.monotonic()
             if view["state"] in FINISHED or left <= 0:
-                yield _sse(view, "end")
+                yield sse(view, "end")
                 return
             try:
                 await asyncio.wait_for(woken.wait(), timeout=left)
