@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 from chord_core.cli.remote import LOCAL_WORDS, choose_server, follow, submit
@@ -100,50 +99,36 @@ def run_remote(url: str, why: str, args: argparse.Namespace) -> dict[str, Any]:
     return follow(url, job_id, progress, MAX_RESULT_BYTES)
 
 
-def _outputs(args: argparse.Namespace) -> tuple[str | None, ...]:
-    return tuple(getattr(args, k, None) for k in ("json_out", "vtt", "srt", "md"))
-
-
 def _write(args: argparse.Namespace, doc: dict[str, Any]) -> None:
-    """The outputs a local run writes, from the service's document."""
-    import json
+    """The outputs a local run writes (``longvideo.cli``'s own writers), from the service's
+    document."""
+    from chord_core.longvideo.cli import emit_doc, test_note, write_chapter_files
 
-    from chord_core.runtime.outputs import write_json
-
-    if args.json_out:
-        write_json(Path(args.json_out).expanduser(), doc)
-        print(f"wrote {args.json_out}", file=sys.stderr)
-    else:
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
-    test_model = bool(doc.get("test_model"))
+    emit_doc(doc, args.json_out)
     if args.command == "chapters":
         from chord_core.longvideo.doc import ChaptersDoc
-        from chord_core.longvideo.exports import write_exports
 
         chapters = ChaptersDoc.from_dict(doc)
-        targets = {k: v for k, v in (("vtt", args.vtt), ("srt", args.srt), ("md", args.md))
-                   if v}
-        for path in write_exports(chapters, targets):
-            print(f"wrote {path}", file=sys.stderr)
-        test_model = chapters.test_model
-    elif args.command == "ground-long":
-        test_model = bool((doc.get("model") or {}).get("test_model"))
-    else:
-        for w in list(doc.get("warnings") or [])[:3]:
-            if not args.quiet:
-                print(f"warning: {w}", file=sys.stderr)
-    if test_model:
-        print("note: test model — random weights; its text is meaningless", file=sys.stderr)
+        write_chapter_files(chapters, args)
+        test_note(chapters.test_model)
+        return
+    if args.command == "ground-long":
+        test_note(bool((doc.get("model") or {}).get("test_model")))
+        return
+    for w in list(doc.get("warnings") or [])[:3]:
+        if not args.quiet:
+            print(f"warning: {w}", file=sys.stderr)
+    test_note(bool(doc.get("test_model")))
 
 
 def remote_first(local: Command) -> Command:
     """``local`` (the long-video command run in this process), handed to a running
     service first when one is found (see the module docstring)."""
     def command(args: argparse.Namespace) -> int:
-        from chord_core.runtime.outputs import check_file
+        from chord_core.longvideo.cli import check_outputs
 
-        for target in _outputs(args):
-            check_file(target, "the output")  # before any work, here or there
+        # before any work, here or there
+        check_outputs(*(getattr(args, k, None) for k in ("json_out", "vtt", "srt", "md")))
         url, why = choose(args)
         if url is None:
             log.info("running in this process: %s", why)

@@ -209,7 +209,8 @@ class _Session:
         self.store.close()
 
 
-def _emit(doc: dict[str, Any], out: str | None) -> None:
+def emit_doc(doc: dict[str, Any], out: str | None) -> None:
+    """The run's document: to ``out`` (``--json``), else to stdout."""
     from chord_core.runtime.outputs import write_json
 
     if out:
@@ -219,7 +220,7 @@ def _emit(doc: dict[str, Any], out: str | None) -> None:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
-def _check_outputs(*targets: str | None) -> None:
+def check_outputs(*targets: str | None) -> None:
     from chord_core.runtime.outputs import check_file
 
     for t in targets:
@@ -242,9 +243,8 @@ def _note_length(s: _Session) -> None:
 
 def cmd_chapters(args: argparse.Namespace) -> int:
     from chord_core.longvideo.chapters import ChaptersRun
-    from chord_core.longvideo.exports import write_exports
 
-    _check_outputs(args.json_out, args.vtt, args.srt, args.md)
+    check_outputs(args.json_out, args.vtt, args.srt, args.md)
     s = _Session(args)
     try:
         _note_length(s)
@@ -253,12 +253,19 @@ def cmd_chapters(args: argparse.Namespace) -> int:
     finally:
         s.close()
     s.say_reader()
-    _emit(doc.to_dict(), args.json_out)
+    emit_doc(doc.to_dict(), args.json_out)
+    write_chapter_files(doc, args)
+    test_note(doc.test_model)
+    return 0
+
+
+def write_chapter_files(doc: Any, args: argparse.Namespace) -> None:
+    """``--vtt``, ``--srt`` and ``--md`` of a chapters run (a ``ChaptersDoc``)."""
+    from chord_core.longvideo.exports import write_exports
+
     targets = {k: v for k, v in (("vtt", args.vtt), ("srt", args.srt), ("md", args.md)) if v}
     for path in write_exports(doc, targets):
         print(f"wrote {path}", file=sys.stderr)
-    _test_note(doc.test_model)
-    return 0
 
 
 def _load_chapters(path: str, info: Any) -> Any:
@@ -290,7 +297,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not args.query.strip():
         raise ConfigError("search needs something to look for",
                           hint='say what happens, e.g. "a person opens the car door"')
-    _check_outputs(args.json_out)
+    check_outputs(args.json_out)
     _check_request(args.video, args.method, args.query)
     s = _Session(args)
     try:
@@ -304,17 +311,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     finally:
         s.close()
     s.say_reader()
-    _emit(found.to_dict(), args.json_out)
+    emit_doc(found.to_dict(), args.json_out)
     for w in found.warnings[:3]:
         s.say(f"warning: {w}")
-    _test_note(found.test_model)
+    test_note(found.test_model)
     return 0
 
 
 def cmd_ground_long(args: argparse.Namespace) -> int:
     from chord_core.longvideo.ground import ground_long
 
-    _check_outputs(args.json_out)
+    check_outputs(args.json_out)
     _check_request(args.video, "ground", args.target)
     sampling, tokens, batch = ground_long_options(args)
     s = _Session(args)
@@ -327,8 +334,8 @@ def cmd_ground_long(args: argparse.Namespace) -> int:
     finally:
         s.close()
     s.say_reader()
-    _emit(result.to_dict(), args.json_out)
-    _test_note(result.model.test_model)
+    emit_doc(result.to_dict(), args.json_out)
+    test_note(result.model.test_model)
     return 0
 
 
@@ -385,7 +392,7 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
     finally:
         s.close()
     s.say_reader()
-    _emit(out, args.json_out)
+    emit_doc(out, args.json_out)
     if args.annotated_video:
         if describe:
             s.say("warning: --annotated-video is not written for chapters")
@@ -394,11 +401,11 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
 
             write_annotated_video(result, args.annotated_video,
                                   saved_as=args.json_out or "stdout")
-    _test_note(test_model)
+    test_note(test_model)
     return 0
 
 
-def _test_note(test_model: bool) -> None:
+def test_note(test_model: bool) -> None:
     if test_model:
         print("note: test model — random weights; its text is meaningless", file=sys.stderr)
 
