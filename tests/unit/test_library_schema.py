@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from app_sources import app_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_MODULES = {"chord_core/library/schema.py",  # the library's tables
@@ -29,9 +30,7 @@ USED = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+((?:library|live)_\w+)", re.IG
 
 
 def _sources() -> list[Path]:
-    files = [*(ROOT / "chord_core").rglob("*.py"), *(ROOT / "chord_ui").rglob("*.py"),
-             *(ROOT / "pages").rglob("*.py"), ROOT / "app.py"]
-    return sorted(p for p in files if str(p.relative_to(ROOT)) not in SCHEMA_MODULES)
+    return app_sources(leave_out=SCHEMA_MODULES)
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:

@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from app_sources import app_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "chord_core" / "runtime"
@@ -29,10 +30,7 @@ EXCEPTIONS = {
 
 
 def _sources() -> list[Path]:
-    files = [*(ROOT / "chord_core").rglob("*.py"), *(ROOT / "chord_ui").rglob("*.py"),
-             *(ROOT / "pages").rglob("*.py"), ROOT / "app.py"]
-    return sorted(p for p in files if RUNTIME not in p.parents
-                  and str(p.relative_to(ROOT)) not in EXCEPTIONS)
+    return app_sources(leave_out=set(EXCEPTIONS), below=RUNTIME)
 
 
 def _breaches(path: Path) -> list[str]:
