@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_BODY_MB = 2
@@ -87,3 +88,18 @@ def kill_server(server: Server) -> None:
     service whose model may still be loading, which SIGTERM takes 5–12 s to stop here."""
     server.proc.kill()
     server.proc.wait(10)
+
+
+def read_events(client: Any, url: str, timeout: float = 60) -> list[tuple[str, dict]]:
+    """A job's whole event stream (``GET …/events`` through an ``httpx.Client``), as
+    ``(event, data)`` pairs; the answer must be a ``text/event-stream``."""
+    out, event = [], ""
+    with client.stream("GET", url, timeout=timeout) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith(
+            "text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                out.append((event, json.loads(line[6:])))
+    return out

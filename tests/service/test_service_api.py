@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
+from service_server import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "docs" / "result.schema.json").read_text())
@@ -29,15 +30,7 @@ def _error(r: httpx.Response, status: int) -> dict:
 
 
 def _events(client: httpx.Client, url: str) -> list[tuple[str, dict]]:
-    out, event = [], ""
-    with client.stream("GET", url, timeout=60) as r:
-        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                out.append((event, json.loads(line[6:])))
-    return out
+    return read_events(client, url)
 
 
 def test_health_and_models(server) -> None:

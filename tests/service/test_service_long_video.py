@@ -6,12 +6,12 @@ and bad requests get a clear 4xx. What ran is read from the store's rows."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from service_server import read_events
 
 from chord_core.runtime.store import Store
 from chord_core.testing.videos import make_video
@@ -29,16 +29,7 @@ def _error(r: httpx.Response, status: int) -> dict:
 
 
 def _events(client: httpx.Client, url: str) -> list[tuple[str, dict]]:
-    out, event = [], ""
-    with client.stream("GET", url, timeout=300) as r:
-        assert r.status_code == 200 and r.headers["content-type"].startswith(
-            "text/event-stream")
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: "):
-                out.append((event, json.loads(line[6:])))
-    return out
+    return read_events(client, url, timeout=300)
 
 
 @pytest.fixture(scope="module")
