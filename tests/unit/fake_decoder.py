@@ -136,3 +136,19 @@ class FakeNvSession:
             j = k + 1 if self.s.renumber_from is not None and k >= self.s.renumber_from else k
             out.append(FakeNvFrame(self.s.picture(j), self.s.pts(j) + self.s.pts_shift))
         return out
+
+
+def fake_clip(stream: FakeStream, monkeypatch: Any, tmp_path: Any, fps: float = 30.0) -> Any:
+    """The ``VideoInfo`` of a one-byte file whose packet index is ``stream``'s (the reader's
+    ``packet_index`` patched to answer it), for readers over fake sessions."""
+    from chord_core.media import packet_index as pi
+    from chord_core.types import VideoInfo
+
+    path = tmp_path / "fake.mp4"
+    path.write_bytes(b"x")
+    index = stream.index()
+    monkeypatch.setattr(pi, "packet_index", lambda p: index)
+    w, h = stream.size_wh
+    return VideoInfo(path=str(path), duration_s=stream.frames / fps, fps=fps,
+                     frame_count=stream.frames, width=w, height=h, codec="h264",
+                     container="mp4", timeline=((0, 0.0, 1 / fps),))

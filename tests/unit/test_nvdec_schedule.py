@@ -12,14 +12,12 @@ import numpy as np
 import pytest
 
 from chord_core.errors import JobCancelled
-from chord_core.media import packet_index as pi
 from chord_core.media.gop import plan_gops, split_reads
 from chord_core.media.nvdec import NvdecReader
 from chord_core.media.nvdec_plan import BACKWARD_COST, Lane, assign, busy_share, step_cost
 from chord_core.media.reader_types import ReaderFailed, ReadRequest
 from chord_core.media.readers import CpuPoolReader, read_frames_auto
-from chord_core.types import VideoInfo
-from fake_decoder import FakeGopDecoder, FakeNvSession, FakeStream
+from fake_decoder import FakeGopDecoder, FakeNvSession, FakeStream, fake_clip
 
 FPS = 30.0
 KEYS = list(range(0, 20000, 60))  # 720p30 real footage: a keyframe every 2 s
@@ -109,16 +107,7 @@ class Failing(FakeNvSession):
 
 @pytest.fixture
 def clip(monkeypatch, tmp_path):
-    def make(stream: FakeStream) -> VideoInfo:
-        path = tmp_path / "fake.mp4"
-        path.write_bytes(b"x")
-        index = stream.index()
-        monkeypatch.setattr(pi, "packet_index", lambda p: index)
-        w, h = stream.size_wh
-        return VideoInfo(path=str(path), duration_s=stream.frames / FPS, fps=FPS,
-                         frame_count=stream.frames, width=w, height=h, codec="h264",
-                         container="mp4", timeline=((0, 0.0, 1 / FPS),))
-    return make
+    return lambda stream: fake_clip(stream, monkeypatch, tmp_path, FPS)
 
 
 def reader(stream: FakeStream, made: list, kind=FakeNvSession, decoders: int = 8):

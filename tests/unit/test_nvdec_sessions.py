@@ -11,28 +11,17 @@ import time
 
 import pytest
 
-from chord_core.media import packet_index as pi
 from chord_core.media import readers
 from chord_core.media.nvdec import NvdecReader, shared_reader
 from chord_core.media.reader_types import ReaderFailed, ReadRequest
-from chord_core.types import VideoInfo
-from fake_decoder import FakeNvSession, FakeStream
+from fake_decoder import FakeNvSession, FakeStream, fake_clip
 
 FPS = 30.0
 
 
 @pytest.fixture
 def clip(monkeypatch, tmp_path):
-    def make(stream: FakeStream) -> VideoInfo:
-        path = tmp_path / "fake.mp4"
-        path.write_bytes(b"x")
-        index = stream.index()
-        monkeypatch.setattr(pi, "packet_index", lambda p: index)
-        w, h = stream.size_wh
-        return VideoInfo(path=str(path), duration_s=stream.frames / FPS, fps=FPS,
-                         frame_count=stream.frames, width=w, height=h, codec="h264",
-                         container="mp4", timeline=((0, 0.0, 1 / FPS),))
-    return make
+    return lambda stream: fake_clip(stream, monkeypatch, tmp_path, FPS)
 
 
 def reader(stream: FakeStream, made: list, session=FakeNvSession) -> NvdecReader:
