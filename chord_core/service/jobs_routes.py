@@ -8,8 +8,6 @@ the store otherwise (jobs of an earlier run, or the app's). The result is the
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Literal
@@ -21,8 +19,8 @@ from starlette.concurrency import run_in_threadpool
 
 from chord_core.runtime.jobs import FINISHED_STATES
 from chord_core.service.http_errors import ApiError, invalid_body, job_error_view
-from chord_core.service.long_routes import (LONG_TASKS, LongBody, links, long_events,
-                                            long_runs_of, parse_long, sse)
+from chord_core.service.long_routes import (LONG_TASKS, LongBody, change_stream, links,
+                                            long_events, long_runs_of, parse_long)
 from chord_core.service.long_routes import job_view as long_job_view
 from chord_core.service.long_routes import row_view, start_long
 
@@ -290,38 +288,24 @@ async def job_events(request: Request, job_id: str) -> StreamingResponse:
                              headers={"Cache-Control": "no-cache"})
 
 
-async def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncIterator[str]:
+def _events(request: Request, job_id: str, view: dict[str, Any]) -> AsyncIterator[str]:
     """Stream the job's changes as they happen: its handle wakes this generator (started,
     progress, finished), nothing polls. A job only the store knows (finished, or another
     process's) gets its state and the end at once. Starlette ends the stream when the
     client disconnects."""
     handle = _live_handle(request, job_id)
-    woken, loop = asyncio.Event(), asyncio.get_running_loop()
-    unwatch = handle.on_change(lambda: loop.call_soon_threadsafe(woken.set)) if handle \
-        else None
-    view = job_view(request, job_id) if handle else view  # after watching: no change missed
-    last_state, last_event, deadline = None, None, time.monotonic() + EVENTS_MAX_S
-    try:
-        while True:
-            if view["state"] != last_state:
-                last_state = view["state"]
-                yield sse(view, "state")
-            if view["progress"] is not None and view["progress"] != last_event:
-                last_event = view["progress"]
-                yield sse(last_event, "progress")
-            left = deadline - time.monotonic()
-            if view["state"] in FINISHED_STATES or handle is None or left <= 0:
-                yield sse(view, "end")
-                return
-            try:
-                await asyncio.wait_for(woken.wait(), timeout=left)
-            except asyncio.TimeoutError:
-                pass
-            woken.clear()
-            view = job_view(request, job_id)
-    finally:
-        if unwatch is not None:
-            unwatch()
+    first: dict[str, Any] | None = None if handle else view
+    last_progress: list[Any] = [None]
+
+    def read() -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+        nonlocal first
+        now, first = first or job_view(request, job_id), None
+        if now["progress"] is None or now["progress"] == last_progress[0]:
+            return now, []
+        last_progress[0] = now["progress"]
+        return now, [("progress", now["progress"])]
+    return change_stream(handle.on_change if handle else None, read,
+                         lambda state: state in FINISHED_STATES, EVENTS_MAX_S)
 
 
 def _live_handle(request: Request, job_id: str) -> Any:

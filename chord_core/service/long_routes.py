@@ -18,7 +18,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal
+from typing import Any, AsyncIterator, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -277,28 +277,32 @@ def sse(data: Any, event: str | None = None) -> str:
     return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def long_events(job: LongJob) -> AsyncIterator[str]:
-    """The run's stream: ``state`` on each change, a ``child`` event as each chunk job
-    starts and ends, ``progress`` after each, then ``end`` (the final view, without the
-    document: GET /result has it). Woken by the run; nothing polls."""
+async def change_stream(watch: Callable[[Callable[[], None]], Callable[[], None]] | None,
+                        read: Callable[[], tuple[dict[str, Any], list[tuple[str, Any]]]],
+                        finished: Callable[[str], bool], max_s: float
+                        ) -> AsyncIterator[str]:
+    """A job's event stream (a short job's or a long run's): ``read()`` gives its view and
+    the events since the last read; a ``state`` event on each change of the view's state,
+    those events, then ``end`` with the final view once ``finished(state)``, when nothing
+    can change it (``watch`` None: a job only the store knows) or after ``max_s``. Woken by
+    ``watch`` (called on any thread); nothing polls."""
     woken, loop = asyncio.Event(), asyncio.get_running_loop()
 
-    def wake() -> None:  # on the run's thread
+    def wake() -> None:  # on the job's (the dispatcher's, the run's) thread
         loop.call_soon_threadsafe(woken.set)
-    unwatch = job.watch(wake)
-    cursor, last_state, deadline = 0, None, time.monotonic() + EVENTS_MAX_S
+    unwatch = watch(wake) if watch else None
+    last_state, deadline = None, time.monotonic() + max_s
     try:
         while True:
             woken.clear()
-            view = {k: v for k, v in job_view(job).items() if k != "document"}
-            events, cursor = job.since(cursor)  # after the view: none is missed at the end
+            view, events = read()  # after watching: no change is missed
             if view["state"] != last_state:
                 last_state = view["state"]
                 yield sse(view, "state")
             for name, data in events:
                 yield sse(data, name)
             left = deadline - time.monotonic()
-            if view["state"] in FINISHED or left <= 0:
+            if finished(view["state"]) or unwatch is None or left <= 0:
                 yield sse(view, "end")
                 return
             try:
@@ -306,4 +310,19 @@ async def long_events(job: LongJob) -> AsyncIterator[str]:
             except asyncio.TimeoutError:
                 pass
     finally:
-        unwatch()
+        if unwatch is not None:
+            unwatch()
+
+
+def long_events(job: LongJob) -> AsyncIterator[str]:
+    """The run's stream: ``state`` on each change, a ``child`` event as each chunk job
+    starts and ends, ``progress`` after each, then ``end`` (the final view, without the
+    document: GET /result has it)."""
+    cursor = 0
+
+    def read() -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+        nonlocal cursor
+        view = {k: v for k, v in job_view(job).items() if k != "document"}
+        events, cursor = job.since(cursor)  # after the view: none is missed at the end
+        return view, events
+    return change_stream(job.watch, read, lambda state: state in FINISHED, EVENTS_MAX_S)
