@@ -199,29 +199,19 @@ class CancelFlag(threading.Event):
 
     def __init__(self) -> None:
         super().__init__()
-        self._hooks: list[Callable[[], None]] = []
-        self._hooks_lock = threading.Lock()
+        self._hooks = Watchers("a cancel flag")
 
     def on_set(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn()`` when the flag is set (at once when it is already); returns the
         function that takes it back."""
-        with self._hooks_lock:
-            self._hooks.append(fn)
+        stop = self._hooks.watch(fn)
         if self.is_set():
-            _call(lambda _: fn(), None)
-
-        def stop() -> None:
-            with self._hooks_lock:
-                if fn in self._hooks:
-                    self._hooks.remove(fn)
+            _call(_drop_arg(fn), None)
         return stop
 
     def set(self) -> None:
         super().set()
-        with self._hooks_lock:
-            hooks = list(self._hooks)
-        for fn in hooks:
-            _call(_drop_arg(fn), None)
+        self._hooks.notify()
 
 
 def _drop_arg(fn: Callable[[], None]) -> Callable[[Any], None]:
