@@ -16,6 +16,7 @@ from test_service_faults import STARTUP_S, call, rows, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # two service starts each
 CHUNKS = 8
+ONE_AT_A_TIME = ("--cpu-workers", "1", "--batch-size", "1")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
@@ -28,7 +29,10 @@ def test_serve_stopped_mid_chapters_finishes_the_run_after_a_restart(
                       size_wh=(96, 64)).path
     body = {"task": "chapters", "video_path": str(clip), "chunk_s": 2, "cuts": "fixed",
             "chapter_s": 8, "frames_per_chunk": 4, "max_new_tokens": 128}
-    srv = start_server(tmp_path, "--cpu-workers", "1", timeout=STARTUP_S)
+    # one chunk a generate call (two in flight): with the default batch the worker took all
+    # eight chunks into one describe batch, they ended together, and a clean machine never
+    # saw the run mid-way (the stop came after the last chunk)
+    srv = start_server(tmp_path, *ONE_AT_A_TIME, timeout=STARTUP_S)
     try:
         status, answer = call(srv, "POST", "/v1/jobs", body)
         assert status == 202, answer
@@ -49,7 +53,7 @@ def test_serve_stopped_mid_chapters_finishes_the_run_after_a_restart(
     assert before[run]["state"] == "running", before[run]  # left open, not ended
     assert 1 <= len({k for k in done_before if "-c0" in k}) < CHUNKS, kids_before
 
-    srv2 = start_server(tmp_path, "--cpu-workers", "1", timeout=STARTUP_S)
+    srv2 = start_server(tmp_path, *ONE_AT_A_TIME, timeout=STARTUP_S)
     try:  # the restarted service drives the run on by itself
         view = wait_for(lambda: (v := call(srv2, "GET", f"/v1/jobs/{run}")[1])["state"]
                         == "done" and v, timeout=600)
