@@ -43,16 +43,19 @@ def file_hash(path: str | Path) -> str:
     return value
 
 
-def remember_hash(path: str | Path, digest: str) -> None:
+def remember_hash(path: str | Path, digest: str, mtime_ns: int | None = None) -> None:
     """``digest`` (sha256 hex) is the hash of the file at ``path`` as it is now: the caller
     just wrote those bytes (a stored upload) and hashed them on the way, so ``file_hash``
-    need not read the file again. Cached under its size and mtime like a computed hash."""
+    need not read the file again. Cached under its size and mtime like a computed hash;
+    ``mtime_ns``: the mtime the caller is about to give the file (remembered first, so no
+    reader sees that mtime before its entry is here)."""
     path = Path(path)
     st = path.stat()
+    stamp = st.st_mtime_ns if mtime_ns is None else mtime_ns
     with _HASH_LOCK:
         if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
             _HASH_CACHE.pop(next(iter(_HASH_CACHE)))
-        _HASH_CACHE[(str(path.resolve()), st.st_size, st.st_mtime_ns)] = digest
+        _HASH_CACHE[(str(path.resolve()), st.st_size, stamp)] = digest
 
 
 def content_key(video_path: str | Path, task: str, query: str, model: str,

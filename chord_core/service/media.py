@@ -17,6 +17,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -137,13 +138,21 @@ def _write_private(data_chunks: Any, folder: Path) -> tuple[Path, str, int]:
 
 
 def _place(tmp: Path, digest: str, ext: str) -> tuple[Path, bool]:
-    """Move a written file to its content name; returns (path, created)."""
+    """Move a written file to its content name; returns (path, created). Its hash (taken
+    while it was written) is remembered, so its content key needs no re-read: for a file
+    sent again, before its mtime is renewed, so a request storing the same bytes on
+    another thread never sees the new mtime without the hash."""
+    from chord_core.media.content_keys import remember_hash
+
     final = tmp.parent / f"{digest[:32]}.{ext}"
     if final.exists():
         tmp.unlink(missing_ok=True)
-        os.utime(final)  # sent again: its retention starts over (retention.py)
+        now = time.time_ns()
+        remember_hash(final, digest, now)
+        os.utime(final, ns=(now, now))  # sent again: its retention starts over (retention.py)
         return final, False
     os.replace(tmp, final)
+    remember_hash(final, digest)
     return final, True
 
 
@@ -167,12 +176,9 @@ def save_image_probed(data: bytes, *, folder: Path | None = None,
     the same error when it does not decode (``/batch_predict``: one decode a task, not two)."""
     if not data:
         raise InputError("the image is empty (0 bytes)", hint=_MEDIA_HINT)
-    from chord_core.media.content_keys import remember_hash
-
     ext = image_ext(data)
     tmp, digest, _ = _write_private([data], folder or api_uploads_dir())
     path, created = _place(tmp, digest, ext)
-    remember_hash(path, digest)  # hashed while written: its content key needs no re-read
     return _probed(path, created, decode)
 
 

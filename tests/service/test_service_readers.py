@@ -190,3 +190,35 @@ def test_a_reader_keys_each_task_without_reading_its_file_again(tmp_path, monkey
     assert keyed(read.specs, read.ids, "test")[1] == parent  # the same request's parent
     other = read_batch(body, 8, model="another-model")
     assert {s.key for s in other.specs}.isdisjoint(s.key for s in read.specs)
+
+
+def test_an_image_sent_again_is_keyed_without_a_read_even_mid_store(tmp_path,
+                                                                     monkeypatch) -> None:
+    """The same bytes stored on several threads at once (one request's repeated image):
+    the one storing them again renews the file's mtime, and a thread keying the file at
+    that moment still finds the hash taken while it was written. It is remembered under
+    the new mtime before the file gets it (the CI flake of the test above: a sibling
+    thread's renewal between this thread's store and its key cost one re-read)."""
+    from chord_core.media import content_keys
+    from chord_core.service import media
+
+    monkeypatch.setenv("CHORD_DATA_DIR", str(tmp_path))
+    data = base64.b64decode(_png())
+    path, _ = media.save_image_probed(data, decode=False)
+    opened: list[str] = []
+    real_source, real_utime = content_keys.source, os.utime
+    monkeypatch.setattr(content_keys, "source",
+                        lambda p: (opened.append(str(p)), real_source(p))[1])
+    keyed_mid_store: list[str] = []
+
+    def utime_then_key(p, *args, **kwargs):  # another thread keys the file right then
+        real_utime(p, *args, **kwargs)
+        keyed_mid_store.append(content_keys.file_hash(p))
+
+    monkeypatch.setattr(media.os, "utime", utime_then_key)
+    again, _ = media.save_image_probed(data, decode=False)
+    assert again == path and len(keyed_mid_store) == 1
+    assert opened == []  # no re-read, at the renewed mtime
+    monkeypatch.setattr(content_keys, "_HASH_CACHE", {})
+    assert content_keys.file_hash(path) == keyed_mid_store[0]  # and the remembered hash is right
+    assert opened == [str(path)]
