@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 STATEMENT = "the green square is on the left"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 VIEW = {"width": 1280, "height": 1100}
+WAIT_MS = 30_000  # a Streamlit rerun under load, for each expect below
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,11 @@ def _ffprobe(path: Path) -> float:
 
 
 def _caption(page, n: int, total: int):  # noqa: ANN001, ANN202
-    return expect(page.get_by_text(re.compile(rf"^Item {n} of {total} ·"))).to_be_visible()
+    """The page's "Item n of N" caption; waited for as long as a rerun takes on a loaded
+    machine (``expect``'s own default is 5 s: the one failure of this test on record was
+    such a wait, after a key press, on a 2-core machine running the slow tier)."""
+    return expect(page.get_by_text(re.compile(rf"^Item {n} of {total} ·"))).to_be_visible(
+        timeout=WAIT_MS)
 
 
 def test_review_items_from_a_standing_check_end_in_an_exported_case(
@@ -126,7 +131,7 @@ def test_review_items_from_a_standing_check_end_in_an_exported_case(
     total = len(items)
 
     page.goto(f"{app_url}/review")
-    expect(page.get_by_role("heading", name="Review")).to_be_visible()
+    expect(page.get_by_role("heading", name="Review")).to_be_visible(timeout=WAIT_MS)
     _caption(page, 1, total)
     page.get_by_test_id("stPlotlyChart").first.wait_for()
     time.sleep(1.0)  # the chart and the layout settle before the picture
@@ -138,7 +143,7 @@ def test_review_items_from_a_standing_check_end_in_an_exported_case(
         _caption(page, 1, total)
     first = items[0]
     expect(page.get_by_test_id("stVerticalBlock").get_by_text(
-        re.compile(rf"^{re.escape(first['clip'])} · ")).first).to_be_attached()
+        re.compile(rf"^{re.escape(first['clip'])} · ")).first).to_be_attached(timeout=WAIT_MS)
     page.keyboard.press("p")  # the player, opened at the item's moment (paused there)
     player = page.locator("[data-testid=chord-player]")
     player.wait_for()
@@ -149,7 +154,7 @@ def test_review_items_from_a_standing_check_end_in_an_exported_case(
     assert abs(at - first["start_s"]) <= 0.06, (at, first)  # within a frame (10 fps)
 
     page.keyboard.press("a")  # into the case …
-    expect(page.get_by_text(re.compile(r"^Added to case "))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^Added to case "))).to_be_visible(timeout=WAIT_MS)
     page.keyboard.press("m")  # … and reviewed: it leaves the unreviewed list
     if total > 1:
         _caption(page, 1, total - 1)
@@ -176,14 +181,15 @@ def test_review_items_from_a_standing_check_end_in_an_exported_case(
     assert (folder / "report.html").is_file() and (folder / "report.md").is_file()
 
     page.goto(f"{app_url}/review?lang=zh&reviewed=all")
-    expect(page.get_by_role("heading", name="审阅")).to_be_visible()
-    expect(page.get_by_text(re.compile(rf"^第 1 条，共 {total} 条"))).to_be_visible()
+    expect(page.get_by_role("heading", name="审阅")).to_be_visible(timeout=WAIT_MS)
+    expect(page.get_by_text(re.compile(rf"^第 1 条，共 {total} 条"))).to_be_visible(
+        timeout=WAIT_MS)
     page.get_by_test_id("stPlotlyChart").first.wait_for()
     time.sleep(1.0)
     page.screenshot(path=str(DOCS / "review-zh.png"))
     page.goto(f"{app_url}/review?lang=en")
     page.get_by_role("button", name="Mark all reviewed").click()
-    expect(page.get_by_text(re.compile(r"^No review items here"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^No review items here"))).to_be_visible(timeout=WAIT_MS)
     assert all(i["reviewed"] for i in _items(db))
     page.context.close()
 
@@ -195,13 +201,15 @@ def test_the_library_ask_box_answers_with_checked_citations(app_server, app_url,
     page = browser.new_context(viewport=VIEW, locale="en-US").new_page()
     page.set_default_timeout(120_000)
     page.goto(f"{app_url}/library")
-    expect(page.get_by_role("heading", name="Library", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Library", exact=True)).to_be_visible(timeout=WAIT_MS)
     page.get_by_role("textbox", name="Question").fill("yardcam1")
     page.get_by_role("button", name="Ask", exact=True).click()
-    expect(page.get_by_text(re.compile(r"checked moment\(s\) shows? it\.$"))).to_be_visible()
-    expect(page.get_by_text(re.compile(r"^Searched in \d+ ms, checked in \d+ ms"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"checked moment\(s\) shows? it\.$"))).to_be_visible(
+        timeout=WAIT_MS)
+    expect(page.get_by_text(re.compile(r"^Searched in \d+ ms, checked in \d+ ms"))).to_be_visible(
+        timeout=WAIT_MS)
     cited = page.get_by_text(re.compile(r"yardcam1\.mp4@0:0\d · P = 0\.\d\d"))
-    expect(cited.first).to_be_visible()
+    expect(cited.first).to_be_visible(timeout=WAIT_MS)
     db = Path(app_server["data"]) / "chord.sqlite3"
     assert _rows(db, "SELECT COUNT(*) FROM jobs WHERE task = 'entail' AND query = 'yardcam1'"
                  )[0][0] >= 1  # the check ran as real entail jobs on the clip

@@ -105,16 +105,17 @@ def test_the_first_failure_cancels_the_rest(env) -> None:
                                                                  "failed"]
 
 
-def test_cancel_stops_the_children_within_a_second(env) -> None:
+def test_cancel_stops_the_running_children(env) -> None:
+    """The blocked children never end on their own (their gate stays shut), so the group
+    ending at all shows the cancel reached the children inside the workers. (No wall-clock
+    bound tighter than the wait: it failed once on a loaded 2-core machine at 1 s.)"""
     h = env.manager.submit_group(_group(), _children(env.clip, ["block", "block", "x"]))
     deadline = time.monotonic() + 10
     while GateEngine.ran.count("block") < 2:  # both workers are inside their child
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    t0 = time.monotonic()
     assert h.cancel() == 3
-    outcome = h.result(timeout=5)
-    assert time.monotonic() - t0 < 1.0
+    outcome = h.result(timeout=10)
     assert outcome.state is JobState.CANCELLED
     assert {st.state for st in outcome.statuses} == {JobState.CANCELLED}
     assert env.store.get_job("batch-test")["state"] == "cancelled"
