@@ -20,13 +20,15 @@ GPU (the 1-hour moonshot; run on the GPU host, worker processes on every GPU):
 grounds the clip at 1 fps (3,600 frames) with ``ground-long``'s defaults (448×252 frames, 64
 answer tokens, 32 frames a generate call: ``longvideo/settings.GROUND_LONG_*``, one source
 for both; issue 34's figures before this used ``--tokens 32``) and makes chapters, through a
-JobManager over the visible GPUs, with GPU utilisation from Chord's own sampler during each task (mean and
-median of the samples inside the task's own wall time). ``--warmup`` runs one grounding and
+JobManager over the visible GPUs, with GPU utilisation from Chord's own sampler during each
+task (mean and median of the samples inside the task's own wall time). ``--warmup`` runs one grounding and
 one describe job first (untimed: the fast decoder's graphs for these shapes). ``--clip``
 takes a clip made elsewhere (a host without PyAV cannot write one; its scan is then
 ``fixed`` windows: OpenCV cannot skip to keyframes). ``--decode-only-fraction 0.25``
 times the decode-only pass on the first quarter of the jobs' frames and scales it up.
 ``--out`` writes the JSON after every stage (a run cut short keeps what it measured).
+``--ground-batch 32,64,128`` grounds the clip once per batch (frames a generate call), each
+row with chunks of at least that many frames.
 
 ``--reader nvdec|cpu-pool|default|auto`` sets ``CHORD_READER`` for the workers (and the
 decode-only pass, which reads with that reader alone and reports frames/s); each run reports
@@ -187,15 +189,31 @@ def run_chapters(args, ex, width, store, info, key, settings, sampler) -> dict:
             **_util_summary(sampler, w0, w1)}
 
 
-def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
+# one target a grounding row: a row at another batch is a new run, not answered from the
+# store (the content key holds the target, not the batch); each colour is one token of Qwen's
+# vocabulary, so every row's prompt is as long as the first's
+GROUND_TARGETS = ("the yellow square", "the green square", "the white square",
+                  "the black square", "the brown square", "the orange square")
+
+
+def ground_settings(settings, batch: int):
+    """``settings`` with chunks of at least ``batch`` frames (a generate call never holds
+    more frames than its chunk has)."""
+    from dataclasses import replace
+
+    return replace(settings, ground_chunk_frames=max(settings.ground_chunk_frames, batch))
+
+
+def run_ground(args, ex, width, store, info, key, settings, sampler, *, batch: int,
+               target: str) -> dict:
     from chord_core.longvideo.chunks import slice_plan
     from chord_core.longvideo.ground import ground_long, ground_plan
 
+    settings = ground_settings(settings, batch)
     t0, w0 = time.perf_counter(), time.time()
-    res = ground_long(ex, info, key, "the yellow square", settings, args.model,
+    res = ground_long(ex, info, key, target, settings, args.model,
                       sampling=ground_sampling(args), in_flight=width,
-                      max_new_tokens=args.tokens,
-                      batch_size=args.ground_batch, on_progress=_say)
+                      max_new_tokens=args.tokens, batch_size=batch, on_progress=_say)
     wall, w1 = time.perf_counter() - t0, time.time()
     plans = slice_plan(ground_plan(info, settings, ground_sampling(args)),
                        settings.ground_chunk_frames)
@@ -203,7 +221,8 @@ def run_ground(args, ex, width, store, info, key, settings, sampler) -> dict:
     return {"task": "ground", "wall_s": round(wall, 2), "frames": res.sampling.num_frames,
             "frames_per_s": round(res.sampling.num_frames / wall, 1),
             "input_wh": list(res.sampling.input_wh), "jobs": len(plans),
-            "tokens_per_frame_max": args.tokens, "batch": args.ground_batch,
+            "tokens_per_frame_max": args.tokens, "batch": batch,
+            "chunk_frames": settings.ground_chunk_frames, "target": target,
             "model_generate_s (sum over workers)": round(res.timing.generate_s, 2),
             "preprocess_s (sum over workers)": round(res.timing.preprocess_s, 2),
             "decode_in_jobs_s (sum over workers)": round(res.timing.decode_s, 2), **dec,
@@ -229,7 +248,8 @@ def ground_sampling(args):
 
 
 def warm_up(args, ex, info, settings) -> dict:
-    """One grounding job (a 64-frame chunk) and one describe job, untimed in the runs."""
+    """One grounding job (a chunk) at each grounding batch and one describe job, untimed in
+    the runs."""
     from chord_core.analysis.request import AnalysisRequest
     from chord_core.config import SamplingConfig
     from chord_core.longvideo.chunks import chunk_plan, make_chunks, slice_plan
@@ -237,22 +257,35 @@ def warm_up(args, ex, info, settings) -> dict:
     from chord_core.runtime.jobs import JobSpec
 
     t0 = time.perf_counter()
-    piece = slice_plan(ground_plan(info, settings, ground_sampling(args)),
-                       settings.ground_chunk_frames)[0]
     chunk = make_chunks(info, (), settings)[0]
     dplan = chunk_plan(info, chunk, "describe", SamplingConfig(
         fps=settings.describe_fps, max_frames=settings.describe_max_frames))
-    ids = [ex.submit(JobSpec(AnalysisRequest(info.path, "ground", "warm up",
-                                             ground_sampling(args), args.tokens,
-                                             batch_size=args.ground_batch),
-                             model=args.model, info=info, plan=piece, label="warm-up")),
-           ex.submit(JobSpec(AnalysisRequest(info.path, "describe", "", SamplingConfig(),
+    ids = [ex.submit(JobSpec(AnalysisRequest(info.path, "describe", "", SamplingConfig(),
                                              settings.max_new_tokens),
                              model=args.model, info=info, plan=dplan, label="warm-up"))]
+    for b in args.ground_batch if args.task in ("ground", "both") else ():
+        piece = slice_plan(ground_plan(info, ground_settings(settings, b), ground_sampling(args)),
+                           max(settings.ground_chunk_frames, b))[0]
+        ids.append(ex.submit(JobSpec(AnalysisRequest(info.path, "ground", f"warm up {b}",
+                                                     ground_sampling(args), args.tokens,
+                                                     batch_size=b),
+                                     model=args.model, info=info, plan=piece,
+                                     label="warm-up")))
     for job in ids:
         while not ex.status(job).state.finished:
             time.sleep(0.05)
     return {"warmup_s": round(time.perf_counter() - t0, 2)}
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        out = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
+    if not out or min(out) < 1 or len(out) > len(GROUND_TARGETS):
+        raise argparse.ArgumentTypeError(
+            f"1 to {len(GROUND_TARGETS)} batches, each at least 1, e.g. 32,64,128")
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -278,8 +311,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tokens", type=int, default=GROUND_LONG_TOKENS,
                     help="grounding tokens per frame (default: ground-long's)")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--ground-batch", type=int, default=GROUND_LONG_BATCH,
-                    help="frames per generate call in grounding jobs (default: ground-long's)")
+    ap.add_argument("--ground-batch", type=_batches, default=[GROUND_LONG_BATCH],
+                    help="frames per generate call in grounding jobs (default: ground-long's); "
+                         "a list (32,64,128) grounds the clip once per batch, each with chunks "
+                         "of at least that many frames and its own target (no row answered "
+                         "from another's stored chunks)")
     ap.add_argument("--frames-per-chunk", type=int, default=8)
     ap.add_argument("--describe-fps", type=float, default=None,
                     help="sampling rate of a chunk description (default: the product's); "
@@ -361,8 +397,10 @@ def main() -> int:
             out.update(warm_up(args, ex, info, settings))
             save()
         if args.task in ("ground", "both"):
-            out["runs"].append(run_ground(args, ex, width, store, info, key, settings, sampler))
-            save()
+            for target, batch in zip(GROUND_TARGETS, args.ground_batch):
+                out["runs"].append(run_ground(args, ex, width, store, info, key, settings,
+                                              sampler, batch=batch, target=target))
+                save()
         if args.task in ("chapters", "both"):
             out["runs"].append(run_chapters(args, ex, width, store, info, key, settings,
                                             sampler))

@@ -58,7 +58,7 @@ def test_decode_runs_the_hour_at_the_product_defaults():
     args = long_video_args("decode")
     assert (args.task, args.reader) == ("both", "auto")
     assert (args.ground_max_pixels, args.tokens, args.ground_batch) == (
-        lv.GROUND_LONG_MAX_PIXELS, lv.GROUND_LONG_TOKENS, lv.GROUND_LONG_BATCH)
+        lv.GROUND_LONG_MAX_PIXELS, lv.GROUND_LONG_TOKENS, [lv.GROUND_LONG_BATCH])
 
 
 def test_decode_vss_is_360_chunks_of_20_frames():
@@ -86,3 +86,13 @@ def test_each_entry_makes_the_hour_and_the_model_it_runs(name):
     body = block(name)
     assert "decode_prelude" in body and "/tmp/real_hour.mp4" in body
     assert "decode_prelude model" in body or "make-tiny-model /tmp/chord-rand-7b" in body
+
+
+def test_ground_batch_sweeps_the_hour_at_three_batches_from_the_default():
+    from chord_core.longvideo import settings as lv
+
+    args = long_video_args("ground-batch")
+    assert (args.task, args.clip, args.warmup) == ("ground", "/tmp/real_hour.mp4", True)
+    assert args.ground_batch[0] == lv.GROUND_LONG_BATCH and len(set(args.ground_batch)) == 3
+    assert (args.ground_max_pixels, args.tokens) == (lv.GROUND_LONG_MAX_PIXELS,
+                                                      lv.GROUND_LONG_TOKENS)

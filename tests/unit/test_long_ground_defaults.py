@@ -38,9 +38,24 @@ def test_cli_defaults_are_what_the_benchmark_runs(bench, argv):
     b = bench.parser().parse_args([])
     sampling, tokens, batch = ground_long_options(cli_args(*argv))
     assert sampling == bench.ground_sampling(b)
-    assert (tokens, batch) == (b.tokens, b.ground_batch)
+    assert (tokens, [batch]) == (b.tokens, b.ground_batch)
     assert (sampling.ground_max_pixels, tokens, batch) == (112_896, lv.GROUND_LONG_TOKENS, 32)
     assert sampling.min_pixels <= sampling.ground_max_pixels
+
+
+def test_the_benchmark_grounds_once_per_batch_each_a_run_of_its_own(bench):
+    """``--ground-batch 32,64,128`` (the device's batch sweep): each row's chunks hold at
+    least its batch, and its target differs from every other row's (the content key has the
+    target, not the batch: a row with the first's target would be read from the store)."""
+    b = bench.parser().parse_args(["--ground-batch", "32,64,128"])
+    assert b.ground_batch == [32, 64, 128]
+    base = lv.LongVideoSettings()
+    chunks = [bench.ground_settings(base, n).ground_chunk_frames for n in b.ground_batch]
+    assert chunks == [base.ground_chunk_frames, 64, 128] and base.ground_chunk_frames == 64
+    assert len(set(bench.GROUND_TARGETS)) == len(bench.GROUND_TARGETS)
+    for bad in ("0", "a,b", "1,2,3,4,5,6,7"):
+        with pytest.raises(SystemExit):
+            bench.parser().parse_args(["--ground-batch", bad])
 
 
 def test_the_flags_still_override():
