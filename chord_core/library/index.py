@@ -70,6 +70,9 @@ class LibraryIndex:
         try:
             self._conn = sqlite3.connect(self.path, timeout=5.0, isolation_level=None,
                                          check_same_thread=False)
+        except sqlite3.DatabaseError as exc:
+            raise self._failure("opened", exc) from None
+        try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute("PRAGMA busy_timeout = 5000")
             self._conn.execute("PRAGMA synchronous = NORMAL")
@@ -80,8 +83,11 @@ class LibraryIndex:
             self._conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             with self.write() as conn:
                 migrate(conn)  # every library table (schema.py), once per connection
-        except sqlite3.DatabaseError as exc:
-            raise self._failure("opened", exc) from None
+        except BaseException as exc:  # no connection left open behind a failed start
+            self._conn.close()
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise self._failure("opened", exc) from None
+            raise
 
     def _failure(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"the library index in {self.path} could not be {what}: {exc}",

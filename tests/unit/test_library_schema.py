@@ -311,20 +311,36 @@ def test_an_index_of_another_version_is_made_again_and_the_rest_kept(tmp_path):
 
 
 @pytest.mark.parametrize("broken", ["library_alert_checks", "library_fts"])
-def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, broken):
+def test_a_migration_that_fails_leaves_the_file_as_it_was(tmp_path, broken, monkeypatch):
     """One transaction: a statement that fails half way rolls back every change before it
     (here a view named like a table the schema makes: CREATE TABLE IF NOT EXISTS passes it,
-    the column check or the FTS5 insert then fails), and the error says what to do."""
+    the column check or the FTS5 insert then fails), the error says what to do, and the
+    index's connection is closed (it was left open: a file handle per failed start)."""
     from chord_core.errors import StoreError
+    from chord_core.library import index as index_module
     from chord_core.library.index import LibraryIndex
     from chord_core.runtime.store_read import StoreView
+
 
     path = tmp_path / "chord.sqlite3"
     StoreView.open(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute(f"CREATE VIEW {broken} AS SELECT 1 AS x")
     before = _dump(path)
+    made: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args, **kwargs):
+        made.append(real_connect(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(index_module.sqlite3, "connect", connect)  # (the module: every caller)
     with pytest.raises(StoreError) as err:
         LibraryIndex(path)
     assert "could not be" in err.value.message and "--rebuild" in (err.value.hint or "")
+    monkeypatch.undo()
+    assert made  # the store's check and the index's own: none is left open
+    for conn in made:
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
     assert _dump(path) == before
