@@ -12,8 +12,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from chord_ui import library_view, live_view, theme, watch_view
+from chord_ui import library_view, live_view, resources, theme, watch_view
 from chord_ui.i18n import cjk_font_notice, language_switch, t
+from chord_ui.messages import store_notices
 from chord_ui.quiet_logs import quiet_worker_warnings
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -41,6 +42,7 @@ def main() -> None:
     navigation = st.navigation(pages)
     language_switch()
     cjk_font_notice()  # Chinese chosen, no CJK font here: say which package draws it
+    store_notices(resources.store().notices)  # a damaged store moved aside: say so
     with st.sidebar:  # the theme chosen in Settings, the same on every page and reload
         theme.keep_theme([page.url_path for page in pages])
     library_view.start_watches()  # CHORD_WATCH: watched folders, once per server

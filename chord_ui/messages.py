@@ -9,6 +9,9 @@ Anything not matched is shown in English, under a translated frame ("How to fix"
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+import streamlit as st
 
 from chord_ui.i18n import lang
 
@@ -33,6 +36,12 @@ ZH_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^could not make the example clip: (?P<r>.*)$", "无法生成示例视频：{r}"),
         (r"^the analysis failed$", "分析失败"),
         (r"^something went wrong$", "出错了"),
+        # runtime.store_repair.move_aside: the app's store was damaged and started again
+        (r"^the job store (?P<p>.+) could not be used \((?P<r>.*)\); it was moved to "
+         r"(?P<a>.+) and a new, empty store started: earlier history and results are in that "
+         r"file, not in the app$",
+         "作业存储 {p} 无法使用（{r}）；它已被移到 {a}，并新建了一个空的存储："
+         "之前的历史和结果在那个文件里，不在应用中"),
     ))
 
 ZH_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -90,6 +99,14 @@ def _match(text: str, table: tuple[tuple[re.Pattern[str], str], ...]) -> str:
                 groups["names"] = groups["names"].replace(" or ", " 或 ")
             return zh.format(**groups)
     return text
+
+
+def store_notices(notices: Sequence[str]) -> None:
+    """What opening the job store had to do (``Store.notices``: a damaged file moved aside,
+    so History starts empty), on every page's sidebar for the server's life: a user who
+    finds History empty is told why and where the old file is."""
+    for notice in notices:
+        st.sidebar.warning(localized(notice, "")[0], icon=":material/report:")
 
 
 def localized(message: str, hint: str, language: str | None = None) -> tuple[str, str]:
