@@ -72,8 +72,10 @@ class ParentRun:
             if self.parents is not None else {}
         self.doc: dict[str, Any] = dict(row.get("summary") or {})
 
-    def done(self, job_id: str) -> Result | None:
-        return None if self.parents is None else self.parents.stored_result(job_id)
+    def done_before(self, job_ids: Sequence[str]) -> int:
+        """How many of these children the store has done (one query, no result read: the
+        stage reads each one's result once, when it reuses it)."""
+        return 0 if self.parents is None else len(self.parents.done_ids(job_ids))
 
     def progress(self, update: dict[str, Any]) -> None:
         """Merge ``update`` into the run's summary (plan, progress, final document)."""
@@ -152,7 +154,7 @@ def run_jobs(manager: JobRunner, runs: ParentRun, jobs: Sequence[ChunkJob], *, i
     Cancel (a ``CancelFlag`` at once, a plain event when the next child finishes) stops it
     with ``JobCancelled``. Finished chunks are kept either way. ``on_result`` sees every
     child's result, resumed ones included (the CLI's line of which reader ran)."""
-    done_before = sum(1 for j in jobs if runs.done(j.job_id) is not None)
+    done_before = runs.done_before([j.job_id for j in jobs])
     if done_before:
         log.info("%s: %d of %d %s already done; resuming", runs.run, done_before, len(jobs),
                  stage)

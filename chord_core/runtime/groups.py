@@ -320,16 +320,12 @@ class GroupHandle:
         it is reused; one the manager runs already (resumed after a restart) is attached
         to; else it is submitted."""
         child = self.children[index]
-        if self.manager.parents.stored_result(child.job_id) is not None:
+        st = self.status(child)  # the manager's, else the store's (read once, then kept)
+        if st is not None and st.state is JobState.DONE and st.result is not None:
             child = self.children[index] = replace(child, reused=True)
-        else:
-            try:
-                running = not self.manager.status(child.job_id).state.finished
-            except KeyError:
-                running = False
-            if not running:
-                self.manager.submit(replace(spec, parent=self.group.children_parent
-                                            or self.parent_id), job_id=child.job_id)
+        elif st is None or st.state.finished:  # unknown, or failed/cancelled before: again
+            self.manager.submit(replace(spec, parent=self.group.children_parent
+                                        or self.parent_id), job_id=child.job_id)
         self._handle(child.job_id).add_done_callback(self._when_done(child))
 
     def _end(self) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from chord_core.errors import AlreadyRunning, ChordError, store_failure
 from chord_core.runtime import store_parents
@@ -89,6 +89,10 @@ class ParentJobs:
         except (ChordError, KeyError, TypeError, ValueError) as exc:
             log.warning("stored result of %s unreadable (%s); running it again", child_id, exc)
             return None
+
+    def done_ids(self, child_ids: Sequence[str]) -> set[str]:
+        """Which children the store has done (one query; their results are not read)."""
+        return set() if self.store is None else store_parents.done_ids(self.store, child_ids)
 
     def delete(self, job_id: str) -> int:
         """Delete a job with its children from the store (History's delete); how many rows

@@ -206,11 +206,11 @@ def test_follow_group_ends_a_parent_over_children_already_submitted(env) -> None
 
 # -- a stage: a long run's chunks (``JobManager.run_stage`` through ``longvideo.runs``) ----
 
-def _run(env, run: str = "lvc-test"):
+def _run(env, run: str = "lvc-test", manager=None):
     from chord_core.longvideo.runs import ParentRun
 
-    return ParentRun(env.manager, run, kind="chapters", video_path=env.clip, label="long.mp4",
-                     model="m1")
+    return ParentRun(manager or env.manager, run, kind="chapters", video_path=env.clip,
+                     label="long.mp4", model="m1")
 
 
 def _chunks(env, queries: list[str], run: str = "lvc-test"):
@@ -245,6 +245,34 @@ def test_a_stage_keeps_its_window_and_reuses_what_was_done(env) -> None:
     row = env.store.get_job("lvc-test")
     assert row["state"] == "running"  # the stage leaves the row to its driver
     assert row["summary"]["progress"]["done"] == 6 and row["summary"]["progress"]["resumed"] == 5
+
+
+def test_a_run_resumed_by_a_new_process_reads_each_finished_chunk_once(env,
+                                                                        monkeypatch) -> None:
+    """A long run started again after a restart: each chunk the store has done is read
+    from it once (it was two or three times: once to count it, once to decide to reuse it,
+    once for its handle), and only the missing chunk runs."""
+    from chord_core.longvideo.runs import run_jobs
+
+    first = run_jobs(env.manager, _run(env), _chunks(env, ["a", "b", "c", "d"]), in_flight=2)
+    env.manager.shutdown(5)
+    ran, reads, real = list(GateEngine.ran), [], env.store.get_result
+    monkeypatch.setattr(env.store, "get_result",
+                        lambda job_id: reads.append(job_id) or real(job_id))
+    fresh = JobManager(cpu_specs(1, ModelConfig(model="m1")), store=env.store,
+                       executor=ThreadExecutor(engine_factory=GateEngine))
+    try:
+        fresh.wait_ready(10)
+        again = run_jobs(fresh, _run(env, manager=fresh),
+                         _chunks(env, ["a", "b", "c", "d", "e"]), in_flight=2)
+    finally:
+        fresh.shutdown(5)
+    assert GateEngine.ran == ran + ["e"]
+    assert sorted(reads) == sorted(first)  # once each, and none for the chunk that ran
+    assert {k: r.to_dict() for k, r in again.items() if k in first} == \
+        {k: r.to_dict() for k, r in first.items()}
+    progress = env.store.get_job("lvc-test")["summary"]["progress"]
+    assert (progress["resumed"], progress["done"], progress["total"]) == (4, 5, 5)
 
 
 def test_a_failed_chunk_stops_the_stage_with_its_own_error(env) -> None:
