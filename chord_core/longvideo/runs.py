@@ -67,6 +67,7 @@ class ParentRun:
                  model: str, query: str = "", spec: dict[str, Any] | None = None,
                  parent: str | None = None) -> None:
         self.run, self.parents = run, getattr(manager, "parents", None)
+        self.video_path = video_path
         row = self.parents.open(run, kind=kind, video_path=video_path, model=model,
                                 label=label, query=query, spec=spec, parent=parent) \
             if self.parents is not None else {}
@@ -84,8 +85,15 @@ class ParentRun:
             self.parents.summarise(self.run, self.doc)
 
     def final(self) -> dict[str, Any] | None:
-        """The run's final document, when it finished before."""
-        return self.doc.get("document")
+        """The run's final document, when it finished before. Runs are keyed on the clip's
+        content, so the same bytes under another path (a copy, a clip moved or renamed since)
+        get the earlier run's document: it names the path asked about now, not the old one
+        (which may be gone: a player or an export would open it)."""
+        done = self.doc.get("document")
+        video = done.get("video") if isinstance(done, dict) else None
+        if isinstance(video, dict) and self.video_path and video.get("path") != self.video_path:
+            return {**done, "video": {**video, "path": self.video_path}}
+        return done
 
     def finish(self, document: dict[str, Any]) -> None:
         """The run is done: its document goes into the parent's summary."""

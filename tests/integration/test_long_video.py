@@ -111,6 +111,26 @@ def test_a_finished_run_is_read_back_not_run_again(chapters, runner, clip) -> No
     assert [r["job_id"] for r in store.list_jobs(top_level=True)] == [again.run_id]
 
 
+def test_a_copy_under_another_name_reads_the_run_back_naming_itself(chapters, runner, clip,
+                                                                   tmp_path) -> None:
+    """Runs are keyed on the clip's bytes: a copy (or the clip moved) is the same run, read
+    back, but its document names the path asked about, not the first one's."""
+    import shutil
+    from dataclasses import replace
+
+    copy = shutil.copy(clip.path, tmp_path / "renamed copy.mp4")
+    before = len(runner.jobs())
+    info = replace(chapters["info"], path=str(copy))
+    doc = ChaptersRun(runner, info, file_hash(copy), chapters["settings"], "test")()
+    assert len(runner.jobs()) == before  # read back, no model call
+    assert doc.run_id == chapters["doc"].run_id and doc.chapters == chapters["doc"].chapters
+    assert doc.video["path"] == str(copy)
+    assert {k: v for k, v in doc.video.items() if k != "path"} == \
+        {k: v for k, v in chapters["doc"].video.items() if k != "path"}
+    stored = chapters["store"].get_job(doc.run_id)["summary"]["document"]
+    assert stored["video"]["path"] == str(clip.path)  # the stored run is left as it was
+
+
 def test_search_checks_candidate_chapters_and_returns_ranges(chapters, runner, clip) -> None:
     doc = chapters["doc"]
     found = search(runner, chapters["info"], file_hash(clip.path), doc,
