@@ -105,8 +105,10 @@ def store_notices(notices: Sequence[str]) -> None:
     """What opening the job store had to do (``Store.notices``: a damaged file moved aside,
     so History starts empty), on every page's sidebar for the server's life: a user who
     finds History empty is told why and where the old file is."""
-    for notice in notices:
-        st.sidebar.warning(localized(notice, "")[0], icon=":material/report:")
+    from chord_ui.formatting import md_escape
+
+    for notice in notices:  # paths are shown as written (no Markdown read into them)
+        st.sidebar.warning(md_escape(localized(notice, "")[0]), icon=":material/report:")
 
 
 def localized(message: str, hint: str, language: str | None = None) -> tuple[str, str]:

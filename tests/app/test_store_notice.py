@@ -7,8 +7,10 @@ from __future__ import annotations
 
 def test_a_store_moved_aside_is_said_on_the_sidebar(new_app, app_server, tmp_path) -> None:
     from chord_core.runtime.store_repair import move_aside
+    from chord_ui.formatting import md_escape
 
-    damaged = tmp_path / "chord.sqlite3"
+    (tmp_path / "data_*dir*").mkdir()  # Markdown in the path: shown as written
+    damaged = tmp_path / "data_*dir*" / "chord.sqlite3"
     damaged.write_bytes(b"this is not a database " * 64)
     notice = move_aside(damaged, "file is not a database")  # the real notice, as written
     assert not damaged.exists()
@@ -17,13 +19,14 @@ def test_a_store_moved_aside_is_said_on_the_sidebar(new_app, app_server, tmp_pat
     try:
         at = new_app().run()
         assert not at.exception
-        assert [w.value for w in at.sidebar.warning] == [notice]
+        assert [w.value for w in at.sidebar.warning] == [md_escape(notice)]
         at = new_app()
         at.query_params["lang"] = "zh"
         at.run()
         [said] = [w.value for w in at.sidebar.warning]
-        assert said.startswith(f"作业存储 {damaged} 无法使用（file is not a database）")
-        assert str(damaged) + ".corrupt-" in said and "earlier history" not in said
+        where = md_escape(damaged)
+        assert said.startswith(f"作业存储 {where} 无法使用（file is not a database）")
+        assert where + md_escape(".corrupt-") in said and "earlier history" not in said
     finally:
         notices.remove(notice)
     assert not new_app().run().sidebar.warning  # none: nothing is said
