@@ -138,4 +138,3 @@ def done_ids(store: StoreReader, job_ids: Sequence[str]) -> set[str]:
             "SELECT j.job_id FROM jobs j JOIN results r ON r.job_id = j.job_id "
             f"WHERE j.state = 'done' AND j.job_id IN ({marks})", tuple(part)))
     return out
-
