@@ -110,7 +110,8 @@ def test_batch_then_history_in_browser(browser_page, app_url: str, e2e_clip: Pat
     zip_button = page.get_by_role("button", name=re.compile("Download results"))
     zip_button.wait_for(timeout=RESULT_TIMEOUT_MS)
     failures = page.get_by_test_id("stAlert").filter(has_text="text file, not a video")
-    assert failures.count() == 1 and "How to fix" in failures.inner_text()
+    expect(failures).to_have_count(1, timeout=60_000)
+    expect(failures).to_contain_text("How to fix", timeout=60_000)
     page.screenshot(path=str(artifacts / "e2e-batch.png"), full_page=True)
     with zipfile.ZipFile(_download(page, "Download results")) as zf:
         assert sorted(zf.namelist()) == ["second.describe.json", "square.describe.json",

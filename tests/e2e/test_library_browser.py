@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+expect = pytest.importorskip("playwright.sync_api", reason="playwright not installed").expect
 pytestmark = pytest.mark.e2e
 
 VIEW = {"width": 1440, "height": 1100}
@@ -97,7 +97,7 @@ def test_search_finds_cards_plays_the_moment_and_filters(browser, app_url, store
     # the folder filter: only the gate camera's folder
     page.goto(f"{app_url}/library?q=forklift&folder={stored['gate'].parent}")
     page.get_by_text("1 hits for forklift").wait_for()
-    assert stored["gate"].name in _cards(page).nth(0).inner_text()
+    expect(_cards(page).nth(0)).to_contain_text(stored["gate"].name, timeout=60_000)
     page.context.close()
 
 
@@ -109,8 +109,6 @@ def test_grounding_target_hit_and_chinese_page(browser, app_url, stored,
     # the target's text ranks above the clip whose file name (green-square.mp4) matches
     page.get_by_text("“green square”共 2 条结果").wait_for()
     card = _cards(page).nth(0)
-    from playwright.sync_api import expect
-
     expect(card).to_contain_text("1.5–3.0 s")  # waits: the count can show before the cards
     expect(card).to_contain_text("目标")
     card.locator("img").wait_for()
