@@ -22,7 +22,18 @@ def _download(page, label: str) -> Path:
 
 
 def _run_and_wait(page, heading: re.Pattern[str]) -> None:
-    page.get_by_role("button", name=re.compile("Run")).click()
+    """Run once the button is on (the page's rerun after the text's Enter has come back),
+    then wait for the result. If it stays off, say what the page showed: the clean-clone
+    slow tier once saw it off for 60 s after the target was typed, and passed on every run
+    since, loaded or not."""
+    run = page.get_by_role("button", name=re.compile("Run"))
+    try:
+        expect(run).to_be_enabled(timeout=RESULT_TIMEOUT_MS)
+    except AssertionError:
+        boxes = [b.input_value() for b in page.get_by_role("textbox").all()]
+        shown = page.get_by_test_id("stMain").inner_text()[:3000]
+        raise AssertionError(f"Run stayed off; text boxes {boxes}; the page: {shown}") from None
+    run.click()
     page.get_by_role("heading", name=heading).wait_for(timeout=RESULT_TIMEOUT_MS)
 
 
