@@ -212,8 +212,12 @@ def test_a_reload_mid_run_comes_back_to_the_long_run(browser, app_url: str, arti
     a search made there comes back after another reload."""
     from chord_core.testing.scenes import even_times, make_scene_clip
 
+    # 2 minutes: 20 chunks and 10 chapters, so the run lasts the seconds the page needs to
+    # show its progress. A 24-s clip (4 chunks) ran in 1.2 s on an idle machine once its
+    # worker was warm, ended before the progress ever showed "n/m", and the wait below hung
+    # for its whole 15 minutes (a clean-clone slow tier)
     clip = make_scene_clip(tmp_path_factory.mktemp("long-reload") / "long-reload.mp4",
-                           [70, 160], even_times(240, 10.0), size_wh=(320, 192))  # 24 s
+                           [70, 160, 600, 900], even_times(1200, 10.0), size_wh=(320, 192))
     page = browser.new_context(viewport=VIEW).new_page()
     page.set_default_timeout(60_000)
     page.goto(app_url)
@@ -234,7 +238,7 @@ def test_a_reload_mid_run_comes_back_to_the_long_run(browser, app_url: str, arti
     progress.or_(chapters).first.wait_for(timeout=60_000)
     assert f"job={job}" in page.url
     expect(page.get_by_test_id("stAlert").filter(has_text="Long video")).to_contain_text(
-        "24 s is longer than")  # the link's clip, restored
+        "2:00 is longer than")  # the link's clip, restored
     page.screenshot(path=str(artifacts / "e2e-long-reload.png"))
     chapters.first.wait_for(timeout=WHOLE_RUN_MS)
     page.context.close()
