@@ -121,6 +121,8 @@ class GroupHandle:
         self._running = 0
         self._pumping = False
         self._ending = False
+        self._stopping = False  # the unfinished children are being cancelled (first failure,
+        # or a cancel): a child the window is starting right then is cancelled once submitted
         self.on_child: Callable[[GroupChild, JobStatus | None], None] | None = None
         # finished children only the store knows (a request sent again after a restart):
         # read once, not once per summary (each child's end summarises every child)
@@ -231,6 +233,7 @@ class GroupHandle:
 
     def _cancel_unfinished(self) -> int:
         with self._lock:
+            self._stopping = True
             self._drop_pending()
         n = 0
         for child in self.children:
@@ -303,7 +306,7 @@ class GroupHandle:
             with self._lock:  # the decision to stop and the flag change together: a child
                 # that ends after it pumps on its own, one that ended before is seen here
                 full = self._window and self._running >= self._window
-                if full or not self._pending or self._cancelled:
+                if full or not self._pending or self._cancelled or self._stopping:
                     self._pumping = False
                     return
                 index, spec = self._pending.pop(0)
@@ -326,6 +329,10 @@ class GroupHandle:
         elif st is None or st.state.finished:  # unknown, or failed/cancelled before: again
             self.manager.submit(replace(spec, parent=self.group.children_parent
                                         or self.parent_id), job_id=child.job_id)
+        with self._lock:  # the group stopped while this child was being started: the
+            stopping = self._stopping  # cancel's sweep may have missed it, so cancel it here
+        if stopping and not child.reused:
+            self.manager.cancel(child.job_id)
         self._handle(child.job_id).add_done_callback(self._when_done(child))
 
     def _end(self) -> None:

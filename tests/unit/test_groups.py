@@ -288,6 +288,49 @@ def test_a_failed_chunk_stops_the_stage_with_its_own_error(env) -> None:
     assert JobState.RUNNING not in states.values() and JobState.QUEUED not in states.values()
 
 
+def test_a_failure_while_the_window_starts_the_next_chunk_still_stops_it(env) -> None:
+    """Chunk 1 fails while the window is starting chunk 2: the failure's sweep of unfinished
+    children runs before chunk 2 is submitted, so it cannot see it. Chunk 2 (blocked until
+    cancelled) is cancelled once submitted, and the stage ends with chunk 1's error; before,
+    it ran on and the stage never ended (a hang of the default tier, once)."""
+    from chord_core.longvideo.runs import run_jobs
+
+    second = "lvc-test-c0001"
+    swept = threading.Event()
+    real_status, real_submit = env.manager.status, env.manager.submit
+
+    def status(job_id):  # the sweep asks the manager about chunk 2 from the dispatcher
+        if job_id == second and "dispatch" in threading.current_thread().name:
+            swept.set()
+        return real_status(job_id)
+
+    def submit(spec, *, job_id=None):
+        if job_id == second:  # hold chunk 2's submit until the sweep has passed it by
+            assert swept.wait(10), "chunk 1's failure was not taken in"
+        return real_submit(spec, job_id=job_id)
+
+    env.manager.status, env.manager.submit = status, submit
+    outcome: list[BaseException] = []
+
+    def stage() -> None:
+        try:
+            run_jobs(env.manager, _run(env), _chunks(env, ["fail", "block", "x"]), in_flight=2)
+        except BaseException as exc:  # noqa: BLE001 — what the stage ended with
+            outcome.append(exc)
+
+    t = threading.Thread(target=stage, daemon=True)
+    t.start()
+    t.join(20)
+    hung = t.is_alive()
+    GateEngine.gate.set()  # let a chunk 2 left running end, so the fixture can stop
+    t.join(10)
+    assert swept.is_set() and not hung, "the stage did not end: chunk 2 was never cancelled"
+    assert len(outcome) == 1 and isinstance(outcome[0], VideoError), outcome
+    assert str(outcome[0]).startswith("chunk 1/3: this clip cannot be read")
+    assert real_status(second).state is JobState.CANCELLED
+    assert "x" not in GateEngine.ran  # the window never started chunk 3
+
+
 def test_a_cancel_stops_the_stage_at_once(env) -> None:
     from chord_core.longvideo.runs import run_jobs
     from chord_core.runtime.handles import CancelFlag
