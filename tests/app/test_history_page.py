@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HISTORY_PAGE = "views/history.py"
+HISTORY_PAGE = "pages/history.py"
 JOB_TIMEOUT_S = 120.0
 
 
