@@ -128,14 +128,18 @@ def _upload_key() -> str:
     return f"{K_UPLOAD}-{st.session_state.get(K_UPLOAD_GEN, 0)}"
 
 
-def _on_upload() -> None:
-    upload = st.session_state.get(_upload_key())
-    st.session_state[K_CLIP_ERROR] = None
+def _on_upload(key: str) -> None:
+    """The uploader ``key`` changed. Read that widget, not the uploader of the current key:
+    an uploader's change can arrive after its upload was saved and the key moved on (a rerun
+    asked while the upload's own rerun was still running still carries the old uploader, and
+    its released file reads as empty). Its reading the new, empty uploader once forgot the
+    clip the user had just uploaded, and Run stayed off. An empty uploader is never the user
+    removing the clip (each uploader is emptied once its file is saved; the Remove button
+    removes the clip), so it changes nothing."""
+    upload = st.session_state.get(key)
     if upload is None:
-        clip = st.session_state.get(K_CLIP)
-        if clip is not None and clip.uploaded:
-            st.session_state[K_CLIP] = None
         return
+    st.session_state[K_CLIP_ERROR] = None
     st.session_state[K_PATH] = ""  # the upload is the clip now: no old path (or its error)
     try:
         st.session_state[K_CLIP] = save_upload(upload.name, upload)
@@ -212,8 +216,9 @@ def refuse_clip(clip: ClipSource, err: ChordError) -> None:
 
 def clip_input() -> ClipSource | None:
     """Uploader + local path box; returns the current clip (or None)."""
-    st.file_uploader(t("Upload a video"), type=list(VIDEO_TYPES), key=_upload_key(),
-                     on_change=_on_upload, help=t("mp4, avi, mov, mkv or webm"))
+    key = _upload_key()
+    st.file_uploader(t("Upload a video"), type=list(VIDEO_TYPES), key=key,
+                     on_change=_on_upload, args=(key,), help=t("mp4, avi, mov, mkv or webm"))
     st.text_input(t("…or the path of a video on this machine"), key=K_PATH,
                   on_change=_on_path, placeholder=root_example("clip.mp4"),
                   help=t("Big local files need no upload; the path must exist on the machine "
