@@ -91,3 +91,31 @@ def test_messages_are_plain_picklable_records():
     assert pickle.loads(pickle.dumps(msg)) == msg
     with pytest.raises(AttributeError):
         msg.tasks = ()  # frozen
+
+
+def test_a_thread_worker_is_joined_once_its_os_thread_is_gone(monkeypatch, tmp_path) -> None:
+    """A thread's native teardown (torch's thread-locals) runs after ``Thread.join`` returns;
+    a process finalizing meanwhile aborted (``search --check`` exited -6 under load). The
+    handle's join waits for the OS thread's entry to go. The boundary is faked: a stand-in
+    ``/proc/self/task`` whose entry for the thread goes 0.3 s after the thread ends."""
+    import queue
+    import threading
+
+    from chord_core.runtime import executors
+
+    monkeypatch.setattr(executors, "_TASKS", tmp_path)
+    thread = threading.Thread(target=lambda: None)
+    thread.start()
+    thread.join()
+    entry = tmp_path / str(thread.native_id)
+    entry.touch()  # the OS thread, still tearing down
+    threading.Timer(0.3, entry.unlink).start()
+    handle = executors._ThreadHandle("t0", thread, queue.Queue(), queue.Queue())
+    t0 = time.monotonic()
+    assert handle.join(5.0)
+    assert not entry.exists() and time.monotonic() - t0 >= 0.25
+    # one that never goes is waited for at most the bound
+    entry.touch()
+    t0 = time.monotonic()
+    executors.native_end(thread, timeout=0.2)
+    assert entry.exists() and time.monotonic() - t0 < 2.0

@@ -9,7 +9,8 @@ something changed. Found by reading the code (``ast``), in every module of the f
 * ``while not <x>.wait(t):`` — a loop woken by a timeout to look again.
 
 Allowed only for true timers (work due every N seconds, or a pause between bounded steps —
-never a state looked at again), each listed in ``TIMERS`` with the reason."""
+never a state looked at again) and a bounded wait for what no call can block on (an OS
+thread's end), each listed in ``TIMERS`` with the reason."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ TIMERS = {
     ("chord_core/library/catch_up.py", "_behind"):
         "a pause between bounded indexing steps so others' requests run in between (a "
         "yield for fairness, issue 40's first-search case); it looks at no state",
+    ("chord_core/runtime/executors.py", "native_end"):
+        "an OS thread's end, after its Python join, has nothing to block on (CPython's "
+        "threads are detached): a bounded wait of at most 2 s at a worker thread's stop, "
+        "so the process does not finalize under torch's thread-local teardown",
     ("chord_core/runtime/ray_executor.py", "_flusher"):
         "a Ray worker's buffered messages go out every FLUSH_S in one batch (a Ray queue "
         "call per message is too slow); the dispatcher is woken by the batch, not polling",
