@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.uploaded_file_manager import DeletedFile
 
 from chord_core.config import (
     MAX_FRAMES_DEFAULT,
@@ -130,14 +131,17 @@ def _upload_key() -> str:
 
 def _on_upload(key: str) -> None:
     """The uploader ``key`` changed. Read that widget, not the uploader of the current key:
-    an uploader's change can arrive after its upload was saved and the key moved on (a rerun
-    asked while the upload's own rerun was still running still carries the old uploader, and
-    its released file reads as empty). Its reading the new, empty uploader once forgot the
-    clip the user had just uploaded, and Run stayed off. An empty uploader is never the user
-    removing the clip (each uploader is emptied once its file is saved; the Remove button
-    removes the clip), so it changes nothing."""
+    an uploader's change can arrive after its upload was saved and the key moved on. A rerun
+    asked while the upload's own rerun was still running (the mode chosen at once) carries
+    the old uploader again, with the file this callback saved and released; Streamlit reads
+    it back as a ``DeletedFile`` (its id only). Reading the new, empty uploader instead
+    forgot the clip just uploaded (Run stayed off); reading the old one without this check
+    failed on the ``DeletedFile``'s missing name (the page showed Streamlit's error). Neither
+    an empty uploader nor a released file is the user removing the clip (each uploader is
+    emptied once its file is saved; the Remove button removes the clip): they change
+    nothing."""
     upload = st.session_state.get(key)
-    if upload is None:
+    if upload is None or isinstance(upload, DeletedFile):
         return
     st.session_state[K_CLIP_ERROR] = None
     st.session_state[K_PATH] = ""  # the upload is the clip now: no old path (or its error)

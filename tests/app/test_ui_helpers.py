@@ -310,18 +310,22 @@ def test_results_stored_before_coords_get_their_familys_convention(family, coord
 def test_an_old_uploaders_late_empty_change_keeps_the_clip(monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path) -> None:
     """A rerun asked while an upload's own rerun still runs carries the old uploader, whose
-    released file reads as empty. Its callback read the current (new, empty) uploader and
-    forgot the clip just uploaded: Run stayed off (seen in the browser test under load). It
-    reads its own uploader now, and an empty uploader removes nothing."""
+    released file Streamlit reads back as a ``DeletedFile``. Its callback read the current
+    (new, empty) uploader and forgot the clip just uploaded: Run stayed off (the browser
+    test under load). It reads its own uploader now; an empty one or a released file
+    removes nothing and saves nothing (a ``DeletedFile`` has no name: the page crashed)."""
     from types import SimpleNamespace
 
     from chord_ui import inputs
     from chord_ui.uploads import ClipSource
 
+    from streamlit.runtime.uploaded_file_manager import DeletedFile
+
     clip = ClipSource(path=str(tmp_path / "a.mp4"), name="a.mp4", key="k", uploaded=True)
     state: dict[str, object] = {inputs.K_UPLOAD_GEN: 1, inputs.K_CLIP: clip,
-                                inputs.K_CLIP_ERROR: None, "upload-0": None, "upload-1": None}
+                                inputs.K_CLIP_ERROR: None, "upload-1": None,
+                                "upload-0": DeletedFile("f-1")}  # how Streamlit reads it
     monkeypatch.setattr(inputs, "st", SimpleNamespace(session_state=state))
-    inputs._on_upload("upload-0")  # the saved upload's uploader, late
+    inputs._on_upload("upload-0")  # the saved upload's uploader, late: its file released
     inputs._on_upload("upload-1")  # the current one, empty
     assert state[inputs.K_CLIP] is clip and state[inputs.K_UPLOAD_GEN] == 1
