@@ -37,7 +37,25 @@ def _run_and_wait(page, heading: re.Pattern[str]) -> None:
     page.get_by_role("heading", name=heading).wait_for(timeout=RESULT_TIMEOUT_MS)
 
 
-def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Path,
+def _mode(page, name: str, shown, log: Path) -> None:  # noqa: ANN001
+    """Choose the mode ``name`` and wait for its input ``shown``; if it does not come, say
+    what the page showed (the mode buttons' states, the text boxes, the page's text) and
+    the end of the server's log."""
+    page.get_by_role("radio", name=name).click()
+    try:
+        shown.wait_for(timeout=RESULT_TIMEOUT_MS)
+    except Exception:  # noqa: BLE001 — Playwright's TimeoutError, told with the page
+        modes = {r.inner_text().strip(): r.get_attribute("aria-checked")
+                 for r in page.get_by_role("radio").all()}
+        boxes = [b.input_value() for b in page.get_by_role("textbox").all()]
+        shown_text = page.get_by_test_id("stMain").inner_text()[:3000]
+        page.screenshot(path="test-artifacts/e2e-mode-timeout.png", full_page=True)
+        raise AssertionError(f"mode {name!r} not shown; modes {modes}; text boxes {boxes}; "
+                             f"the page: {shown_text}; the server's log ends: "
+                             f"{log.read_text()[-6000:]}") from None
+
+
+def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, e2e_clip: Path,
                                         artifacts: Path) -> None:
     page = browser_page
     page.goto(app_url)
@@ -47,7 +65,8 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, e2e_clip: Pa
     page.locator("[data-testid=stVideo]").first.wait_for()
     assert page.locator("[data-testid=stVideo]").count() == 1
 
-    page.get_by_role("radio", name="Ground a target").click()
+    _mode(page, "Ground a target", page.get_by_role("textbox", name="Target"),
+          Path(app_server["log"]))
     target = page.get_by_role("textbox", name="Target")
     target.fill("the green square")
     target.press("Enter")
