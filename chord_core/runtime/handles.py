@@ -202,11 +202,18 @@ class CancelFlag(threading.Event):
         self._hooks = Watchers("a cancel flag")
 
     def on_set(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """Call ``fn()`` when the flag is set (at once when it is already); returns the
-        function that takes it back."""
-        stop = self._hooks.watch(fn)
+        """Call ``fn()`` once when the flag is set (at once when it is already); returns the
+        function that takes it back. Once: a flag set between the hook's registration and
+        the look at the flag, or set twice, called it again."""
+        fired = threading.Lock()
+
+        def once() -> None:
+            if fired.acquire(blocking=False):
+                fn()
+
+        stop = self._hooks.watch(once)
         if self.is_set():
-            _call(_drop_arg(fn), None)
+            _call(_drop_arg(once), None)
         return stop
 
     def set(self) -> None:
