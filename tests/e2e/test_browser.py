@@ -21,11 +21,11 @@ def _download(page, label: str) -> Path:
     return Path(info.value.path())
 
 
-def _run_and_wait(page, heading: re.Pattern[str]) -> None:
+def _run_and_wait(page, heading: re.Pattern[str] | str, log: Path | None = None) -> None:
     """Run once the button is on (the page's rerun after the text's Enter has come back),
-    then wait for the result. If it stays off, say what the page showed: the clean-clone
-    slow tier once saw it off for 60 s after the target was typed, and passed on every run
-    since, loaded or not."""
+    then wait for the result. If it stays off, or no result comes, say what the page showed
+    (and the end of the server's log): Run staying off is how the lost upload of a rerun
+    asked during the upload's own rerun was found (chord_ui.inputs._on_upload)."""
     run = page.get_by_role("button", name=re.compile("Run"))
     try:
         expect(run).to_be_enabled(timeout=RESULT_TIMEOUT_MS)
@@ -34,7 +34,13 @@ def _run_and_wait(page, heading: re.Pattern[str]) -> None:
         shown = page.get_by_test_id("stMain").inner_text()[:3000]
         raise AssertionError(f"Run stayed off; text boxes {boxes}; the page: {shown}") from None
     run.click()
-    page.get_by_role("heading", name=heading).wait_for(timeout=RESULT_TIMEOUT_MS)
+    try:
+        page.get_by_role("heading", name=heading).wait_for(timeout=RESULT_TIMEOUT_MS)
+    except Exception:  # noqa: BLE001 — Playwright's TimeoutError, told with the page
+        shown = page.get_by_test_id("stMain").inner_text()[:3000]
+        tail = log.read_text()[-6000:] if log is not None else ""
+        raise AssertionError(f"no result heading {heading!r}; the page: {shown}; the "
+                             f"server's log ends: {tail}") from None
 
 
 def _mode(page, name: str, shown, log: Path) -> None:  # noqa: ANN001
@@ -70,7 +76,7 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, 
     target = page.get_by_role("textbox", name="Target")
     target.fill("the green square")
     target.press("Enter")
-    _run_and_wait(page, re.compile("the green square"))
+    _run_and_wait(page, re.compile("the green square"), Path(app_server["log"]))
     page.locator("[data-testid=chord-player]").wait_for()  # the player with its timeline
     # elements of one rerun arrive in order: wait for the last before counting any
     page.get_by_role("button", name=re.compile("Make annotated MP4")).wait_for()
@@ -95,7 +101,7 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, 
     assert csv_head.startswith("t_s,frame_index,x1,y1,x2,y2")
 
     page.get_by_role("radio", name="Describe").click()
-    _run_and_wait(page, "Description")
+    _run_and_wait(page, "Description", Path(app_server["log"]))
     page.get_by_role("button", name=re.compile("Result JSON")).wait_for()
     assert page.get_by_text("random weights").count() >= 1
     assert page.get_by_role("button", name=re.compile("Result JSON")).count() == 1
