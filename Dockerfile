@@ -93,7 +93,7 @@ COPY app.py start_service.sh multigpu_config.yaml ./
 # the original documents' import paths (chord_inference, chord_parallel, chord_monitor)
 COPY chord_inference.py chord_parallel.py chord_monitor.py ./
 COPY .streamlit/ .streamlit/
-COPY pages/ pages/
+COPY views/ views/
 COPY chord_ui/ chord_ui/
 COPY chord_core/ chord_core/
 COPY scripts/container_health.py scripts/container_health.py

@@ -1,6 +1,8 @@
 """Chord — local video understanding on Qwen2.5-VL. Entry point: ``streamlit run app.py``.
 
-Sets the page up and hands over to the pages in ``pages/`` through ``st.navigation``.
+Sets the page up and hands over to the pages in ``views/`` through ``st.navigation``. (Not a
+folder named ``pages/``: Streamlit would run a page file of it alone, without this script,
+until some visit ran ``st.navigation``: a fresh server's first visit to /review did.)
 Long-lived objects (job manager and its worker processes, store, GPU sampler) live in
 ``chord_ui.resources``.
 """
@@ -30,13 +32,13 @@ def main() -> None:
     # Page titles in the interface language (English or Chinese: chord_ui.i18n); the URLs come
     # from the file names (/batch, /history, /library, /review, /gpus), the same in both.
     pages = [
-        st.Page("pages/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
-        st.Page("pages/batch.py", title=t("Batch"), icon=":material/video_library:"),
-        st.Page("pages/history.py", title=t("History"), icon=":material/history:"),
-        st.Page("pages/library.py", title=t("Library"), icon=":material/travel_explore:"),
-        st.Page("pages/review.py", title=t("Review"), icon=":material/fact_check:"),
-        st.Page("pages/live.py", title=t("Live"), icon=":material/videocam:"),
-        st.Page("pages/gpus.py", title=t("GPUs"), icon=":material/memory:"),
+        st.Page("views/analyze.py", title=t("Analyze"), icon=":material/movie:", default=True),
+        st.Page("views/batch.py", title=t("Batch"), icon=":material/video_library:"),
+        st.Page("views/history.py", title=t("History"), icon=":material/history:"),
+        st.Page("views/library.py", title=t("Library"), icon=":material/travel_explore:"),
+        st.Page("views/review.py", title=t("Review"), icon=":material/fact_check:"),
+        st.Page("views/live.py", title=t("Live"), icon=":material/videocam:"),
+        st.Page("views/gpus.py", title=t("GPUs"), icon=":material/memory:"),
     ]
 
     navigation = st.navigation(pages)

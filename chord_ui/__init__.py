@@ -1,6 +1,6 @@
 """chord_ui — the Streamlit side of Chord: cached resources, Plotly figures and page sections.
 
-    app.py ─▶ st.navigation ─▶ pages/analyze.py, batch.py, history.py, gpus.py
+    app.py ─▶ st.navigation ─▶ views/analyze.py, batch.py, history.py, gpus.py
                                (thin: widgets → chord_ui sections → chord_core)
                                    │
     chord_ui.resources   the ONLY home of st.cache_resource (job manager and its workers,

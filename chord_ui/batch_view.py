@@ -43,7 +43,7 @@ K_UPLOADS, K_FOLDER, K_RUN, K_SUBMIT_ERROR = ("batch_uploads", "batch_folder", "
                                               "batch_submit_error")
 K_UPLOADS_GEN = "batch_uploads_gen"
 POLL_S = 1.0
-ANALYZE_PAGE = "pages/analyze.py"
+ANALYZE_PAGE = "views/analyze.py"
 PREVIEW_ROWS = 8
 
 

@@ -26,7 +26,7 @@ from chord_ui.inputs import show_error
 
 log = logging.getLogger(__name__)
 
-ANALYZE_PAGE = "pages/analyze.py"
+ANALYZE_PAGE = "views/analyze.py"
 KINDS = {"chapters": "chapters (long video)", "ground": "ground (long video)",
          "search": "search (long video)"}
 MAX_CHILD_ROWS = 500  # a three-hour clip has a few hundred chunks at most

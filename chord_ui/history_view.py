@@ -45,7 +45,7 @@ K_QUERY = "history_query"  # the filters the page was last shown with (a change:
 SORTS = {"newest": "Newest first", "oldest": "Oldest first", "longest": "Longest first"}
 K_CONFIRM, K_NOTICE = "history_confirm_delete", "history_notice"
 FILTERS = {"all": "All", "done": "Done", "failed": "Failed", "cancelled": "Cancelled"}
-ANALYZE_PAGE = "pages/analyze.py"
+ANALYZE_PAGE = "views/analyze.py"
 # the filters kept in the URL: session key → (query parameter, default)
 URL_PARAMS = {K_FILTER: ("show", "all"), K_TASK_FILTER: ("task", "all"),
               K_NAME_FILTER: ("name", ""), K_SORT: ("sort", "newest")}

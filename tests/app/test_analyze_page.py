@@ -261,9 +261,9 @@ def test_results_and_settings_survive_a_page_switch(new_app, poll, app_clip: Pat
     at.button(key="run").click().run()
     poll(at, _has_result)
     head = at.subheader[0].value
-    at.switch_page("pages/gpus.py").run()
+    at.switch_page("views/gpus.py").run()
     assert at.title[0].value == "GPUs"
-    at.switch_page("pages/analyze.py").run()
+    at.switch_page("views/analyze.py").run()
     assert not at.exception
     assert at.subheader[0].value == head
     assert at.segmented_control(key="task").value == "ground"

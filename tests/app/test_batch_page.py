@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-BATCH_PAGE = "pages/batch.py"
+BATCH_PAGE = "views/batch.py"
 RUN_TIMEOUT_S = 180.0
 
 
@@ -70,7 +70,7 @@ def test_batch_has_its_own_mode_and_target(new_app) -> None:
     at = new_app().run()
     at.segmented_control(key="task").set_value("ground").run()
     at.text_input(key="ground_target").input("the square").run()
-    at.switch_page("pages/batch.py").run()
+    at.switch_page("views/batch.py").run()
     assert not at.exception
     assert at.segmented_control(key="batch_task").value == "describe"
     at.segmented_control(key="batch_task").set_value("ground").run()
@@ -136,7 +136,9 @@ def test_folder_batch_runs_then_skips_what_is_done(new_app, poll, clip_folder: P
     at = at.run()
     job_a = next(c.job_id for c in first.clips if c.name == "a.mp4")
     links = [p.proto for p in at.get("page_link")]
-    assert [(p.label, p.page) for p in links] == [("Open a.mp4 in Analyze", "analyze")]
+    # Analyze is the default page: its address is the app's root ("", as st.navigation has it)
+    assert [(p.label, p.page) for p in links] == [("Open a.mp4 in Analyze", "")]
+    assert links[0].page_script_hash  # a page st.navigation registered
     assert f"job={job_a}" in links[0].query_string and "lang=en" in links[0].query_string
     stored = app_server["store"].list_jobs(limit=10, batch_id=first.batch_id)
     assert {r["state"] for r in stored} == {"done", "failed"} and len(stored) == 3
@@ -258,7 +260,7 @@ def test_gpus_page_marks_the_job_on_each_gpu(new_app, monkeypatch) -> None:
     monkeypatch.setattr(resources, "gpu_sampler", lambda: sampler)
     at = new_app().run()
     monkeypatch.setattr(resources, "job_manager", lambda: _FakeManager())  # GPUs page only
-    at.switch_page("pages/gpus.py").run()
+    at.switch_page("views/gpus.py").run()
     assert not at.exception, [e.value for e in at.exception]
     gpus = at.dataframe[0].value
     assert list(gpus["job"]) == ["", "street.mp4 (ground) on gpu1-2",

@@ -45,7 +45,7 @@ def test_a_library_hit_goes_into_the_named_case(library):
     from streamlit.testing.v1 import AppTest
 
     index, _ = library
-    at = AppTest.from_file(str(ROOT / "pages" / "library.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "views" / "library.py"), default_timeout=60)
     at.query_params["q"] = "forklift"
     at.run()
     assert not at.exception, at.exception

@@ -55,7 +55,7 @@ class FakeSampler:
 def _gpus_page(new_app):
     at = new_app()
     at.run()
-    return at.switch_page("pages/gpus.py").run()
+    return at.switch_page("views/gpus.py").run()
 
 
 @pytest.fixture()
@@ -71,7 +71,7 @@ def test_navigation_has_exactly_analyze_and_gpus(new_app) -> None:
     at = new_app().run()
     assert not at.exception
     assert at.title[0].value == "Analyze a clip"  # Analyze is the default page
-    at.switch_page("pages/gpus.py").run()
+    at.switch_page("views/gpus.py").run()
     assert not at.exception
     assert at.title[0].value == "GPUs"
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)

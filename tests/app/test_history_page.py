@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-HISTORY_PAGE = "pages/history.py"
+HISTORY_PAGE = "views/history.py"
 JOB_TIMEOUT_S = 120.0
 
 

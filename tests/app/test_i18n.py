@@ -14,7 +14,7 @@ from chord_ui.i18n import ZH, browser_lang, translate
 from chord_ui.wording import grouped_notes, plan_words, queue_position
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted([*(ROOT / "chord_ui").glob("*.py"), *(ROOT / "pages").glob("*.py"),
+SOURCES = sorted([*(ROOT / "chord_ui").glob("*.py"), *(ROOT / "views").glob("*.py"),
                   ROOT / "app.py"])
 
 

@@ -11,7 +11,7 @@ import pytest
 from chord_core.testing import rtsp
 
 pytestmark = pytest.mark.slow
-LIVE_PAGE = "pages/live.py"
+LIVE_PAGE = "views/live.py"
 PASSWORD = "page-s3cret-pw"
 
 

@@ -40,7 +40,7 @@ def reviewed(tmp_path, monkeypatch):
 def _app():  # noqa: ANN202
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(ROOT / "pages" / "review.py"), default_timeout=60).run()
+    return AppTest.from_file(str(ROOT / "views" / "review.py"), default_timeout=60).run()
 
 
 def _reviewed(db) -> list[tuple]:  # noqa: ANN001

@@ -21,8 +21,8 @@ import pytest
 from chord_core.errors import InputError
 from chord_core.media import roots as media_roots
 
-HISTORY_PAGE = "pages/history.py"
-BATCH_PAGE = "pages/batch.py"
+HISTORY_PAGE = "views/history.py"
+BATCH_PAGE = "views/batch.py"
 CANARY = b"-----BEGIN PGP PRIVATE KEY BLOCK-----\nCHORD-CANARY-7f3a\n" * 40
 
 

@@ -60,7 +60,7 @@ def page(tmp_path, monkeypatch):
 def _app():  # noqa: ANN202
     from streamlit.testing.v1 import AppTest
 
-    return AppTest.from_file(str(ROOT / "pages" / "library.py"), default_timeout=60).run()
+    return AppTest.from_file(str(ROOT / "views" / "library.py"), default_timeout=60).run()
 
 
 def _submit(at, folder: str, statements: str = ""):  # noqa: ANN001, ANN202

@@ -14,7 +14,7 @@ from chord_core.config import ENV_VARS, env_value
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = {v.name for v in ENV_VARS}
 SOURCES = sorted([*(ROOT / "chord_core").rglob("*.py"), *(ROOT / "chord_ui").rglob("*.py"),
-                  *(ROOT / "pages").glob("*.py"), ROOT / "app.py"])
+                  *(ROOT / "views").glob("*.py"), ROOT / "app.py"])
 
 
 def _reads(path: Path) -> list[str]:

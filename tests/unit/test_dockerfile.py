@@ -27,7 +27,7 @@ from dockerfile_parse import DockerfileParser
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_PORT, API_PORT = 8501, 8080
-NEEDED = ["app.py", "pages", "chord_ui", "chord_core", "start_service.sh", ".streamlit"]
+NEEDED = ["app.py", "views", "chord_ui", "chord_core", "start_service.sh", ".streamlit"]
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,7 @@ BY_NAME = re.compile(r'["\']type["\'](\)|\])\s*[!=]=\s*["\']' + _NAMES + r'["\']
 
 def test_no_error_record_is_written_by_hand_and_none_is_compared_by_name() -> None:
     found = []
-    for folder in ("chord_core", "chord_ui", "pages"):
+    for folder in ("chord_core", "chord_ui", "views"):
         for path in (ROOT / folder).rglob("*.py"):
             if path.name == "errors.py":
                 continue

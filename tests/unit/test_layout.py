@@ -119,7 +119,7 @@ def test_every_import_of_chord_core_resolves():
 
     missing = []
     for path in sorted(ROOT.glob("*.py")) + sorted(
-            p for d in ("chord_core", "chord_ui", "pages", "tests", "benchmarks", "scripts")
+            p for d in ("chord_core", "chord_ui", "views", "tests", "benchmarks", "scripts")
             for p in (ROOT / d).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
