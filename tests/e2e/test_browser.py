@@ -21,7 +21,16 @@ def _download(page, label: str) -> Path:
     return Path(info.value.path())
 
 
-def _run_and_wait(page, heading: re.Pattern[str] | str, log: Path | None = None) -> None:
+def _page_said(page, log: Path) -> str:  # noqa: ANN001
+    """What the page shows (its text boxes and text) and the end of the server's log: the
+    message of a wait that did not end."""
+    boxes = [b.input_value() for b in page.get_by_role("textbox").all()]
+    shown = page.get_by_test_id("stMain").inner_text()[:3000]
+    return (f"text boxes {boxes}; the page: {shown}; the server's log ends: "
+            f"{log.read_text()[-6000:]}")
+
+
+def _run_and_wait(page, heading: re.Pattern[str] | str, log: Path) -> None:  # noqa: ANN001
     """Run once the button is on (the page's rerun after the text's Enter has come back),
     then wait for the result. If it stays off, or no result comes, say what the page showed
     (and the end of the server's log): Run staying off is how the lost upload of a rerun
@@ -30,40 +39,32 @@ def _run_and_wait(page, heading: re.Pattern[str] | str, log: Path | None = None)
     try:
         expect(run).to_be_enabled(timeout=RESULT_TIMEOUT_MS)
     except AssertionError:
-        boxes = [b.input_value() for b in page.get_by_role("textbox").all()]
-        shown = page.get_by_test_id("stMain").inner_text()[:3000]
-        raise AssertionError(f"Run stayed off; text boxes {boxes}; the page: {shown}") from None
+        raise AssertionError(f"Run stayed off; {_page_said(page, log)}") from None
     run.click()
     try:
         page.get_by_role("heading", name=heading).wait_for(timeout=RESULT_TIMEOUT_MS)
     except Exception:  # noqa: BLE001 — Playwright's TimeoutError, told with the page
-        shown = page.get_by_test_id("stMain").inner_text()[:3000]
-        tail = log.read_text()[-6000:] if log is not None else ""
-        raise AssertionError(f"no result heading {heading!r}; the page: {shown}; the "
-                             f"server's log ends: {tail}") from None
+        raise AssertionError(f"no result heading {heading!r}; {_page_said(page, log)}"
+                             ) from None
 
 
 def _mode(page, name: str, shown, log: Path) -> None:  # noqa: ANN001
     """Choose the mode ``name`` and wait for its input ``shown``; if it does not come, say
-    what the page showed (the mode buttons' states, the text boxes, the page's text) and
-    the end of the server's log."""
+    what the page showed (the mode buttons' states, then as ``_page_said``)."""
     page.get_by_role("radio", name=name).click()
     try:
         shown.wait_for(timeout=RESULT_TIMEOUT_MS)
     except Exception:  # noqa: BLE001 — Playwright's TimeoutError, told with the page
         modes = {r.inner_text().strip(): r.get_attribute("aria-checked")
                  for r in page.get_by_role("radio").all()}
-        boxes = [b.input_value() for b in page.get_by_role("textbox").all()]
-        shown_text = page.get_by_test_id("stMain").inner_text()[:3000]
         page.screenshot(path="test-artifacts/e2e-mode-timeout.png", full_page=True)
-        raise AssertionError(f"mode {name!r} not shown; modes {modes}; text boxes {boxes}; "
-                             f"the page: {shown_text}; the server's log ends: "
-                             f"{log.read_text()[-6000:]}") from None
+        raise AssertionError(f"mode {name!r} not shown; modes {modes}; "
+                             f"{_page_said(page, log)}") from None
 
 
 def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, e2e_clip: Path,
                                         artifacts: Path) -> None:
-    page = browser_page
+    page, log = browser_page, Path(app_server["log"])
     page.goto(app_url)
     page.get_by_role("heading", name="Analyze a clip").wait_for()
     page.locator("input[type=file]").set_input_files(str(e2e_clip))
@@ -71,12 +72,11 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, 
     page.locator("[data-testid=stVideo]").first.wait_for()
     assert page.locator("[data-testid=stVideo]").count() == 1
 
-    _mode(page, "Ground a target", page.get_by_role("textbox", name="Target"),
-          Path(app_server["log"]))
+    _mode(page, "Ground a target", page.get_by_role("textbox", name="Target"), log)
     target = page.get_by_role("textbox", name="Target")
     target.fill("the green square")
     target.press("Enter")
-    _run_and_wait(page, re.compile("the green square"), Path(app_server["log"]))
+    _run_and_wait(page, re.compile("the green square"), log)
     page.locator("[data-testid=chord-player]").wait_for()  # the player with its timeline
     # elements of one rerun arrive in order: wait for the last before counting any
     page.get_by_role("button", name=re.compile("Make annotated MP4")).wait_for()
@@ -101,7 +101,7 @@ def test_ground_and_describe_in_browser(browser_page, app_url: str, app_server, 
     assert csv_head.startswith("t_s,frame_index,x1,y1,x2,y2")
 
     page.get_by_role("radio", name="Describe").click()
-    _run_and_wait(page, "Description", Path(app_server["log"]))
+    _run_and_wait(page, "Description", log)
     page.get_by_role("button", name=re.compile("Result JSON")).wait_for()
     assert page.get_by_text("random weights").count() >= 1
     assert page.get_by_role("button", name=re.compile("Result JSON")).count() == 1
