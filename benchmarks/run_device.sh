@@ -6,6 +6,8 @@
 #   bash benchmarks/run_device.sh ask        # issue 39: ask's latency with the 7B (one H200)
 #   bash benchmarks/run_device.sh live       # issue 37: streams per H200 within chunk + 1 s
 #   bash benchmarks/run_device.sh throughput / throughput-entail / throughput-core  # issue 36
+#   bash benchmarks/run_device.sh throughput-rest   # issue 36: batch-1 decode, Thinking, W1 phases
+#   bash benchmarks/run_device.sh decode-user then-vss   # issue 34: the CLI cold, then VSS
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -35,6 +37,27 @@ if [ "${1:-}" = live ]; then
     python3 benchmarks/live_streams.py --latency --source hls --model /tmp/chord-rand-7b \
         --device cuda --streams 1,8,32,64 --seconds 45 --chunk-s 10
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/live.log"
+  exit 0
+fi
+if [ "${1:-}" = throughput-rest ]; then
+  # Issue 36's rows that no call has reached since 2026-12-03 (one H200, carry .devtmp/tp,
+  # well inside one 10-minute call): batch-1 and batch-8 decode against the bandwidth bound,
+  # the Thinking entailment at a 64-token budget in one batch of 64, then W1's phases
+  TP=${TP:-.devtmp/tp}; VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  {
+    t0=$SECONDS
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    python3 benchmarks/speed.py --shape 7b --ckpt $M7 --workloads decode --repeats 2 \
+        --out "$OUT/speed_decode.json"
+    python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
+        --out "$OUT/thinking.json"
+    echo "device s so far: $((SECONDS - t0))"
+    timeout $((540 - (SECONDS - t0))) python3 benchmarks/w1_phases.py --ckpt $M7 --clips 24 \
+        --batches 0,8 --out "$OUT/w1_phases.json"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/throughput-rest.log"
   exit 0
 fi
 if [ "${1:-}" = throughput ] || [ "${1:-}" = throughput-entail ] || [ "${1:-}" = throughput-core ]; then
@@ -124,9 +147,10 @@ decode_prelude() {  # the wheels, the hour of real footage, the random-weight 7B
       --target /tmp/site .whl/av/*.whl .whl/nvc/*.whl || exit 1
   export PYTHONPATH=/tmp/site
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
-  python3 benchmarks/footage.py --segment .devtmp/seg/real.segment.mp4 --minutes 60 \
-      --out /tmp/real_hour.mp4
-  if [[ "${1:-}" == model ]]; then
+  # a warm machine keeps /tmp between calls: the hour and the model are built once
+  [ -s /tmp/real_hour.mp4 ] || python3 benchmarks/footage.py \
+      --segment .devtmp/seg/real.segment.mp4 --minutes 60 --out /tmp/real_hour.mp4
+  if [[ "${1:-}" == model ]] && [ ! -f /tmp/chord-rand-7b/model.safetensors.index.json ]; then
     python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
   fi
 }
@@ -202,6 +226,13 @@ if [[ "${1:-}" == decode-user ]]; then
         python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
         --json "$OUT/chapters_user_doc.json"
     echo "device s: $((SECONDS - t0))"
+    if [[ "${2:-}" == then-vss ]]; then  # VSS density in what is left of a 10-minute call
+      timeout $((560 - (SECONDS - t0))) python3 benchmarks/long_video.py --device cuda \
+          --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task chapters --chunk-s 10 \
+          --chapter-s 300 --frames-per-chunk 20 --describe-fps 2 --chunk-tokens 192 \
+          --batch-size 16 --decode-only-fraction 0.02 --out "$OUT/long_video_vss.json"
+      echo "device s: $((SECONDS - t0))"
+    fi
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode-user.log"
   exit 0
 fi
