@@ -138,7 +138,7 @@ fi
 #        VSS density: 360 chunks × 20 frames (10 s chunks at 2 fps, ≈ 9k visual tokens each);
 #        the map's progress lines in decode-vss.log give the rate if the call runs out first
 #   run: bash benchmarks/run_device.sh ground-batch carry: the same
-#        the hour's grounding at 32, 64 and 128 frames a generate call (the default is 32)
+#        the hour's grounding at 128 (the default), 256 and 64 frames a generate call
 #   run: bash benchmarks/run_device.sh decode-user  carry: the same
 #        `python -m chord_core chapters hour.mp4` at its defaults from a cold start (fresh
 #        compile cache and store), timed from outside with Chord's GPU sampler (cli_timed.py)
@@ -200,16 +200,17 @@ if [[ "${1:-}" == decode-vss ]]; then
   exit 0
 fi
 if [[ "${1:-}" == ground-batch ]]; then
-  # the hour grounded at 32, 64 and 128 frames a generate call (chunks of at least that many
-  # frames, a target of its own each): is the 45 s goal a batch away? At 32 (the default) it
-  # was 112.8 s on an H100 with the GPU 93 % busy, so generation-bound: a decode step reads
-  # the weights once for all its rows. The decode-only pass reads 2 % of the jobs (decode has it).
+  # the hour grounded at 128 (the default, the same-run baseline), 256 and 64 frames a
+  # generate call (chunks of at least that many frames, a target of its own each). On an H100
+  # (2026-12-07) 32 / 64 / 128 took 117.2 / 92.4 / 81.7 s, generation-bound: a decode step
+  # reads the weights once for all its rows; 128 became the default. 256 needs an H200's room
+  # (an H100 halves it on out-of-memory). The decode-only pass reads 2 % of the jobs.
   {
     t0=$SECONDS
     decode_prelude model
     echo "device s before the runs: $((SECONDS - t0))"
     timeout 500 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
-        --clip /tmp/real_hour.mp4 --task ground --ground-batch 32,64,128 --warmup \
+        --clip /tmp/real_hour.mp4 --task ground --ground-batch 128,256,64 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_batch.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/long_video_ground_batch.json')); [print(json.dumps(r)) for r in d['runs']]"
     echo "device s: $((SECONDS - t0))"

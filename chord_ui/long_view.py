@@ -64,9 +64,10 @@ def run_key(clip: ClipSource, task: str, query: str, model: str) -> str:
 
 
 def _in_flight() -> int:
-    s = settings()
-    workers = len(resources.worker_plan().specs)
-    return s.in_flight or max(2, 2 * workers)
+    from chord_core.longvideo.settings import chunks_in_flight
+
+    width = sum(max(1, spec.model_cfg.batch_size) for spec in resources.worker_plan().specs)
+    return chunks_in_flight(width, settings().in_flight)
 
 
 def parent_id(clip: ClipSource, task: str, query: str, model: str) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -134,6 +135,17 @@ def _settings(args: argparse.Namespace) -> Any:
                              if args.command == "ground-long" else None)
 
 
+def one_shot_warmup(environ: Any) -> None:
+    """A one-shot run's workers skip the warm-up (``CHORD_WARMUP=off``) unless the caller
+    chose one: each graph is then captured (and compiled) when a job first needs it, rather
+    than every task's every shape before the first chunk — 48 of the 69 s to ready from a
+    cold start on an H100 (docs/benchmarks.md), for a run that uses a few of them."""
+    from chord_core.config import env_value
+
+    if not env_value("CHORD_WARMUP", environ):
+        environ["CHORD_WARMUP"] = "off"
+
+
 class _Session:
     """The executor (workers or in-process), the store and the clip, closed together."""
 
@@ -174,9 +186,11 @@ class _Session:
             # this run's chunks (the run asks for them), not other jobs queued in the store
             return (in_process_manager(cfg, store=self.store, resume=False),
                     self.settings.in_flight or 2)
+        from chord_core.longvideo.settings import chunks_in_flight
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 
+        one_shot_warmup(os.environ)  # before the workers are spawned: they read it
         parallel = load_parallel_config(args.config, overrides={
             "gpus": args.gpus, "cpu_workers": args.cpu_workers,
             "batch_size_per_gpu": args.batch_size})
@@ -185,7 +199,7 @@ class _Session:
             self.say(f"plan: {line}")
         manager.wait_ready()
         width = len(plan.specs) * max(1, parallel.batch_size_per_gpu)
-        return manager, self.settings.in_flight or max(2, width)
+        return manager, chunks_in_flight(width, self.settings.in_flight)
 
     def say(self, text: str) -> None:
         if not self.quiet:

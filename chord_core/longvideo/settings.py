@@ -33,10 +33,13 @@ LONG_VIDEO_S_DEFAULT = 600.0
 # tracker joins anyway. 64 answer tokens: one box of Qwen's JSON, fenced, is ≥ 41 tokens
 # (digits are one token each), so the 32 first measured cut every box off and the parser
 # dropped it (zero detections); several instances a frame need ``--ground-tokens 256``.
-# 32 frames a generate call (W2 in docs/benchmarks.md: 1.48 s at 32 against 1.88 s at 16).
+# 128 frames a generate call: a decode step reads the weights once for all its rows, and the
+# hour grounded at 32 / 64 / 128 took 117.2 / 92.4 / 81.7 s on one H100 (2026-12-07,
+# docs/benchmarks.md), 66 GB at its peak; a GPU with less room halves the batch on
+# out-of-memory (``Engine._oom_guard``) and says so in the result's warnings.
 GROUND_LONG_MAX_PIXELS = 112_896  # 448×252
 GROUND_LONG_TOKENS = 64
-GROUND_LONG_BATCH = 32
+GROUND_LONG_BATCH = 128
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,8 @@ class LongVideoSettings:
     chapter_s: float = 300.0
     max_chapters: int = 24
     ground_fps: float = 1.0
-    ground_chunk_frames: int = 64
-    in_flight: int = 0  # chunk jobs queued at once; 0 = two per worker
+    ground_chunk_frames: int = GROUND_LONG_BATCH  # one generate call a job at the default
+    in_flight: int = 0  # chunk jobs queued at once; 0: chunks_in_flight's two batches
     # chapters and in-clip search: a sample moves to the nearest keyframe (≤ half a sampling
     # interval), so one frame is decoded per sample; the result says how far each moved
     snap_keyframes: bool = True
@@ -124,6 +127,15 @@ class LongVideoSettings:
     def is_long(self, duration_s: float) -> bool:
         """Whether a clip of this length gets long-video mode."""
         return duration_s > self.threshold_s
+
+
+def chunks_in_flight(width: int, setting: int = 0) -> int:
+    """Chunk jobs a long run keeps queued at once: ``setting`` (``in_flight``) when it is
+    set, else two batches of the workers' batch slots (``width``: workers × batch size), so
+    that each worker's read-ahead reads the next batch's frames while this one generates
+    (with one batch queued a worker read, then generated, then waited for the next jobs);
+    at least 2. The CLI, the service and the app all ask this."""
+    return setting if setting > 0 else max(2, 2 * max(0, width))
 
 
 def ground_long_sampling(max_pixels: int | None = None) -> SamplingConfig:

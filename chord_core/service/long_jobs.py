@@ -166,10 +166,12 @@ class LongRuns:
             return sum(1 for j in self._jobs.values() if j.state not in FINISHED)
 
     def in_flight(self) -> int:
-        """Chunk jobs queued at once per run: as the CLI's, the workers' batch slots in all
-        (workers × frames per generate call), at least 2; else two per worker."""
+        """Chunk jobs queued at once per run: as the CLI's, two batches of the workers'
+        batch slots (``settings.chunks_in_flight``); the slots unknown, two per worker."""
+        from chord_core.longvideo.settings import chunks_in_flight
+
         if self.width:
-            return max(2, self.width)
+            return chunks_in_flight(self.width)
         try:
             return max(2, 2 * len(self.manager.workers()))
         except Exception:  # noqa: BLE001 — a manager without workers' rows

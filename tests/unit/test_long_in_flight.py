@@ -1,0 +1,50 @@
+"""How many chunk jobs a long run queues, and a one-shot run's warm-up: the same rule for the
+CLI, the service and the app (``longvideo.settings.chunks_in_flight``)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from chord_core.longvideo.cli import one_shot_warmup
+from chord_core.longvideo.settings import chunks_in_flight
+from chord_core.service.long_jobs import LongRuns
+
+
+@pytest.mark.parametrize(("width", "setting", "want"), [
+    (8, 0, 16),    # one GPU worker at batch 8: one batch generating, the next being read
+    (32, 0, 64),   # four workers at batch 8
+    (1, 0, 2),     # at least two
+    (0, 0, 2),     # the slots unknown
+    (8, 3, 3),     # the settings' in_flight set: it wins
+])
+def test_two_batches_of_the_workers_slots_unless_set(width, setting, want):
+    assert chunks_in_flight(width, setting) == want
+
+
+def test_the_service_queues_two_batches_of_its_workers_slots():
+    assert LongRuns(None, None, "m", width=8).in_flight() == 16
+    workers = SimpleNamespace(workers=lambda: ["gpu0", "gpu1", "gpu2"])
+    assert LongRuns(workers, None, "m").in_flight() == 6  # slots unknown: two per worker
+
+
+def test_the_app_queues_two_batches_of_its_workers_slots(monkeypatch):
+    from chord_ui import long_view, resources
+
+    specs = [SimpleNamespace(model_cfg=SimpleNamespace(batch_size=b)) for b in (8, 4)]
+    monkeypatch.setattr(resources, "worker_plan", lambda: SimpleNamespace(specs=specs))
+    assert long_view._in_flight() == 24
+
+
+def test_a_one_shot_run_skips_the_warm_up_unless_one_was_chosen():
+    env: dict[str, str] = {}
+    one_shot_warmup(env)
+    assert env == {"CHORD_WARMUP": "off"}
+    for chosen in ("full", "lazy", "auto"):
+        env = {"CHORD_WARMUP": chosen}
+        one_shot_warmup(env)
+        assert env == {"CHORD_WARMUP": chosen}
+    env = {"CHORD_WARMUP": "  "}  # blank is unset, as everywhere else
+    one_shot_warmup(env)
+    assert env["CHORD_WARMUP"] == "off"
