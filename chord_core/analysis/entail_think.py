@@ -5,10 +5,16 @@ answer: on Qwen3-VL-8B-Thinking P("Yes") at the first position is 2e-6 (linzhiqi
 so ``entailment._prefill``'s first-token scores mean nothing there. Qwen's own evaluation keeps
 the text after ``</think>``. So each (image, statement) row is generated greedily up to
 ``think_tokens`` new tokens; its reasoning (the text before ``</think>``, or all of it when the
-budget ran out, with a warning) is put back after the prompt with the block closed
-(``…reasoning\\n</think>\\n\\n``, the Thinking template's own layout), and one more forward
-pass scores the answer word at the position where the answer starts. Cost: the reasoning's
-decode steps plus a second prefill per batch (``benchmarks/entail.py --thinking`` measures it).
+budget ran out, with a warning) is followed by the Thinking template's own closing
+(``…reasoning\\n</think>\\n\\n``), and the answer word is scored at the position where the
+answer starts.
+
+On the fast decoder that score is read from the cache the reasoning left: each row keeps its
+own tokens up to its ``</think>`` (then ``\\n\\n`` is fed) or up to its budget or end token
+(then ``\\n</think>\\n\\n``): a few decode steps for the batch instead of a second pass over
+the prompt and its image. On transformers' ``generate`` (or when the decoder has no room) the
+reasoning text is put back after the prompt and one more forward pass scores it.
+``benchmarks/thinking.py`` measures the cost against the first token's.
 """
 
 from __future__ import annotations
@@ -32,27 +38,78 @@ def think_then_score(lm: LoadedModel, prompts: Sequence[str],
                      gen_inputs: Callable[[Sequence[str]], Any],
                      score: Callable[[Sequence[str]], list[Any]],
                      think_tokens: int | Sequence[int] = THINK_TOKENS_DEFAULT,
-                     cancel: threading.Event | None = None) -> list[Any]:
+                     cancel: threading.Event | None = None,
+                     score_logits: Callable[[Any, list[int]], list[Any]] | None = None
+                     ) -> list[Any]:
     """One batch: generate each row's reasoning after its templated prompt (``prompts``,
     inputs made by ``gen_inputs``), close it, and ``score`` the closed prompts (the entailment
     module's prefill, one for the whole batch). ``think_tokens``: one budget, or each row's.
     A row ends at its own ``</think>`` and the batch once every row has ended (or at the
     largest budget); a row with a smaller budget keeps only that many tokens — what it would
     have reasoned alone under greedy decoding. Each score gets its ``reasoning`` and
-    ``reasoning_cut`` (the budget ended it)."""
+    ``reasoning_cut`` (the budget ended it). ``score_logits(logits, lengths)``: scores from
+    next-token logits, for the fast decoder's continuation (the module docstring)."""
     from dataclasses import replace
 
     from chord_core.model import loading as m
 
     budgets = row_budgets(think_tokens, len(prompts))
-    new_ids, _ = m._generate(lm, gen_inputs(prompts), max(budgets), None, cancel,
-                             stop_token=close_token(lm))
+    inputs = gen_inputs(prompts)
+    logits = None
+    if lm.decoder is not None and score_logits is not None:
+        plan = _Continuation(lm, budgets)
+        new_ids, logits, _ = m.generate_then_continue(lm, inputs, max(budgets), cancel,
+                                                      close_token(lm), plan, RESERVE)
+    else:
+        new_ids, _ = m._generate(lm, inputs, max(budgets), None, cancel,
+                                 stop_token=close_token(lm))
     texts = lm.processor.batch_decode([row[:b] for row, b in zip(new_ids, budgets)],
                                       skip_special_tokens=True)
     splits = [split_reasoning(t, thinking=True) for t in texts]
-    closed = [p + sp.reasoning + ANSWER_OPENING for p, sp in zip(prompts, splits)]
+    if logits is not None and score_logits is not None:
+        prompt = inputs["attention_mask"].sum(-1).tolist()
+        scores = score_logits(logits, [int(n) + k + len(t) for n, k, t in
+                                       zip(prompt, plan.keep, plan.tails)])
+    else:
+        scores = score([p + sp.reasoning + ANSWER_OPENING for p, sp in zip(prompts, splits)])
     return [replace(sc, reasoning=sp.reasoning, reasoning_cut=sp.unfinished)
-            for sc, sp in zip(score(closed), splits)]
+            for sc, sp in zip(scores, splits)]
+
+
+RESERVE = 8  # cache slots the decoder keeps free for the closing tokens (≤ 4 with Qwen's)
+
+
+class _Continuation:
+    """Which of its new tokens each row keeps, and what is fed after them: through its
+    ``</think>`` (then the ``\\n\\n`` the template puts after it), else up to its end token
+    or its budget (then the whole closing, ``\\n</think>\\n\\n``). Called with the new ids
+    inside ``generate_then_continue``; keeps what it decided for the scores' lengths."""
+
+    def __init__(self, lm: LoadedModel, budgets: list[int]) -> None:
+        from chord_core.model.loading import _stop_ids
+
+        tok = lm.processor.tokenizer
+        self.budgets, self.close = budgets, close_token(lm)
+        self.ends = _stop_ids(lm) - {self.close}
+        self.closing = tok.encode(ANSWER_OPENING, add_special_tokens=False)
+        self.after_close = tok.encode(ANSWER_OPENING.split(THINK_CLOSE, 1)[1],
+                                      add_special_tokens=False)
+        self.keep: list[int] = []
+        self.tails: list[list[int]] = []
+
+    def __call__(self, new_ids: Any) -> tuple[list[int], list[list[int]]]:
+        self.keep, self.tails = [], []
+        for row, budget in zip(new_ids.tolist(), self.budgets):
+            row = row[:budget]
+            stop = next((i for i, t in enumerate(row) if t == self.close or t in self.ends),
+                        None)
+            if stop is not None and row[stop] == self.close:
+                self.keep.append(stop + 1)
+                self.tails.append(self.after_close)
+            else:
+                self.keep.append(len(row) if stop is None else stop)
+                self.tails.append(self.closing)
+        return self.keep, self.tails
 
 
 def row_budgets(think_tokens: int | Sequence[int], rows: int) -> list[int]:

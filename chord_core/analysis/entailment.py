@@ -188,13 +188,25 @@ def _think(lm: LoadedModel, part: tuple[Sequence[Any], ...],
     """A Thinking model's batch (``entail_think.think_then_score``)."""
     from chord_core.analysis.entail_think import think_then_score
 
+    from chord_core.model.image_batch import image_batch_inputs
+
     images, statements = part
     prompts = [lm.processor.apply_chat_template(entail_messages(s), tokenize=False,
                                                 add_generation_prompt=True) for s in statements]
+
+    def gen_inputs(texts: Sequence[str]) -> Any:
+        # built on the device like a plain pass's, but without host rope positions: the
+        # decoder's prefill has the model work them out (it keeps the rope offsets it sets)
+        def reference(im: Any, tx: Any) -> Any:
+            return _processor_inputs(lm, im, tx)
+
+        fast = image_batch_inputs(lm, images, texts, reference)
+        return fast if fast is not None else _processor_inputs(lm, images, texts)
+
     return think_then_score(
-        lm, prompts, lambda texts: _processor_inputs(lm, images, texts),
+        lm, prompts, gen_inputs,
         lambda texts: _prefill(lm, _inputs(lm, images, statements, texts=texts)),
-        think_tokens, cancel)
+        think_tokens, cancel, score_logits=lambda logits, n: _scores(lm, logits, n))
 
 
 def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str], *,
@@ -233,20 +245,28 @@ def _prefill(lm: LoadedModel, inputs: Any) -> list[EntailScore]:
     so the last position is every row's own)."""
     import torch
 
-    ids = getattr(lm, "_answer_ids", None)
-    if ids is None:
-        ids = answer_token_ids(lm.processor.tokenizer)
-        object.__setattr__(lm, "_answer_ids", ids)
     inputs = inputs.to(lm.input_device)
     with lm.lock, torch.inference_mode():
         try:
             logits = lm.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
         except TypeError:  # a transformers without logits_to_keep
             logits = lm.model(**inputs, use_cache=False).logits[:, -1]
+        return _scores(lm, logits, inputs["attention_mask"].sum(-1).tolist())
+
+
+def _scores(lm: LoadedModel, logits: Any, lengths: Sequence[int]) -> list[EntailScore]:
+    """Next-token logits [b, V] → each row's label probabilities (the answer words' shares of
+    the model's probability) and how much probability the answer words got at all."""
+    import torch
+
+    ids = getattr(lm, "_answer_ids", None)
+    if ids is None:
+        ids = answer_token_ids(lm.processor.tokenizer)
+        object.__setattr__(lm, "_answer_ids", ids)
+    with torch.inference_mode():
         probs = torch.softmax(logits.float(), dim=-1)
         mass = torch.stack([probs[:, ids[k]].sum(-1) for k in LABELS], dim=-1).cpu()
     total = mass.sum(-1).clamp_min(1e-30)
-    lengths = inputs["attention_mask"].sum(-1).tolist()
     return [EntailScore({k: float(row[i] / t) for i, k in enumerate(LABELS)}, float(t),
                         int(n))
             for row, t, n in zip(mass, total, lengths)]

@@ -176,6 +176,21 @@ class _Prefilled:
 
 
 @dataclass
+class _Left:
+    """What the last ``generate`` left in its buffers, for ``continue_logits``: its ``b``
+    rows, the prompt length ``p`` (decoding started at cache index ``p``), the ``steps``
+    tokens generated, each row's rotary position of its first new token (``start``) and
+    the graph length the buffers were used at."""
+
+    buf: Any
+    b: int
+    p: int
+    steps: int
+    start: Any
+    length: int
+
+
+@dataclass
 class _EagerStep:
     """Stands in for a CUDA graph where there is none (CPU): replays the step eagerly."""
 
@@ -234,6 +249,7 @@ class FastDecoder:
         self._buffers: OrderedDict[int, _Buffers] = OrderedDict()
         self._graphs: dict[tuple[int, int], Any] = {}
         self._pool = None
+        self._left: _Left | None = None  # the last generate's state (``continue_logits``)
         self.stats = {"graphs": 0, "capture_s": 0.0, "captured_on_request": 0}
 
     # -- public -------------------------------------------------------------------------
@@ -241,6 +257,7 @@ class FastDecoder:
         """Drop every buffer and graph (after an out-of-memory error, say)."""
         self._graphs.clear()
         self._buffers.clear()
+        self._left = None
 
     def rows_for(self, batch: int) -> int:
         """Rows of the graph a batch of ``batch`` requests runs in."""
@@ -285,7 +302,8 @@ class FastDecoder:
 
     def generate(self, inputs: Any, max_new_tokens: int, *, min_new_tokens: int = 0,
                  cancel: threading.Event | None = None,
-                 force_tokens: Any = None, stop_token: int | None = None) -> Any:
+                 force_tokens: Any = None, stop_token: int | None = None,
+                 reserve: int = 0) -> Any:
         """New token ids [B, T] for a processor output (on this model's device), greedy.
         Rows that finish early are padded with the pad id, like ``generate``; ``stop_token``
         ends a row as an end token does (kept in its output), and the call once every row
@@ -298,19 +316,74 @@ class FastDecoder:
 
         ``force_tokens`` [B, T] (a diagnostic): feed these tokens instead of the model's own
         choices; the result is then the model's argmax at each step of that fixed path
-        (teacher forcing), which is how agreement with another decoder is measured."""
+        (teacher forcing), which is how agreement with another decoder is measured.
+
+        ``reserve``: cache slots kept free past the answer for ``continue_logits``."""
         import torch
 
         with torch.inference_mode():
             if stop_token is None or self.eos is None:
                 return self._generate(inputs, max_new_tokens, min_new_tokens, cancel,
-                                      force_tokens)
+                                      force_tokens, reserve)
             self.eos[-1].fill_(int(stop_token))
             try:
                 return self._generate(inputs, max_new_tokens, min_new_tokens, cancel,
-                                      force_tokens)
+                                      force_tokens, reserve)
             finally:
                 self.eos[-1].fill_(self._eos0)
+
+    def continue_logits(self, keep: list[int], tails: list[list[int]]) -> Any:
+        """After ``generate``, from the cache it left: row ``r`` keeps its first ``keep[r]``
+        new tokens and is fed ``tails[r]`` (non-empty) after them. Returns the logits
+        [b, V] (float32) at each row's last tail token — the model's next-token scores after
+        prompt + kept tokens + tail, without a second prefill of the prompt — or None when
+        there is nothing to continue or too little room (``generate``'s ``reserve``).
+
+        Rows are fed in lockstep, right-aligned: a row with a shorter feed sits out the
+        first steps (what those steps write for it is masked and its position not moved),
+        so every row's last token is fed at the last step. The tokens a row does not keep
+        are masked out of its cache. The buffers are the continuation's afterwards."""
+        import torch
+
+        left, self._left = self._left, None
+        if left is None or len(keep) != left.b or len(tails) != left.b:
+            return None
+        buf, b, p, steps = left.buf, left.b, left.p, left.steps
+        made = buf.out[:b, :steps].tolist()
+        # the last new token was chosen but never fed: the cache holds steps - 1 of them
+        cached = [min(max(0, int(k)), steps - 1) for k in keep]
+        feeds = [made[r][c:max(c, min(int(keep[r]), steps))] + [int(t) for t in tails[r]]
+                 for r, c in enumerate(cached)]
+        end, width = p + steps - 1, max(len(f) for f in feeds)
+        if not all(tails) or end + width > left.length:
+            return None
+        with torch.inference_mode():
+            dev = self.device
+            kept = torch.tensor(cached, device=dev)
+            slot = torch.arange(buf.cap, device=dev)
+            buf.valid[:b] &= ~((slot >= p + kept[:, None]) & (slot < end))
+            buf.pos[:b] = left.start + kept
+            buf.cur.fill_(end)
+            grid = torch.full((buf.rows, width), self.pad, dtype=torch.long)
+            for r, f in enumerate(feeds):
+                grid[r, width - len(f):] = torch.tensor(f, dtype=torch.long)
+            grid = grid.to(dev)
+            sits = torch.ones(buf.rows, width, dtype=torch.bool)
+            for r, f in enumerate(feeds):
+                sits[r, width - len(f):] = False
+            sits = sits.to(dev)
+            logits = None
+            for t in range(width):
+                at = buf.cur.clone()
+                buf.tok.copy_(grid[:, t])
+                _, x = self._hidden(buf, left.length)
+                logits = self.model.lm_head(x)[:, -1]
+                buf.pos.add_(1)
+                buf.cur.add_(1)
+                out = sits[:, t]  # rows sitting this step out: forget what it wrote
+                buf.valid[:, at] &= ~out[:, None]
+                buf.pos.sub_(out.long())
+        return logits[:b].float()
 
     # -- internals -------------------------------------------------------------------------
     def prefill_parts(self, inputs: Any) -> list[_Prefilled]:
@@ -332,18 +405,20 @@ class FastDecoder:
             del out
         return done
 
-    def _generate(self, inputs, max_new, min_new, cancel, force):
+    def _generate(self, inputs, max_new, min_new, cancel, force, reserve=0):
         import torch
 
+        self._left = None
         parts = self.prefill_parts(inputs)
         if not parts:
             raise ValueError("nothing to generate for: no inputs")
         b, p = sum(x.ids.shape[0] for x in parts), max(x.ids.shape[1] for x in parts)
-        length, rows = length_bucket(p + max_new), self.rows_for(b)
+        length, rows = length_bucket(p + max_new + max(0, reserve)), self.rows_for(b)
         buf = self._buffers_for(rows, length)
         # the graph before the state is loaded: capturing runs warm-up steps on the buffers
         graph = self._graph(buf, length, on_request=True)
         self._load_state(buf, parts, p, max_new, min_new)
+        start = buf.pos[:b].clone()
         logits = torch.cat([x.logits for x in parts])
         ids = parts[0].ids if len(parts) == 1 else None
         if force is not None and ids is None:
@@ -362,6 +437,7 @@ class FastDecoder:
                 break
             if force is None and steps % CHECK_EVERY == 0 and bool(buf.done.all()):
                 break
+        self._left = _Left(buf, b, p, steps, start, length)
         return buf.out[:b, :steps].clone()
 
     def _buffers_for(self, rows: int, length: int) -> _Buffers:
@@ -396,6 +472,8 @@ class FastDecoder:
         return buf
 
     def _drop(self, rows: int) -> None:
+        if self._left is not None and self._left.buf is self._buffers.get(rows):
+            self._left = None
         self._buffers.pop(rows, None)
         for key in [k for k in self._graphs if k[0] == rows]:
             del self._graphs[key]
@@ -542,6 +620,17 @@ class FastDecoder:
     def _step(self, buf: _Buffers, length: int) -> None:
         """One decode step for every row: embed → layers → norm → lm_head → select. Reads
         the first ``length`` cache positions."""
+        fn, x = self._hidden(buf, length)
+        nxt = fn.head(self.model.lm_head, x, buf.presence, buf.step, buf.min_new, buf.done,
+                      self.eos, self.penalty, self.pad)
+        buf.pos.add_(1)
+        buf.cur.add_(1)
+        self._advance(buf, nxt)
+
+    def _hidden(self, buf: _Buffers, length: int) -> tuple[Any, Any]:
+        """Embed ``buf.tok``, write its keys and values at cache index ``buf.cur`` (every row
+        attends to it) and run the layers: (the step functions, the final normed hidden
+        state [rows, 1, H])."""
         rows = buf.rows
         fn = self._one_row if rows == 1 else self._rows
         h = self.text.embed_tokens(buf.tok.view(rows, 1))
@@ -554,8 +643,4 @@ class FastDecoder:
             h, x = fn.layer(layer, h, x, buf.k[i], buf.v[i], buf.cur, cos, sin, mask, self.rope,
                             self.head_dim, self.n_kv, qkv_w, qkv_b, sizes, gate_up_w,
                             self._next_norm[i])
-        nxt = fn.head(self.model.lm_head, x, buf.presence, buf.step, buf.min_new, buf.done,
-                      self.eos, self.penalty, self.pad)
-        buf.pos.add_(1)
-        buf.cur.add_(1)
-        self._advance(buf, nxt)
+        return fn, x

@@ -49,6 +49,9 @@ def test_the_thinking_checkpoint_is_recognised(engine: Engine) -> None:
 @pytest.mark.slow  # about 7 s on 2 cores: each frame reasons for its budget first
 def test_entailment_reasons_then_scores_after_the_closed_block(engine: Engine, clip: Path,
                                                                monkeypatch) -> None:
+    """On the fast decoder the answer is scored from the reasoning's cache (no second pass
+    over prompt and image: ``tests/integration/test_think_continue.py`` checks the numbers);
+    on transformers' generate the closed text is prefilled again."""
     from chord_core.analysis import entailment
 
     seen: list[list[str]] = []
@@ -65,12 +68,17 @@ def test_entailment_reasons_then_scores_after_the_closed_block(engine: Engine, c
     assert res.model.thinking and res.entailment is not None
     frames = res.sampling.num_frames
     assert len(res.reasoning) == frames == len(res.entailment.frames)
+    assert any("reached the 6-token budget" in w for w in res.warnings)
+    assert sum(res.entailment.probabilities.values()) == pytest.approx(1, abs=1e-3)
+    assert seen == []  # the fast decoder: no second pass
+    lm = engine.load()
+    monkeypatch.setattr(lm, "decoder", None)  # transformers' generate: the closed text again
+    res = engine.analyze(AnalysisRequest(str(clip), "entail", "a red square moves",
+                                         max_new_tokens=6))
     scored = [t for batch in seen for t in batch]
     assert len(scored) == frames
     assert all(t.endswith("\n</think>\n\n") and "<think>\n" in t for t in scored)
     assert all(r and r in t for r, t in zip(res.reasoning, scored))  # its own reasoning
-    assert any("reached the 6-token budget" in w for w in res.warnings)
-    assert sum(res.entailment.probabilities.values()) == pytest.approx(1, abs=1e-3)
 
 
 def test_grounding_reads_only_the_answer_and_keeps_the_reasoning(engine: Engine, clip: Path,
