@@ -8,6 +8,7 @@
 #   bash benchmarks/run_device.sh throughput / throughput-entail / throughput-core  # issue 36
 #   bash benchmarks/run_device.sh throughput-rest   # issue 36: batch-1 decode, Thinking, W1 phases
 #   bash benchmarks/run_device.sh decode-user then-vss   # issue 34: the CLI cold, then VSS
+#   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -215,6 +216,18 @@ if [[ "${1:-}" == ground-batch ]]; then
     python3 -c "import json; d=json.load(open('$OUT/long_video_ground_batch.json')); [print(json.dumps(r)) for r in d['runs']]"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/ground-batch.log"
+  exit 0
+fi
+if [[ "${1:-}" == recheck ]]; then
+  # after 4fcb750 and 5bd281f, one call: the Thinking row (issue 36: the answer scored from
+  # the reasoning's cache), then `chapters` from a cold start (issue 34: no warm-up for a
+  # one-shot run, two batches of chunks queued); carry: .whl/av .whl/nvc .devtmp/seg
+  {
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+    python3 benchmarks/thinking.py --shape 8b --pairs 64 --batch 64 --think-tokens 64 \
+        --out "$OUT/thinking.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/recheck.log"
+  bash "$0" decode-user
   exit 0
 fi
 if [[ "${1:-}" == decode-user ]]; then
