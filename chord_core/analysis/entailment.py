@@ -154,9 +154,11 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[Any], ...]],
         part = next(it, None)
         if part is None:
             return None, 0.0
-        if thinking:  # its inputs are built twice, around the reasoning, in the pass
-            return part, 0.0
         t = time.perf_counter()
+        if thinking:  # the prompts and the reasoning's inputs; the budgets ride along
+            prompts = _prompts(lm, part[1])
+            return (part, prompts, _device_inputs(lm, part[0], prompts)), \
+                time.perf_counter() - t
         return _inputs(lm, part[0], part[1]), time.perf_counter() - t  # budgets: thinking only
 
     scores: list[EntailScore] = []
@@ -171,9 +173,11 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[Any], ...]],
             upcoming = pool.submit(build)
             t = time.perf_counter()
             if thinking:
+                part, prompts, gen = inputs
                 budget = think_tokens or THINK_TOKENS_DEFAULT
-                rows = inputs[2] if len(inputs) > 2 else [budget] * len(inputs[0])
-                scores.extend(_think(lm, inputs[:2], [r or budget for r in rows], cancel))
+                rows = part[2] if len(part) > 2 else [budget] * len(part[0])
+                scores.extend(_think(lm, part[:2], prompts, gen, [r or budget for r in rows],
+                                     cancel))
             else:
                 scores.extend(_prefill(lm, inputs))
             pre_s, run_s = pre_s + built_s, run_s + time.perf_counter() - t
@@ -182,51 +186,47 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[Any], ...]],
     return scores, pre_s, run_s
 
 
-def _think(lm: LoadedModel, part: tuple[Sequence[Any], ...],
+def _prompts(lm: LoadedModel, statements: Sequence[str]) -> list[str]:
+    return [lm.processor.apply_chat_template(entail_messages(s), tokenize=False,
+                                             add_generation_prompt=True) for s in statements]
+
+
+def _think(lm: LoadedModel, part: tuple[Sequence[Any], ...], prompts: list[str], gen: Any,
            think_tokens: int | Sequence[int], cancel: threading.Event | None
            ) -> list[EntailScore]:
-    """A Thinking model's batch (``entail_think.think_then_score``)."""
+    """A Thinking model's batch (``entail_think.think_then_score``), its reasoning's inputs
+    ``gen`` built ahead."""
     from chord_core.analysis.entail_think import think_then_score
 
-    from chord_core.model.image_batch import image_batch_inputs
-
     images, statements = part
-    prompts = [lm.processor.apply_chat_template(entail_messages(s), tokenize=False,
-                                                add_generation_prompt=True) for s in statements]
-
-    def gen_inputs(texts: Sequence[str]) -> Any:
-        # built on the device like a plain pass's, but without host rope positions: the
-        # decoder's prefill has the model work them out (it keeps the rope offsets it sets)
-        def reference(im: Any, tx: Any) -> Any:
-            return _processor_inputs(lm, im, tx)
-
-        fast = image_batch_inputs(lm, images, texts, reference)
-        return fast if fast is not None else _processor_inputs(lm, images, texts)
-
     return think_then_score(
-        lm, prompts, gen_inputs,
+        lm, prompts, lambda texts: gen,
         lambda texts: _prefill(lm, _inputs(lm, images, statements, texts=texts)),
         think_tokens, cancel, score_logits=lambda logits, n: _scores(lm, logits, n))
 
 
 def _inputs(lm: LoadedModel, images: Sequence[np.ndarray], statements: Sequence[str], *,
             texts: Sequence[str] | None = None) -> Any:
-    """One batch's model inputs: built on the device (``model/image_batch.py``) when the
-    images have the model's size, else by the processor. ``texts``: the templated prompts,
-    when the caller made them (a Thinking model's, its reasoning closed)."""
+    """One batch's model inputs (``_device_inputs``) with Qwen's rope positions worked out on
+    the host. ``texts``: the templated prompts, when the caller made them (a Thinking
+    model's, its reasoning closed)."""
+    from chord_core.model.positions import add_host_positions
+
+    return add_host_positions(lm, _device_inputs(
+        lm, images, list(texts) if texts is not None else _prompts(lm, statements)))
+
+
+def _device_inputs(lm: LoadedModel, images: Sequence[np.ndarray], texts: Sequence[str]) -> Any:
+    """Built on the device (``model/image_batch.py``) when the images have the model's size,
+    else by the processor; no rope positions (a Thinking model's reasoning is prefilled by
+    the decoder, which has the model work them out and keeps the offsets that sets)."""
     from chord_core.model.image_batch import image_batch_inputs
     from chord_core.model.inputs import check_frames
-    from chord_core.model.positions import add_host_positions
 
     for i, img in enumerate(images):
         check_frames(img, 3, f"image {i}")
-    processor = lm.processor
-    texts = list(texts) if texts is not None else [
-        processor.apply_chat_template(entail_messages(s), tokenize=False,
-                                      add_generation_prompt=True) for s in statements]
     fast = image_batch_inputs(lm, images, texts, lambda im, tx: _processor_inputs(lm, im, tx))
-    return add_host_positions(lm, fast if fast is not None
-                              else _processor_inputs(lm, images, texts))
+    return fast if fast is not None else _processor_inputs(lm, images, texts)
 
 
 def _processor_inputs(lm: LoadedModel, images: Sequence[np.ndarray], texts: Sequence[str]
