@@ -90,12 +90,13 @@ def graph_plan(lm: LoadedModel, batch_size: int, sampling: SamplingConfig | None
 
 def _need_think(want: dict[int, int], batch_size: int) -> None:
     from chord_core.analysis.entail_batch import MIN_BATCH
-    from chord_core.analysis.entail_think import THINK_TOKENS_DEFAULT
+    from chord_core.analysis.entail_think import RESERVE, THINK_TOKENS_DEFAULT
     from chord_core.media.sampling import ENTAIL_MAX_PIXELS
     from chord_core.model.fastgen import batch_bucket
 
+    # + the slots kept for the closing that scores the answer from the reasoning's cache
     think = ENTAIL_MAX_PIXELS // (PATCH_PX * PATCH_PX) + PROMPT_TEXT_TOKENS + \
-        THINK_TOKENS_DEFAULT
+        THINK_TOKENS_DEFAULT + RESERVE
     rows = batch_bucket(max(batch_size, MIN_BATCH))
     want[rows] = max(want.get(rows, 0), think)
 
