@@ -56,7 +56,9 @@ def think_then_score(lm: LoadedModel, prompts: Sequence[str],
     budgets = row_budgets(think_tokens, len(prompts))
     inputs = gen_inputs(prompts)
     logits = None
-    if lm.decoder is not None and score_logits is not None:
+    # (a tokenizer without </think> as one token: the text is split afterwards, so the
+    # continuation could not tell where a row closed; it keeps the second pass)
+    if lm.decoder is not None and score_logits is not None and close_token(lm) is not None:
         plan = _Continuation(lm, budgets)
         new_ids, logits, _ = m.generate_then_continue(lm, inputs, max(budgets), cancel,
                                                       close_token(lm), plan, RESERVE)
