@@ -176,14 +176,21 @@ def chapters_work(manager: Any, info: Any, video_key: str, settings: Any, model:
 def ground_work(manager: Any, info: Any, video_key: str, target: str, settings: Any,
                 model: str, in_flight: int) -> Work:
     def work(run: LongRun, on_progress: Callable[[Any], None]) -> Any:
-        from chord_core.config import SamplingConfig
         from chord_core.longvideo.ground import ground_long, ground_run_id
+        from chord_core.longvideo.settings import (
+            GROUND_LONG_BATCH,
+            GROUND_LONG_TOKENS,
+            ground_long_sampling,
+        )
 
-        sampling = SamplingConfig()
+        # the CLI's and the service's defaults (the benchmark's): 448×252, 64 answer tokens,
+        # 128 frames a generate call
+        sampling = ground_long_sampling()
         run.run_id = ground_run_id(video_key, target, settings, model, sampling)
         return ground_long(manager, info, video_key, target, settings, model,
                            sampling=sampling, in_flight=in_flight, on_progress=on_progress,
-                           cancel=run.cancel)
+                           cancel=run.cancel, batch_size=GROUND_LONG_BATCH,
+                           max_new_tokens=GROUND_LONG_TOKENS)
 
     return work
 

@@ -85,3 +85,26 @@ def test_the_default_answer_length_holds_one_whole_box():
     cut = "".join(pieces[:32])  # the 32 tokens first measured: no box survives
     assert g.parse_boxes(cut, (448, 252)).boxes == []
     assert len(g.parse_boxes(answer, (448, 252)).boxes) == 1
+
+
+def test_the_app_grounds_a_long_clip_at_the_same_defaults(monkeypatch):
+    """The app's long-clip grounding runs what the CLI and the service run (it used the
+    one-clip sampling, ≈ 1 MP frames, and 256 answer tokens), and the run it starts is the
+    one its page links to (``parent_id``)."""
+    from chord_core.longvideo import ground
+    from chord_ui import long_runs, long_view
+    from chord_ui.uploads import ClipSource
+
+    seen = {}
+    monkeypatch.setattr(ground, "ground_long",
+                        lambda *a, **kw: seen.update(kw) or "done")  # the job runtime's side
+    monkeypatch.setattr(long_view, "settings", lambda: lv.LongVideoSettings())
+    run = long_runs.LongRun(key="k", kind="ground")
+    work = long_runs.ground_work(None, None, "clipkey", "the red car", lv.LongVideoSettings(),
+                                 "test", in_flight=4)
+    assert work(run, lambda e: None) == "done"
+    assert seen["sampling"] == lv.ground_long_sampling()
+    assert (seen["batch_size"], seen["max_new_tokens"]) == (lv.GROUND_LONG_BATCH,
+                                                            lv.GROUND_LONG_TOKENS)
+    clip = ClipSource(path="x.mp4", name="x.mp4", key="clipkey", uploaded=False)
+    assert long_view.parent_id(clip, "ground", "the red car", "test") == run.run_id
