@@ -144,7 +144,10 @@ def executor(args):
     manager.wait_ready(1800)
     print(f"workers ready in {time.perf_counter() - t0:.1f} s: "
           + "; ".join(plan.lines), file=sys.stderr)
-    return manager, len(plan.specs) * args.batch_size
+    from chord_core.longvideo.settings import chunks_in_flight
+
+    # what the CLI, the service and the app queue: two batches of the workers' slots
+    return manager, chunks_in_flight(len(plan.specs) * args.batch_size)
 
 
 def _say(e) -> None:
