@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.analysis.reasoning import THINK_CLOSE, split_reasoning
@@ -60,8 +61,8 @@ def think_then_score(lm: LoadedModel, prompts: Sequence[str],
     # continuation could not tell where a row closed; it keeps the second pass)
     if lm.decoder is not None and score_logits is not None and close_token(lm) is not None:
         plan = _Continuation(lm, budgets)
-        new_ids, logits, _ = m.generate_then_continue(lm, inputs, max(budgets), cancel,
-                                                      close_token(lm), plan, RESERVE)
+        new_ids, logits, _ = generate_then_continue(lm, inputs, max(budgets), cancel,
+                                                    close_token(lm), plan, RESERVE)
     else:
         new_ids, _ = m._generate(lm, inputs, max(budgets), None, cancel,
                                  stop_token=close_token(lm))
@@ -76,6 +77,37 @@ def think_then_score(lm: LoadedModel, prompts: Sequence[str],
         scores = score([p + sp.reasoning + ANSWER_OPENING for p, sp in zip(prompts, splits)])
     return [replace(sc, reasoning=sp.reasoning, reasoning_cut=sp.unfinished)
             for sc, sp in zip(scores, splits)]
+
+
+def generate_then_continue(lm: LoadedModel, inputs: Any, max_new_tokens: int,
+                           cancel: threading.Event | None, stop_token: int | None,
+                           plan: Callable[[Any], tuple[list[int], list[list[int]]]],
+                           reserve: int) -> tuple[Any, Any, float]:
+    """Greedy generate on the fast decoder, then, in the same hold of the model (another
+    request's generate would overwrite the cache), ``plan(new ids)`` → (tokens each row
+    keeps, tokens fed after them) and the decoder's ``continue_logits`` from its cache.
+    Returns (new ids, those logits [b, V] or None when the decoder could not continue,
+    seconds)."""
+    import torch
+
+    from chord_core.model.loading import _raise_if_cancelled
+
+    if lm.decoder is None:
+        raise ValueError("continuing from the cache needs the fast decoder")
+    inputs = inputs.to(lm.input_device) if hasattr(inputs, "to") else inputs
+    t0 = time.perf_counter()
+    with lm.lock, torch.inference_mode():
+        try:
+            new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
+                                      stop_token=stop_token, reserve=reserve).cpu()
+            _raise_if_cancelled(cancel)
+            keep, tails = plan(new)
+            logits = lm.decoder.continue_logits(keep, tails)
+            logits = None if logits is None else logits.cpu()
+        except torch.cuda.OutOfMemoryError:
+            lm.decoder.clear()
+            raise
+    return new, logits, time.perf_counter() - t0
 
 
 RESERVE = 8  # cache slots the decoder keeps free for the closing tokens (≤ 4 with Qwen's)

@@ -135,17 +135,6 @@ def _settings(args: argparse.Namespace) -> Any:
                              if args.command == "ground-long" else None)
 
 
-def one_shot_warmup(environ: Any) -> None:
-    """A one-shot run's workers skip the warm-up (``CHORD_WARMUP=off``) unless the caller
-    chose one: each graph is then captured (and compiled) when a job first needs it, rather
-    than every task's every shape before the first chunk — 48 of the 69 s to ready from a
-    cold start on an H100 (docs/benchmarks.md), for a run that uses a few of them."""
-    from chord_core.config import env_value
-
-    if not env_value("CHORD_WARMUP", environ):
-        environ["CHORD_WARMUP"] = "off"
-
-
 class _Session:
     """The executor (workers or in-process), the store and the clip, closed together."""
 
@@ -186,7 +175,7 @@ class _Session:
             # this run's chunks (the run asks for them), not other jobs queued in the store
             return (in_process_manager(cfg, store=self.store, resume=False),
                     self.settings.in_flight or 2)
-        from chord_core.longvideo.settings import chunks_in_flight
+        from chord_core.longvideo.settings import chunks_in_flight, one_shot_warmup
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 

@@ -138,6 +138,15 @@ def chunks_in_flight(width: int, setting: int = 0) -> int:
     return setting if setting > 0 else max(2, 2 * max(0, width))
 
 
+def one_shot_warmup(environ: Any) -> None:
+    """A one-shot run's workers skip the warm-up (``CHORD_WARMUP=off``) unless the caller
+    chose one: each graph is then captured (and compiled) when a job first needs it, rather
+    than every task's every shape before the first chunk — 48 of the 69 s to ready from a
+    cold start on an H100 (docs/benchmarks.md), for a run that uses a few of them."""
+    if not env_value("CHORD_WARMUP", environ):
+        environ["CHORD_WARMUP"] = "off"
+
+
 def ground_long_sampling(max_pixels: int | None = None) -> SamplingConfig:
     """The sampling of long-clip grounding: frames capped at ``max_pixels`` (default
     ``GROUND_LONG_MAX_PIXELS``), the lower pixel bound no higher than the cap."""

@@ -336,35 +336,6 @@ def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens:
     return new, seconds
 
 
-def generate_then_continue(lm: LoadedModel, inputs: Any, max_new_tokens: int,
-                           cancel: threading.Event | None, stop_token: int | None,
-                           plan: Callable[[Any], tuple[list[int], list[list[int]]]],
-                           reserve: int) -> tuple[Any, Any, float]:
-    """Greedy generate on the fast decoder, then, in the same hold of the model (another
-    request's generate would overwrite the cache), ``plan(new ids)`` → (tokens each row
-    keeps, tokens fed after them) and the decoder's ``continue_logits`` from its cache.
-    Returns (new ids, those logits [b, V] or None when the decoder could not continue,
-    seconds)."""
-    import torch
-
-    if lm.decoder is None:
-        raise ValueError("continuing from the cache needs the fast decoder")
-    inputs = inputs.to(lm.input_device) if hasattr(inputs, "to") else inputs
-    t0 = time.perf_counter()
-    with lm.lock, torch.inference_mode():
-        try:
-            new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
-                                      stop_token=stop_token, reserve=reserve).cpu()
-            _raise_if_cancelled(cancel)
-            keep, tails = plan(new)
-            logits = lm.decoder.continue_logits(keep, tails)
-            logits = None if logits is None else logits.cpu()
-        except torch.cuda.OutOfMemoryError:
-            lm.decoder.clear()
-            raise
-    return new, logits, time.perf_counter() - t0
-
-
 def _count_new(row: Any, stop_ids: set[int]) -> int:
     """Generated tokens up to and including the first end token (padding after it excluded)."""
     ids = row.tolist()

@@ -54,7 +54,7 @@ def test_the_continuation_scores_as_one_full_forward_would(lm, keep) -> None:
         seen["new"] = new
         return list(keep), tails
 
-    new, logits, _ = m.generate_then_continue(
+    new, logits, _ = et.generate_then_continue(
         lm, ent._processor_inputs(lm, images, texts), 6, None, None, plan, reserve=8)
     assert logits is not None and logits.shape[0] == 3 and new.shape == (3, 6)
     for r in range(3):
@@ -68,7 +68,7 @@ def test_no_room_left_means_no_continuation_and_the_next_generate_is_unchanged(l
     inputs = ent._processor_inputs(lm, images, texts)
     before, _ = m._generate(lm, inputs, 5, None, None)
     # a closing longer than the slots left past the answer: the decoder says so (None)
-    _, logits, _ = m.generate_then_continue(lm, inputs, 5, None, None,
+    _, logits, _ = et.generate_then_continue(lm, inputs, 5, None, None,
                                             lambda new: ([5, 5], [[1] * 400, [1]]), reserve=0)
     assert logits is None
     # nothing to continue from: a second call without a generate between

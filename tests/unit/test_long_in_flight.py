@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chord_core.longvideo.cli import one_shot_warmup
-from chord_core.longvideo.settings import chunks_in_flight
+from chord_core.longvideo.settings import chunks_in_flight, one_shot_warmup
 from chord_core.service.long_jobs import LongRuns
 
 
