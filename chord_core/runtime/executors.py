@@ -394,7 +394,10 @@ class ThreadExecutor(Executor):
                 if any(isinstance(m, Stopped) and m.worker_id == h.worker_id for m in out):
                     h.reported = True
                 if h.worker_id in ended:
-                    h.thread.join(5.0)  # it said so on its way out: it ends now
+                    # it said so on its way out: it ends now. Its native part too
+                    # (``native_end``): the handle leaves the list here, so shutdown's
+                    # join would not see it (``ask`` exited -6 after its answer)
+                    h.join(5.0)
                 if not h.thread.is_alive():
                     while True:  # its last words come before its death
                         try:

@@ -119,3 +119,28 @@ def test_a_thread_worker_is_joined_once_its_os_thread_is_gone(monkeypatch, tmp_p
     t0 = time.monotonic()
     executors.native_end(thread, timeout=0.2)
     assert entry.exists() and time.monotonic() - t0 < 2.0
+
+
+def test_a_thread_that_says_it_ended_is_let_go_once_its_os_thread_is_gone(monkeypatch,
+                                                                          tmp_path) -> None:
+    """The dispatcher hears ``_Ended`` and drops the thread's handle, so shutdown's join never
+    sees it: that path waits for the native teardown too (``ask`` exited -6 under load after
+    printing its answer). The same stand-in ``/proc/self/task`` as above."""
+    import queue
+    import threading
+
+    from chord_core.runtime import executors
+
+    monkeypatch.setattr(executors, "_TASKS", tmp_path)
+    ex = executors.ThreadExecutor()
+    thread = threading.Thread(target=lambda: ex._outbox.put(executors._Ended("w0")))
+    ex._handles.append(executors._ThreadHandle("w0", thread, queue.Queue(), queue.Queue()))
+    thread.start()
+    thread.join()
+    entry = tmp_path / str(thread.native_id)
+    entry.touch()  # the OS thread, still tearing down
+    threading.Timer(0.3, entry.unlink).start()
+    t0 = time.monotonic()
+    out = ex.events(1.0)
+    assert not entry.exists() and time.monotonic() - t0 >= 0.25
+    assert ex._handles == [] and [type(m).__name__ for m in out] == ["WorkerDied"]
