@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, MutableMapping
 
 from chord_core.config import env_value
 from chord_core.errors import ConfigError
@@ -138,7 +138,7 @@ def chunks_in_flight(width: int, setting: int = 0) -> int:
     return setting if setting > 0 else max(2, 2 * max(0, width))
 
 
-def one_shot_warmup(environ: Any) -> None:
+def one_shot_warmup(environ: MutableMapping[str, str]) -> None:
     """A one-shot run's workers skip the warm-up (``CHORD_WARMUP=off``) unless the caller
     chose one: each graph is then captured (and compiled) when a job first needs it, rather
     than every task's every shape before the first chunk — 48 of the 69 s to ready from a
