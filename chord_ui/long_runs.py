@@ -186,7 +186,8 @@ def ground_work(manager: Any, info: Any, video_key: str, target: str, settings: 
         # the CLI's and the service's defaults (the benchmark's): 448×252, 64 answer tokens,
         # 128 frames a generate call
         sampling = ground_long_sampling()
-        run.run_id = ground_run_id(video_key, target, settings, model, sampling)
+        run.run_id = ground_run_id(video_key, target, settings, model, sampling,
+                                   GROUND_LONG_TOKENS)
         return ground_long(manager, info, video_key, target, settings, model,
                            sampling=sampling, in_flight=in_flight, on_progress=on_progress,
                            cancel=run.cancel, batch_size=GROUND_LONG_BATCH,

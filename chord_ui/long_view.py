@@ -74,9 +74,10 @@ def parent_id(clip: ClipSource, task: str, query: str, model: str) -> str:
     """The run's parent job id (what ``?job=`` names): a content key of clip and settings."""
     if task == "ground":
         from chord_core.longvideo.ground import ground_run_id
-        from chord_core.longvideo.settings import ground_long_sampling
+        from chord_core.longvideo.settings import GROUND_LONG_TOKENS, ground_long_sampling
 
-        return ground_run_id(clip.key, query, settings(), model, ground_long_sampling())
+        return ground_run_id(clip.key, query, settings(), model, ground_long_sampling(),
+                             GROUND_LONG_TOKENS)
     from chord_core.longvideo.chapters import chapters_run_id
 
     return chapters_run_id(clip.key, settings(), model)

@@ -106,5 +106,9 @@ def test_the_app_grounds_a_long_clip_at_the_same_defaults(monkeypatch):
     assert seen["sampling"] == lv.ground_long_sampling()
     assert (seen["batch_size"], seen["max_new_tokens"]) == (lv.GROUND_LONG_BATCH,
                                                             lv.GROUND_LONG_TOKENS)
+    # the id ground_long keys its run with (its sampling and answer tokens in it)
+    real = ground.ground_run_id("clipkey", "the red car", lv.LongVideoSettings(), "test",
+                                seen["sampling"], seen["max_new_tokens"])
     clip = ClipSource(path="x.mp4", name="x.mp4", key="clipkey", uploaded=False)
-    assert long_view.parent_id(clip, "ground", "the red car", "test") == run.run_id
+    assert run.run_id == real
+    assert long_view.parent_id(clip, "ground", "the red car", "test") == real
