@@ -124,7 +124,8 @@ class _Continuation:
 
         tok = lm.processor.tokenizer
         self.budgets, self.close = budgets, close_token(lm)
-        self.ends = _stop_ids(lm) - {self.close}
+        self.stops = _stop_ids(lm) | ({self.close} if self.close is not None else set())
+        self.ends = self.stops - {self.close}
         self.closing = tok.encode(ANSWER_OPENING, add_special_tokens=False)
         self.after_close = tok.encode(ANSWER_OPENING.split(THINK_CLOSE, 1)[1],
                                       add_special_tokens=False)
@@ -132,17 +133,16 @@ class _Continuation:
         self.tails: list[list[int]] = []
 
     def __call__(self, new_ids: Any) -> tuple[list[int], list[list[int]]]:
+        from chord_core.model.loading import _count_new
+
         self.keep, self.tails = [], []
-        for row, budget in zip(new_ids.tolist(), self.budgets):
+        for row, budget in zip(new_ids, self.budgets):
             row = row[:budget]
-            stop = next((i for i, t in enumerate(row) if t == self.close or t in self.ends),
-                        None)
-            if stop is not None and row[stop] == self.close:
-                self.keep.append(stop + 1)
-                self.tails.append(self.after_close)
-            else:
-                self.keep.append(len(row) if stop is None else stop)
-                self.tails.append(self.closing)
+            n = _count_new(row, self.stops)  # through the first </think> or end token
+            last = int(row[n - 1]) if n else None
+            closed = last is not None and last == self.close
+            self.keep.append(n - 1 if last in self.ends else n)  # an end token is dropped
+            self.tails.append(self.after_close if closed else self.closing)
         return self.keep, self.tails
 
 
