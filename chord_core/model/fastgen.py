@@ -368,10 +368,8 @@ class FastDecoder:
             for r, f in enumerate(feeds):
                 grid[r, width - len(f):] = torch.tensor(f, dtype=torch.long)
             grid = grid.to(dev)
-            sits = torch.ones(buf.rows, width, dtype=torch.bool)
-            for r, f in enumerate(feeds):
-                sits[r, width - len(f):] = False
-            sits = sits.to(dev)
+            fed = torch.tensor([len(f) for f in feeds] + [0] * (buf.rows - b), device=dev)
+            sits = torch.arange(width, device=dev) < (width - fed)[:, None]  # before its feed
             logits = None
             for t in range(width):
                 at = buf.cur.clone()
