@@ -16,7 +16,6 @@ from chord_core.runtime.handles import Completion, JobHandle
 from chord_core.runtime.jobs import JobSpec, JobState, JobStatus
 
 
-
 def make(state: JobState = JobState.QUEUED) -> tuple[JobHandle, Completion, list[JobStatus]]:
     """A handle over a status box the test changes (as the dispatcher would)."""
     spec = JobSpec(AnalysisRequest("/clips/a.mp4", "describe"))
