@@ -81,10 +81,14 @@ def test_lazy_warmup_is_ready_at_once_and_warms_between_requests(tmp_path, tiny_
         assert sub.status_code == 202
         r, seen = _poll(srv.url, lambda r: "warm_up" not in r.json()
                         and (r.json()["workers"][0].get("startup") or {}).get("warmup_total_s"))
+        assert all(d["status"] == "ready" for d in seen)
+        # the tiny model's background warm-up takes about 0.3 s, so whether a poll lands
+        # inside it is a race (CI lost it once); what /health said while it did must say
+        # "in the background", and the worker's kept record says it ran after ready
         background = [d["warm_up"] for d in [first, *seen] if "warm_up" in d]
-        assert background and all(d["status"] == "ready" for d in seen)
         assert all(b["stage"].endswith("(in the background)") for b in background), background
         startup = r.json()["workers"][0]["startup"]
+        assert startup.get("warmup_background") == 1.0, startup
         # the graphs were captured in the background (each step's time is kept; whether a
         # poll every 0.1 s saw the short capture stage itself is a race on a loaded machine)
         assert any(k.startswith("warmup_graphs_") for k in startup), startup
