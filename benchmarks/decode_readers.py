@@ -273,7 +273,7 @@ def chord_reader(clip: str, frames: int, every: int, reader: str, kind: str,
     wall = time.perf_counter() - t0
     out = _rate(got_n, wall)
     if reader == "nvdec":
-        from chord_core.config import nvdec_decoders
+        from chord_core.media.reader_settings import nvdec_decoders
 
         n = nvdec_decoders()
         out.update(in_flight=in_flight, decoder_busy_share=round(

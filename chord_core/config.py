@@ -76,10 +76,13 @@ ENV_VARS = (
     EnvVar("CHORD_READ_AHEAD", "`0`: workers do not read the next tasks' frames while the "
            "model runs (default on)", "workers"),
     EnvVar("CHORD_READER", "frame reader: `auto` (default: NVDEC, then the CPU decode pool, "
-           "then the default reader), `nvdec`, `cpu-pool`, `default`", "media.readers"),
+           "then the default reader), `nvdec`, `cpu-pool`, `default`", "media.reader_settings"),
     EnvVar("CHORD_DECODE_PROCS", "CPU decode processes of the `cpu-pool` reader (default: the "
            "usable cores, at most 8)", "media.readers"),
     EnvVar("CHORD_NVDEC_DECODERS", "NVDEC sessions per file on a GPU (4)", "media.nvdec"),
+    EnvVar("CHORD_DECODE", "`exact` (default) or `fast`: the `cpu-pool` reader skips B-frames "
+           "not sampled and H.264's loop filter (≈ 0.6× the CPU; frames ≈ 0.65/255 off)",
+           "media.reader_settings"),
     EnvVar("CHORD_LONG_VIDEO_S", "clips longer than this many seconds get long-video mode "
            "(600)", "LongVideoSettings.threshold_s"),
     EnvVar("CHORD_LONG_CHUNK_S", "target chunk length of long-video mode, seconds",
@@ -348,46 +351,6 @@ def read_ahead_mode(env: Mapping[str, str] | None = None) -> bool:
     """Workers read the frames of the tasks queued behind the one they run (default);
     ``CHORD_READ_AHEAD=0`` turns it off (a host short of memory, or a comparison)."""
     return not _falsy(env_value("CHORD_READ_AHEAD", env))
-
-
-READERS = ("auto", "nvdec", "cpu-pool", "default")
-
-
-def reader_choice(env: Mapping[str, str] | None = None) -> str:
-    """``CHORD_READER``: which frame reader to try first (``auto``: the fastest available)."""
-    raw = env_value("CHORD_READER", env).lower() or "auto"
-    if raw not in READERS:
-        raise ConfigError(f"CHORD_READER must be one of {', '.join(READERS)}, got {raw!r}",
-                          hint="unset it for the automatic choice")
-    return raw
-
-
-def _count(name: str, env: Mapping[str, str] | None, default: int, top: int) -> int:
-    raw = env_value(name, env)
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= top:
-        raise ConfigError(f"{name} must be a whole number 1–{top}, got {raw!r}",
-                          hint=f"unset it for the default ({default})")
-    return value
-
-
-def decode_procs(env: Mapping[str, str] | None = None) -> int:
-    """``CHORD_DECODE_PROCS``: processes of the CPU decode pool (default: cores, ≤ 8)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
-    return _count("CHORD_DECODE_PROCS", env, max(1, min(8, cores)), 64)
-
-
-def nvdec_decoders(env: Mapping[str, str] | None = None) -> int:
-    """``CHORD_NVDEC_DECODERS``: NVDEC sessions per file on a GPU, one thread each (4)."""
-    return _count("CHORD_NVDEC_DECODERS", env, 4, 32)
 
 
 WARMUP_MODES = ("auto", "full", "lazy", "off")

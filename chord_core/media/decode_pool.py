@@ -38,14 +38,17 @@ def _cores() -> int:
 
 def decode_part(path: str, roots: tuple[str, ...] | None, pts_of: dict[int, int],
                 reads: Sequence[GopRead], size_wh: tuple[int, int] | None, rotation: int,
-                threads: int, cancel: threading.Event | None = None) -> GopOut:
-    """One decoder's share: open the file (confined like the caller's), read the GOPs."""
+                threads: int, cancel: threading.Event | None = None,
+                fast: bool = False) -> GopOut:
+    """One decoder's share: open the file (confined like the caller's), read the GOPs
+    (``fast``: :class:`AvGopDecoder`'s shortcuts)."""
     from chord_core.media.confined import confine, source
 
     if roots is not None:
         confine(path, roots)
     with source(path) as name:  # keyframes alone: slice threads, each frame out at once
-        decoder = AvGopDecoder(name, threads, slice_only=all(r.keyframe_only for r in reads))
+        decoder = AvGopDecoder(name, threads, slice_only=all(r.keyframe_only for r in reads),
+                               fast=fast)
     try:
         return read_gops(decoder, pts_of, reads, size_wh, rotation, cancel)
     finally:
@@ -86,8 +89,9 @@ atexit.register(_reset_pool)
 
 def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
         size_wh: tuple[int, int] | None, rotation: int, procs: int,
-        cancel: threading.Event | None = None) -> GopOut:
-    """Decode ``reads`` of ``path`` (``pts[k]``: frame k's pts) over ``procs`` processes."""
+        cancel: threading.Event | None = None, fast: bool = False) -> GopOut:
+    """Decode ``reads`` of ``path`` (``pts[k]``: frame k's pts) over ``procs`` processes
+    (``fast``: each decoder takes :class:`AvGopDecoder`'s shortcuts)."""
     from chord_core.media.confined import roots_for
 
     roots = roots_for(path)
@@ -95,7 +99,7 @@ def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
     threads = max(1, _cores() // max(1, len(parts)))
     if len(parts) <= 1:
         need = {k: pts[k] for r in reads for k in (r.key, *r.wanted)}
-        return decode_part(path, roots, need, reads, size_wh, rotation, 0, cancel)
+        return decode_part(path, roots, need, reads, size_wh, rotation, 0, cancel, fast)
     import multiprocessing as mp
 
     if mp.current_process().daemon:  # a worker process may have no children: threads
@@ -105,14 +109,15 @@ def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
         with ThreadPoolExecutor(len(parts), thread_name_prefix="chord-decode") as tp:
             futures = [tp.submit(decode_part, path, roots,
                                  {k: pts[k] for r in part for k in (r.key, *r.wanted)}, part,
-                                 size_wh, rotation, threads, cancel) for part in parts]
+                                 size_wh, rotation, threads, cancel, fast)
+                       for part in parts]
             return _gather(futures, cancel)
     pool = _get_pool(procs)
     futures: list[Future] = []
     for part in parts:
         need = {k: pts[k] for r in part for k in (r.key, *r.wanted)}
         futures.append(pool.submit(decode_part, path, roots, need, part, size_wh, rotation,
-                                   threads))
+                                   threads, None, fast))
     return _gather(futures, cancel)
 
 

@@ -126,12 +126,14 @@ def _threads() -> int:
 class AvGopDecoder:
     """PyAV: seek to a keyframe, flush, decode forward (the real :class:`GopDecoder`).
     ``skip_unwanted``: FFmpeg's ``skip_frame`` for packets of frames not wanted (``NONREF``:
-    exact; ``benchmarks/sampling.py`` measures ``BIDIR``'s saving and pixel error, where a
-    P-frame may refer to a skipped B-frame)."""
+    exact). ``fast`` (``CHORD_DECODE=fast``) takes ``BIDIR`` instead, where a P-frame may
+    refer to a skipped B-frame, and skips H.264's loop filter: frames near the exact ones,
+    not equal (``benchmarks/sampling.py`` measures the saving and the pixel error)."""
 
     skip_unwanted = "NONREF"
 
-    def __init__(self, name: str, threads: int = 0, slice_only: bool = False) -> None:
+    def __init__(self, name: str, threads: int = 0, slice_only: bool = False,
+                 fast: bool = False) -> None:
         import av
 
         self.av = av
@@ -145,6 +147,9 @@ class AvGopDecoder:
         self.stream.thread_type = "SLICE" if slice_only else "AUTO"
         self.stream.codec_context.thread_count = threads or _threads()
         self.ctx = self.stream.codec_context
+        if fast:
+            self.skip_unwanted = "BIDIR"
+            self.ctx.options = {"skip_loop_filter": "all"}  # taken when the codec opens
 
     def frames_from(self, key_pts: int, keyframes_only: bool,
                     wanted_pts: frozenset[int] = frozenset()

@@ -112,7 +112,7 @@ class NvdecReader:
     def submit(self, req: ReadRequest) -> "PendingRead":
         """Queue ``req``'s GOPs on the file's sessions and return at once (a refusal is
         raised here): several reads submitted together keep every session busy."""
-        from chord_core.config import nvdec_decoders
+        from chord_core.media.reader_settings import nvdec_decoders
         from chord_core.media.gop import plan_gops
 
         t0 = time.perf_counter()

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 READER_NAMES = ("nvdec", "cpu-pool", "default")
 POOL_MIN_COST = 240  # frames to decode before the work is spread over processes
 SEEK_COST = 16  # a seek and a decoder flush, counted as frames
+FAST_NOTE = ("fast decode (CHORD_DECODE=fast): B-frames not sampled and the loop filter "
+             "skipped, frames near the exact ones")
 
 
 class FrameReader(Protocol):
@@ -78,12 +80,14 @@ class CpuPoolReader:
     name = "cpu-pool"
 
     def __init__(self, procs: int | None = None, *,
-                 decoder_factory: Callable[[str], Any] | None = None) -> None:
+                 decoder_factory: Callable[[str], Any] | None = None,
+                 fast: bool | None = None) -> None:
         self.procs = procs
         self.decoder_factory = decoder_factory  # tests: a fake decoder, in-process
+        self.fast = fast  # the decoder's shortcuts (None: CHORD_DECODE)
 
     def read(self, req: ReadRequest) -> FrameRead:
-        from chord_core.config import decode_procs
+        from chord_core.media.reader_settings import decode_mode, decode_procs
         from chord_core.media import decode_pool
         from chord_core.media.gop import plan_gops
         from chord_core.media.gop_reader import GopFailed
@@ -91,6 +95,7 @@ class CpuPoolReader:
         index = usable_index(req.info)
         reads = plan_gops(inside(req.indices, index), index.keyframes)
         procs = self.procs or decode_procs()
+        fast = decode_mode() == "fast" if self.fast is None else self.fast
         if sum(max(r.cost, SEEK_COST) for r in reads) < POOL_MIN_COST:
             procs = 1
         try:
@@ -101,14 +106,18 @@ class CpuPoolReader:
                                 req.size_wh, req.info.rotation, req.cancel)
             else:
                 out = decode_pool.run(req.info.path, index.pts, reads, req.size_wh,
-                                      req.info.rotation, procs, req.cancel)
+                                      req.info.rotation, procs, req.cancel, fast)
         except GopFailed as exc:
             raise ReaderFailed(str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 — PyAV's errors: the next reader tries
             if type(exc).__name__ == "JobCancelled":
                 raise
             raise ReaderFailed(f"{type(exc).__name__}: {exc}") from exc
-        return _assemble(req, index, out, self.name, procs)
+        got = _assemble(req, index, out, self.name, procs)
+        got.stats["decode"] = "fast" if fast else "exact"
+        if fast:
+            got.note = FAST_NOTE
+        return got
 
 
 def _assemble(req: ReadRequest, index: Any, out: Any, name: str, procs: int) -> FrameRead:
@@ -131,7 +140,7 @@ def _assemble(req: ReadRequest, index: Any, out: Any, name: str, procs: int) -> 
 
 def reader_chain(prefer: str | None = None) -> list[FrameReader]:
     """Readers to try, in order, for ``prefer`` (``CHORD_READER`` when None)."""
-    from chord_core.config import reader_choice
+    from chord_core.media.reader_settings import reader_choice
 
     choice = prefer or reader_choice()
     if choice not in ("auto",) + READER_NAMES:
@@ -170,7 +179,8 @@ def read_frames_auto(req: ReadRequest, chain: Sequence[FrameReader] | None = Non
             skipped.append(f"{reader.name} failed: {why}")
             last = why
             continue
-        got.note = "; ".join([f"read by {got.reader}"] + skipped)
+        got.note = "; ".join([f"read by {got.reader}"] + [got.note] * bool(got.note)
+                             + skipped)
         return got
     raise VideoError(f"no reader could read {req.info.path}: {'; '.join(skipped)}",
                      hint="check that the file plays; re-encode it, e.g. "

@@ -10,13 +10,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from chord_core.config import reader_choice
 from chord_core.errors import ConfigError, VideoError
 from chord_core.media import packet_index as pi
 from chord_core.media.gop import GopRead, plan_gops, snap_to_keyframes, split_reads
 from chord_core.media.gop_reader import GopFailed, read_gops
 from chord_core.media.nvdec import NvdecReader, nvdec_refusal
 from chord_core.media.packet_index import index_from_packets
+from chord_core.media.reader_settings import decode_mode, reader_choice
 from chord_core.media.readers import (
     CpuPoolReader,
     FrameRead,
@@ -244,6 +244,34 @@ def test_an_mpeg4_stream_falls_back_with_a_note(fake_file):
     got = read_frames_auto(ReadRequest(info, (3, 33), (16, 8)), [nvdec(s, []), pool, default])
     assert got.reader == "cpu-pool" and default.calls == 0
     assert got.note == "read by cpu-pool; nvdec not used: NVDEC does not decode mpeg4"
+
+
+def test_chord_decode_fast_is_the_pool_readers_choice_and_its_note_says_so(fake_file,
+                                                                           monkeypatch):
+    """``CHORD_DECODE=fast`` reaches the CPU pool reader (its decoders take FFmpeg's two
+    shortcuts: tests/integration/test_readers_real.py) and every result of it says so in
+    its note and in the CLI's reader line; unset, the read is exact and says nothing."""
+    from chord_core.media.readers import reader_line
+
+    s = FakeStream(frames=60, gop=30)
+    info = fake_file(s)
+    req = ReadRequest(info, (3, 33), (16, 8))
+    chain = [Recorder("nvdec", ReaderUnavailable("no CUDA GPU here")),
+             CpuPoolReader(decoder_factory=lambda p: FakeGopDecoder(s))]
+    exact = read_frames_auto(req, chain)
+    assert exact.stats["decode"] == "exact" and exact.note == \
+        "read by cpu-pool; nvdec not used: no CUDA GPU here"
+    monkeypatch.setenv("CHORD_DECODE", "FAST")
+    fast = read_frames_auto(req, chain)
+    assert fast.stats["decode"] == "fast" and np.array_equal(fast.frames, exact.frames)
+    assert fast.note.startswith("read by cpu-pool; fast decode (CHORD_DECODE=fast)")
+    assert fast.note.endswith("; nvdec not used: no CUDA GPU here")
+    assert reader_line([(fast.reader, fast.note)]).startswith("reader: cpu-pool (fast decode")
+    assert CpuPoolReader(decoder_factory=lambda p: FakeGopDecoder(s),
+                         fast=False).read(req).stats["decode"] == "exact"  # said outright
+    assert decode_mode({}) == "exact"
+    with pytest.raises(ConfigError, match="CHORD_DECODE must be one of exact, fast"):
+        decode_mode({"CHORD_DECODE": "quick"})
 
 
 def test_a_reader_that_fails_midway_hands_the_whole_read_on(fake_file):
