@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.analysis.reasoning import THINK_CLOSE, split_reasoning
@@ -88,26 +87,20 @@ def generate_then_continue(lm: LoadedModel, inputs: Any, max_new_tokens: int,
     keeps, tokens fed after them) and the decoder's ``continue_logits`` from its cache.
     Returns (new ids, those logits [b, V] or None when the decoder could not continue,
     seconds)."""
-    import torch
-
-    from chord_core.model.loading import _raise_if_cancelled
+    from chord_core.model import loading as m
 
     if lm.decoder is None:
         raise ValueError("continuing from the cache needs the fast decoder")
-    inputs = inputs.to(lm.input_device) if hasattr(inputs, "to") else inputs
-    t0 = time.perf_counter()
-    with lm.lock, torch.inference_mode():
-        try:
-            new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
-                                      stop_token=stop_token, reserve=reserve).cpu()
-            _raise_if_cancelled(cancel)
-            keep, tails = plan(new)
-            logits = lm.decoder.continue_logits(keep, tails)
-            logits = None if logits is None else logits.cpu()
-        except torch.cuda.OutOfMemoryError:
-            lm.decoder.clear()
-            raise
-    return new, logits, time.perf_counter() - t0
+    decoder, got = lm.decoder, []
+
+    def then(new: Any) -> None:
+        m._raise_if_cancelled(cancel)
+        logits = decoder.continue_logits(*plan(new))
+        got.append(None if logits is None else logits.cpu())
+
+    new, seconds = m._generate(lm, inputs, max_new_tokens, None, cancel, stop_token,
+                               reserve=reserve, after=then)
+    return new, got[0], seconds
 
 
 RESERVE = 8  # cache slots the decoder keeps free for the closing tokens (≤ 4 with Qwen's)

@@ -40,10 +40,7 @@ from chord_core.model.device_map import (
     place,
     planned_device_map,
 )
-from chord_core.model.hub import (
-    ResolvedModel,
-    resolve_model,
-)
+from chord_core.model.hub import ResolvedModel, resolve_model
 from chord_core.model.inputs import build_image_inputs, build_video_batch, patch_px
 from chord_core.model.placement import check_placement, choose_dtype
 from chord_core.types import ModelInfo
@@ -55,7 +52,6 @@ __all__ = ["GenerationOutput", "GroundOutput", "LoadedModel", "describe", "descr
            "ground_images", "load_model", "release_memory"]
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -297,10 +293,12 @@ def _raise_if_cancelled(cancel: threading.Event | None) -> None:
 
 
 def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens: int | None,
-              cancel: threading.Event | None, stop_token: int | None = None
-              ) -> tuple[Any, float]:
+              cancel: threading.Event | None, stop_token: int | None = None, reserve: int = 0,
+              after: Callable[[Any], None] | None = None) -> tuple[Any, float]:
     """Greedy generate on the WHOLE processor output; returns (new token ids, seconds).
-    ``stop_token`` ends a row like an end token (a Thinking model's ``</think>``)."""
+    ``stop_token`` ends a row like an end token (a Thinking model's ``</think>``). The fast
+    decoder only: ``reserve`` cache slots kept free, ``after(new ids)`` run in the same hold
+    of the model (before another request's generate overwrites the decoder's cache)."""
     import torch
     from transformers import StoppingCriteriaList
 
@@ -324,7 +322,9 @@ def _generate(lm: LoadedModel, inputs: Any, max_new_tokens: int, min_new_tokens:
             try:
                 new = lm.decoder.generate(inputs, max_new_tokens, cancel=cancel,
                                           min_new_tokens=kwargs.get("min_new_tokens", 0),
-                                          stop_token=stop_token)
+                                          stop_token=stop_token, reserve=reserve).cpu()
+                if after is not None:
+                    after(new)
             except torch.cuda.OutOfMemoryError:
                 lm.decoder.clear()  # its buffers are the first thing to give back
                 raise
