@@ -9,6 +9,8 @@
 #   bash benchmarks/run_device.sh throughput-rest   # issue 36: batch-1 decode, Thinking, W1 phases
 #   bash benchmarks/run_device.sh decode-user then-vss   # issue 34: the CLI cold, then VSS
 #   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
+#   bash benchmarks/run_device.sh decode-user then-ab   # the CLI cold, one-shot defaults
+#       against the same with CHORD_ONE_ROW_GRAPHS=1 (batch 1's tuned graphs compiled)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -235,11 +237,24 @@ if [[ "${1:-}" == decode-user ]]; then
     t0=$SECONDS
     decode_prelude model
     echo "device s before the run: $((SECONDS - t0))"
+    # cold means cold on a warm machine too: no compile cache or store from an earlier call
+    rm -rf /tmp/chord-cold-cache /tmp/chord-cold-data /tmp/chord-cold-cache-ab \
+        /tmp/chord-cold-data-ab
     CHORD_CACHE_DIR=/tmp/chord-cold-cache CHORD_DATA_DIR=/tmp/chord-cold-data \
         timeout 480 python3 benchmarks/cli_timed.py --out "$OUT/chapters_user.json" -- \
         python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
         --json "$OUT/chapters_user_doc.json"
     echo "device s: $((SECONDS - t0))"
+    if [[ "${2:-}" == then-ab ]]; then  # the same cold start with batch 1's own graphs
+      # (the one-shot default is CHORD_ONE_ROW_GRAPHS=0: is skipping their tuned compile
+      # worth it from an empty cache?)
+      CHORD_ONE_ROW_GRAPHS=1 CHORD_CACHE_DIR=/tmp/chord-cold-cache-ab \
+          CHORD_DATA_DIR=/tmp/chord-cold-data-ab timeout $((570 - (SECONDS - t0))) \
+          python3 benchmarks/cli_timed.py --out "$OUT/chapters_user_one_row.json" -- \
+          python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
+          --json "$OUT/chapters_user_one_row_doc.json"
+      echo "device s: $((SECONDS - t0))"
+    fi
     if [[ "${2:-}" == then-vss ]]; then  # VSS density in what is left of a 10-minute call
       timeout $((560 - (SECONDS - t0))) python3 benchmarks/long_video.py --device cuda \
           --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task chapters --chunk-s 10 \

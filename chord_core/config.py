@@ -42,6 +42,9 @@ ENV_VARS = (
            "ModelConfig.decoder"),
     EnvVar("CHORD_COMPILE", "`0`/`1`: torch.compile the fast decode step (default: on GPUs)",
            "ModelConfig.compile"),
+    EnvVar("CHORD_ONE_ROW_GRAPHS", "`0`: a lone request decodes in the 2-row graph instead of "
+           "batch 1's own, tuned one (no tuning to compile on an empty cache; ≈ 5 % slower at "
+           "batch 1). Default on; one-shot long-video commands set `0`", "model/fastgen.py"),
     EnvVar("CHORD_CACHE_DIR", "test checkpoints, compile caches, previews (~/.cache/chord)",
            "default_cache_dir"),
     EnvVar("CHORD_DATA_DIR", "job store, uploads, exports (./data)", "default_data_dir"),
@@ -345,6 +348,12 @@ def deterministic_mode(env: Mapping[str, str] | None = None) -> bool:
     """``CHORD_DETERMINISTIC=1``: workers ask torch/cuBLAS for deterministic kernels, so
     replicas and re-runs give bit-identical greedy outputs (slightly slower)."""
     return _truthy(env_value("CHORD_DETERMINISTIC", env))
+
+
+def one_row_graphs(env: Mapping[str, str] | None = None) -> bool:
+    """``CHORD_ONE_ROW_GRAPHS``: batch 1 decodes in graphs of its own (default); ``0``: in
+    the 2-row graph (see ``fastgen.FastDecoder.min_rows``)."""
+    return not _falsy(env_value("CHORD_ONE_ROW_GRAPHS", env))
 
 
 def read_ahead_mode(env: Mapping[str, str] | None = None) -> bool:

@@ -73,9 +73,14 @@ def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
     if reason:
         log.info("decoding with transformers' generate: %s", reason)
         return None
+    from chord_core.config import one_row_graphs
+
     on_gpu = next(model.parameters()).device.type == "cuda"
-    return FastDecoder(model, pad_token_id=processor.tokenizer.pad_token_id,
-                       compile=cfg.compile if cfg.compile is not None else on_gpu)
+    decoder = FastDecoder(model, pad_token_id=processor.tokenizer.pad_token_id,
+                          compile=cfg.compile if cfg.compile is not None else on_gpu)
+    if not one_row_graphs():
+        decoder.min_rows = 2
+    return decoder
 
 
 def unsupported_reason(model: Any) -> str | None:
@@ -240,8 +245,10 @@ class FastDecoder:
         # (one row, more rows): batch 1 has step functions of its own (``decode_step``)
         self._one_row, self._rows = step.functions(compile)
         self.compiled = compile
-        self.min_rows = 1  # fewest rows of a graph (2: a lone request in a 2-row graph, the
-        #                    layout before batch 1 had its own functions; benchmarks time it)
+        # fewest rows of a graph. 2: a lone request rides in the 2-row graph, the layout
+        # before batch 1 had its own functions (benchmarks time it); CHORD_ONE_ROW_GRAPHS=0
+        # asks for it where compiling batch 1's tuned pieces would cost more than they save
+        self.min_rows = 1
         self._fused = [step.fuse_projections(layer) for layer in self.layers]
         self._next_norm = [layer.input_layernorm for layer in self.layers[1:]] + [self.text.norm]
         if compile:  # fixed shapes: the compiler specialises on them instead of symbols

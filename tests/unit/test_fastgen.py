@@ -88,6 +88,16 @@ def test_a_lone_request_in_a_two_row_graph_matches_generate(flm):
     assert ours.tolist() == _reference(flm, inputs, 30).tolist()
 
 
+def test_chord_one_row_graphs_0_puts_a_lone_request_in_the_two_row_graph(lm, monkeypatch):
+    """What a one-shot long-video command's workers get (``one_shot_start``): the loaded
+    decoder's fewest rows is 2, so batch 1's own (tuned, compiled) pieces never run."""
+    cfg = ModelConfig(model="test", device="cpu")
+    assert fastgen.for_model(cfg, lm.model, lm.processor).rows_for(1) == 1
+    monkeypatch.setenv("CHORD_ONE_ROW_GRAPHS", "0")
+    dec = fastgen.for_model(cfg, lm.model, lm.processor)
+    assert dec.min_rows == 2 and dec.rows_for(1) == 2 and dec.rows_for(3) == 4
+
+
 def test_left_padded_batch_with_min_new_tokens_matches_generate(flm):
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chord_core.longvideo.settings import chunks_in_flight, one_shot_warmup
+from chord_core.longvideo.settings import chunks_in_flight, one_shot_start
 from chord_core.service.long_jobs import LongRuns
 
 
@@ -36,14 +36,14 @@ def test_the_app_queues_two_batches_of_its_workers_slots(monkeypatch):
     assert long_view._in_flight() == 24
 
 
-def test_a_one_shot_run_skips_the_warm_up_unless_one_was_chosen():
+def test_a_one_shot_run_skips_the_warm_up_and_batch_1s_graphs_unless_chosen():
     env: dict[str, str] = {}
-    one_shot_warmup(env)
-    assert env == {"CHORD_WARMUP": "off"}
+    one_shot_start(env)
+    assert env == {"CHORD_WARMUP": "off", "CHORD_ONE_ROW_GRAPHS": "0"}
     for chosen in ("full", "lazy", "auto"):
-        env = {"CHORD_WARMUP": chosen}
-        one_shot_warmup(env)
-        assert env == {"CHORD_WARMUP": chosen}
+        env = {"CHORD_WARMUP": chosen, "CHORD_ONE_ROW_GRAPHS": "1"}
+        one_shot_start(env)
+        assert env == {"CHORD_WARMUP": chosen, "CHORD_ONE_ROW_GRAPHS": "1"}
     env = {"CHORD_WARMUP": "  "}  # blank is unset, as everywhere else
-    one_shot_warmup(env)
-    assert env["CHORD_WARMUP"] == "off"
+    one_shot_start(env)
+    assert env["CHORD_WARMUP"] == "off" and env["CHORD_ONE_ROW_GRAPHS"] == "0"
