@@ -29,7 +29,9 @@ every B-frame not wanted, ``ours_gop_fast`` also the loop filter, and ``bidir_er
 ``fast_error`` say how far their frames are from ``ours_gop_t1``'s exact ones; ``ffmpeg_t1`` is ffmpeg with
 ``-threads 1``. ``ours_gop_pool`` is the product's read (``CpuPoolReader`` over the kept
 pool of ``max(2, cores)`` decode processes, started before the timing), the pool processes'
-CPU read from ``/proc`` and counted.
+CPU read from ``/proc`` and counted. ``ours_gop_threads`` is the same read as a worker runs
+it (a worker is daemonic, so the parts run on 2 threads of its own process). The ``_fast``
+twins of both read with ``CHORD_DECODE=fast``'s shortcuts.
 
 ``ours_opencv_s`` times the same ``read_frames`` call forced onto its OpenCV route (the route
 before PyAV), for comparison. Each ``*_s`` (median wall seconds) has a ``*_cpu_s`` twin: median
@@ -188,6 +190,25 @@ def ours_gop_pool(info, indices: list[int], size_wh: tuple[int, int], procs: int
     return len(got.indices)
 
 
+def ours_gop_threads(info, indices: list[int], size_wh: tuple[int, int], procs: int,
+                     fast: bool = False) -> int:
+    """The same read as a worker runs it: a worker process is daemonic (no children), so
+    the pool's parts run on ``procs`` threads of this process, no frames through pipes."""
+    from chord_core.media import decode_pool
+    from chord_core.media import packet_index as pi
+    from chord_core.media.gop import plan_gops
+    from chord_core.media.reader_types import inside, usable_index
+
+    pi._cache.clear()
+    index = usable_index(info)
+    reads = plan_gops(inside(indices, index), index.keyframes)
+    out = decode_pool.run(str(info.path), index.pts, reads, size_wh, info.rotation, procs,
+                          fast=fast, threads_only=True)
+    FRAMES["ours_gop_threads_fast" if fast else "ours_gop_threads"] = np.stack(
+        [out.frames[k] for k in indices])
+    return len(out.frames)
+
+
 def ours_keyframes(info, size_wh: tuple[int, int]) -> int:
     from chord_core.media.packet_index import packet_index
 
@@ -268,6 +289,8 @@ def main() -> int:
                                                   fast="bidir"),
             "ours_gop_fast": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_fast",
                                                  fast="fast"),
+            "ours_gop_threads": lambda: ours_gop_threads(info, indices, size_wh, 2),
+            "ours_gop_threads_fast": lambda: ours_gop_threads(info, indices, size_wh, 2, True),
             "ours_keyframes": lambda: ours_keyframes(info, size_wh)}
     res["kept"] = {name: measure(res, name, fn, args.repeats)
                    for name, fn in runs.items() if name in ways}
@@ -292,13 +315,14 @@ def main() -> int:
                 res, "ffmpeg_t1", lambda: ffmpeg(clip, args.fps, size_wh, binary, 1),
                 args.repeats)
         for name in ("ours", "ours_gop", "ours_gop_t1", "ours_gop_bidir", "ours_gop_fast",
-                     "ours_gop_pool", "ours_gop_pool_fast", "ours_keyframes"):
+                     "ours_gop_pool", "ours_gop_pool_fast", "ours_gop_threads",
+                     "ours_gop_threads_fast", "ours_keyframes"):
             if f"{name}_cpu_s" in res:
                 res[f"{name}_cpu_vs_ffmpeg"] = round(res[f"{name}_cpu_s"] / res["ffmpeg_cpu_s"], 3)
     else:
         res["ffmpeg_s"] = None
         res["ffmpeg_note"] = "no ffmpeg binary on PATH"
-    for way in ("bidir", "fast", "pool_fast"):
+    for way in ("bidir", "fast", "pool_fast", "threads_fast"):
         if "ours_gop_t1" in FRAMES and f"ours_gop_{way}" in FRAMES:
             res[f"{way}_error"] = fast_error(FRAMES["ours_gop_t1"], FRAMES[f"ours_gop_{way}"])
     if "decode_every_frame_s" in res and "ours_s" in res:

@@ -89,9 +89,11 @@ atexit.register(_reset_pool)
 
 def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
         size_wh: tuple[int, int] | None, rotation: int, procs: int,
-        cancel: threading.Event | None = None, fast: bool = False) -> GopOut:
+        cancel: threading.Event | None = None, fast: bool = False,
+        threads_only: bool | None = None) -> GopOut:
     """Decode ``reads`` of ``path`` (``pts[k]``: frame k's pts) over ``procs`` processes
-    (``fast``: each decoder takes :class:`AvGopDecoder`'s shortcuts)."""
+    (``fast``: each decoder takes :class:`AvGopDecoder`'s shortcuts). ``threads_only``:
+    the parts run on threads of this process (None: where it may have no children)."""
     from chord_core.media.confined import roots_for
 
     roots = roots_for(path)
@@ -102,7 +104,8 @@ def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
         return decode_part(path, roots, need, reads, size_wh, rotation, 0, cancel, fast)
     import multiprocessing as mp
 
-    if mp.current_process().daemon:  # a worker process may have no children: threads
+    if threads_only or (threads_only is None and mp.current_process().daemon):
+        # a worker process may have no children: threads
         # (PyAV decodes and scales without the GIL; measured on an H200, workers are daemonic)
         from concurrent.futures import ThreadPoolExecutor
 
