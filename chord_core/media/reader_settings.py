@@ -16,8 +16,8 @@ __all__ = ["DECODE_MODES", "READERS", "decode_mode", "decode_procs", "nvdec_deco
 READERS = ("auto", "nvdec", "cpu-pool", "default")
 # exact: every frame as the encoder meant it. fast: the CPU reader skips each B-frame not
 # sampled (FFmpeg's skip_frame=BIDIR, where x264's b-pyramid has P-frames refer to some)
-# and H.264's loop filter: through the decode pool 0.48-0.50x ffmpeg's CPU seconds against
-# exact's 0.73x, frames a mean 0.65 of 255 levels off on real footage (docs/benchmarks.md, W4).
+# and H.264's loop filter: a worker's read 0.42-0.45x ffmpeg's CPU seconds against exact's
+# 0.67-0.71x, frames a mean 0.65 of 255 levels off on real footage (docs/benchmarks.md, W4).
 DECODE_MODES = ("exact", "fast")
 
 
