@@ -92,6 +92,8 @@ def test_chord_one_row_graphs_0_puts_a_lone_request_in_the_two_row_graph(lm, mon
     """What a one-shot long-video command's workers get (``one_shot_start``): the loaded
     decoder's fewest rows is 2, so batch 1's own (tuned, compiled) pieces never run."""
     cfg = ModelConfig(model="test", device="cpu")
+    # unset (a one-shot CLI run earlier in this process sets it in os.environ)
+    monkeypatch.delenv("CHORD_ONE_ROW_GRAPHS", raising=False)
     assert fastgen.for_model(cfg, lm.model, lm.processor).rows_for(1) == 1
     monkeypatch.setenv("CHORD_ONE_ROW_GRAPHS", "0")
     dec = fastgen.for_model(cfg, lm.model, lm.processor)
