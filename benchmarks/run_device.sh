@@ -7,6 +7,7 @@
 #   bash benchmarks/run_device.sh live       # issue 37: streams per H200 within chunk + 1 s
 #   bash benchmarks/run_device.sh throughput / throughput-entail / throughput-core  # issue 36
 #   bash benchmarks/run_device.sh throughput-rest   # issue 36: batch-1 decode, Thinking, W1 phases
+#   bash benchmarks/run_device.sh entail-profile    # issue 36: one pass's kernels, vision apart
 #   bash benchmarks/run_device.sh decode-user then-vss   # issue 34: the CLI cold, then VSS
 #   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
 #   bash benchmarks/run_device.sh decode-user then-ab   # the CLI cold, one-shot defaults
@@ -40,6 +41,19 @@ if [ "${1:-}" = live ]; then
     python3 benchmarks/live_streams.py --latency --source hls --model /tmp/chord-rand-7b \
         --device cuda --streams 1,8,32,64 --seconds 45 --chunk-s 10
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/live.log"
+  exit 0
+fi
+if [ "${1:-}" = entail-profile ]; then
+  # Issue 36: where one 32-pair entailment pass goes (the vision tower was half of it on
+  # 2026-12-03, at ≈ 170 TFLOP/s against the language model's ≈ 500): kernels of the pass
+  # and of the tower alone. Carry .devtmp/tp; ≈ 2 minutes with the model built.
+  TP=${TP:-.devtmp/tp}; VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    python3 benchmarks/prefill_split.py --model $M7 --pairs 32 --out "$OUT/split.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/entail-profile.log"
   exit 0
 fi
 if [ "${1:-}" = throughput-rest ]; then
