@@ -176,37 +176,22 @@ def pool_cpu_s() -> float:
 
 
 def ours_gop_pool(info, indices: list[int], size_wh: tuple[int, int], procs: int,
-                  fast: bool = False) -> int:
+                  fast: bool = False, threads_only: bool = False) -> int:
     """The product's keyframe-to-keyframe read: ``procs`` decode processes of the kept pool
     (``cores / procs`` FFmpeg threads each), frames sent back through pipes; the pool is
     started before the timing (a service keeps it), its processes' CPU counted. ``fast``:
-    as with ``CHORD_DECODE=fast``."""
+    as with ``CHORD_DECODE=fast``. ``threads_only``: the read as a worker runs it (a worker
+    process is daemonic, no children: the parts run on ``procs`` threads of this process,
+    no frames through pipes)."""
     from chord_core.media import packet_index as pi
     from chord_core.media.readers import CpuPoolReader, ReadRequest
 
     pi._cache.clear()
-    got = CpuPoolReader(procs=procs, fast=fast).read(ReadRequest(info, tuple(indices), size_wh))
-    FRAMES["ours_gop_pool_fast" if fast else "ours_gop_pool"] = got.frames
+    got = CpuPoolReader(procs=procs, fast=fast, threads_only=threads_only).read(
+        ReadRequest(info, tuple(indices), size_wh))
+    name = "ours_gop_threads" if threads_only else "ours_gop_pool"
+    FRAMES[name + ("_fast" if fast else "")] = got.frames
     return len(got.indices)
-
-
-def ours_gop_threads(info, indices: list[int], size_wh: tuple[int, int], procs: int,
-                     fast: bool = False) -> int:
-    """The same read as a worker runs it: a worker process is daemonic (no children), so
-    the pool's parts run on ``procs`` threads of this process, no frames through pipes."""
-    from chord_core.media import decode_pool
-    from chord_core.media import packet_index as pi
-    from chord_core.media.gop import plan_gops
-    from chord_core.media.reader_types import inside, usable_index
-
-    pi._cache.clear()
-    index = usable_index(info)
-    reads = plan_gops(inside(indices, index), index.keyframes)
-    out = decode_pool.run(str(info.path), index.pts, reads, size_wh, info.rotation, procs,
-                          fast=fast, threads_only=True)
-    FRAMES["ours_gop_threads_fast" if fast else "ours_gop_threads"] = np.stack(
-        [out.frames[k] for k in indices])
-    return len(out.frames)
 
 
 def ours_keyframes(info, size_wh: tuple[int, int]) -> int:
@@ -289,8 +274,10 @@ def main() -> int:
                                                   fast="bidir"),
             "ours_gop_fast": lambda: ours_gop_in(info, indices, size_wh, "ours_gop_fast",
                                                  fast="fast"),
-            "ours_gop_threads": lambda: ours_gop_threads(info, indices, size_wh, 2),
-            "ours_gop_threads_fast": lambda: ours_gop_threads(info, indices, size_wh, 2, True),
+            "ours_gop_threads": lambda: ours_gop_pool(info, indices, size_wh, 2,
+                                                      threads_only=True),
+            "ours_gop_threads_fast": lambda: ours_gop_pool(info, indices, size_wh, 2, True,
+                                                           threads_only=True),
             "ours_keyframes": lambda: ours_keyframes(info, size_wh)}
     res["kept"] = {name: measure(res, name, fn, args.repeats)
                    for name, fn in runs.items() if name in ways}

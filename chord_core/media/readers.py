@@ -81,10 +81,11 @@ class CpuPoolReader:
 
     def __init__(self, procs: int | None = None, *,
                  decoder_factory: Callable[[str], Any] | None = None,
-                 fast: bool | None = None) -> None:
+                 fast: bool | None = None, threads_only: bool | None = None) -> None:
         self.procs = procs
         self.decoder_factory = decoder_factory  # tests: a fake decoder, in-process
         self.fast = fast  # the decoder's shortcuts (None: CHORD_DECODE)
+        self.threads_only = threads_only  # the parts on threads (None: in a worker)
 
     def read(self, req: ReadRequest) -> FrameRead:
         from chord_core.media.reader_settings import decode_mode, decode_procs
@@ -106,7 +107,8 @@ class CpuPoolReader:
                                 req.size_wh, req.info.rotation, req.cancel)
             else:
                 out = decode_pool.run(req.info.path, index.pts, reads, req.size_wh,
-                                      req.info.rotation, procs, req.cancel, fast)
+                                      req.info.rotation, procs, req.cancel, fast,
+                                      self.threads_only)
         except GopFailed as exc:
             raise ReaderFailed(str(exc)) from exc
         except Exception as exc:  # noqa: BLE001 — PyAV's errors: the next reader tries
@@ -179,8 +181,8 @@ def read_frames_auto(req: ReadRequest, chain: Sequence[FrameReader] | None = Non
             skipped.append(f"{reader.name} failed: {why}")
             last = why
             continue
-        got.note = "; ".join([f"read by {got.reader}"] + [got.note] * bool(got.note)
-                             + skipped)
+        own = [got.note] if got.note else []  # what the reader said of its read
+        got.note = "; ".join([f"read by {got.reader}", *own, *skipped])
         return got
     raise VideoError(f"no reader could read {req.info.path}: {'; '.join(skipped)}",
                      hint="check that the file plays; re-encode it, e.g. "

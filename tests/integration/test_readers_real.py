@@ -120,16 +120,13 @@ def test_the_pool_spreads_a_long_read_over_processes(tmp_path):
     got = CpuPoolReader(procs=2).read(ReadRequest(info, want, (48, 32)))
     assert got.stats["procs"] == 2 and got.indices == want
     assert np.array_equal(got.frames, DefaultReader().read(ReadRequest(info, want, (48, 32))).frames)
-    # a worker (daemonic: no children) runs the same parts on threads of its own process
-    from chord_core.media import decode_pool
+    # a worker (daemonic: no children) runs the same two parts on threads of its own process
     from chord_core.media.gop import plan_gops, split_reads
     from chord_core.media.packet_index import packet_index
 
-    index = packet_index(info.path)
-    reads = plan_gops(want, index.keyframes)
-    assert len(split_reads(reads, 2)) == 2
-    out = decode_pool.run(str(info.path), index.pts, reads, (48, 32), 0, 2, threads_only=True)
-    assert np.array_equal(np.stack([out.frames[k] for k in want]), got.frames)
+    assert len(split_reads(plan_gops(want, packet_index(info.path).keyframes), 2)) == 2
+    threads = CpuPoolReader(procs=2, threads_only=True).read(ReadRequest(info, want, (48, 32)))
+    assert threads.indices == want and np.array_equal(threads.frames, got.frames)
 
 
 def test_chapter_samples_move_to_keyframes_and_say_how_far(tmp_path):
