@@ -111,8 +111,16 @@ def test_mpeg4_avi_plays_through_its_proxy_with_its_frame_times(browser, app_url
     box.press("Enter")
     video = page.get_by_test_id("stVideo").first  # the <video> element itself
     video.wait_for(timeout=RESULT_TIMEOUT_MS)  # the proxy is made before the page shows it
-    video.evaluate("v => new Promise(ok => v.readyState >= 2 ? ok() : "
-                   "v.addEventListener('loadeddata', () => ok(), {once: true}))")
+    # Its first frame decoded (readyState 2), polled with a bound and the element found again
+    # each time (Streamlit may re-render it). Under load Chromium was seen to stop a
+    # preload="metadata" video at readyState 1 for good (a slow-tier hang, 2026-12-07), so
+    # the poll asks once for the whole file (preload "auto" and load()), as a click on play
+    # would.
+    page.wait_for_function(
+        "() => { const v = document.querySelector('[data-testid=\"stVideo\"]');"
+        " if (!v) return false;"
+        " if (v.readyState < 2 && v.preload !== 'auto') { v.preload = 'auto'; v.load(); }"
+        " return v.readyState >= 2; }", timeout=RESULT_TIMEOUT_MS, polling=250)
     assert float(video.evaluate("v => v.videoWidth")) > 0  # Chromium decodes it: the proxy
     assert float(video.evaluate("v => v.duration")) == pytest.approx(info.duration_s, abs=0.1)
     page.screenshot(path=str(artifacts / f"e2e-avi-{clip.stem}.png"))
