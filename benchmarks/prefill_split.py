@@ -7,8 +7,11 @@ One pass of ``--pairs`` 448×448 images with their statements, as ``entailment._
 it; medians of 5. ``vision_s``: the vision tower alone on the same pixels; ``lm_s`` = pass −
 vision. ``gpu_busy_pct``: CUDA kernel time over the pass's wall time (torch profiler, one
 pass); below 100 the GPU waited for the host. The top kernels are listed by time, for the
-pass and (``vision_*``) for the vision tower alone. ``--device cpu --model test`` checks the
-script here (operators by CPU time instead of kernels).
+pass and (``vision_*``) for the vision tower alone. ``align_ab``: the tower and the pass with
+the vision MLP at its own width (3,420 on Qwen2.5-VL) against the aligned one the load
+installs (``model/mlp_align.py``), alternated 3 times, medians of 5 each; ``gemm_ab`` the
+tower's MLP GEMMs alone at both widths. ``--device cpu --model test`` checks the script here
+(operators by CPU time instead of kernels).
 """
 
 from __future__ import annotations
@@ -51,6 +54,49 @@ def _profiled(prefix: str, fn, cuda: bool) -> dict:
     return out
 
 
+def _align_ab(lm, vision, prefill) -> dict:
+    """The tower and the pass, narrow (the checkpoint's width) against aligned, alternated."""
+    import torch
+
+    from chord_core.model import mlp_align
+
+    runs: dict = {"narrow_vision_s": [], "aligned_vision_s": [], "narrow_pass_s": [],
+                  "aligned_pass_s": []}
+    with torch.inference_mode():
+        for _ in range(3):
+            with mlp_align.disabled(lm.model):
+                vision(), prefill()
+                runs["narrow_vision_s"].append(timed(vision, 5)[0])
+                runs["narrow_pass_s"].append(timed(prefill, 5)[0])
+            vision(), prefill()
+            runs["aligned_vision_s"].append(timed(vision, 5)[0])
+            runs["aligned_pass_s"].append(timed(prefill, 5)[0])
+    med = {k: sorted(v)[1] for k, v in runs.items()}
+    return {**runs, "vision_ratio": round(med["narrow_vision_s"] / med["aligned_vision_s"], 3),
+            "pass_ratio": round(med["narrow_pass_s"] / med["aligned_pass_s"], 3)}
+
+
+def _gemm_ab(rows: int, device: str) -> dict:
+    """One vision block's MLP GEMMs (bf16, ``rows`` patches): gate/up 1280 → width and down
+    width → 1280, at 3,420 and 3,456, and Qwen3-VL's 4,304 against 4,352; ms, median of 20."""
+    import torch
+
+    out = {}
+    x = torch.randn(rows, 1280, device=device, dtype=torch.bfloat16)
+    for width in (3420, 3456, 4304, 4352):
+        up = torch.randn(width, 1280, device=device, dtype=torch.bfloat16)
+        down = torch.randn(1280, width, device=device, dtype=torch.bfloat16)
+
+        def mlp():
+            torch.nn.functional.linear(torch.nn.functional.linear(x, up), down)
+
+        mlp()
+        t = timed(mlp, 20)[0]
+        out[f"up_down_{width}_ms"] = round(1e3 * t, 3)
+        out[f"tflops_{width}"] = round(4 * rows * 1280 * width / t / 1e12, 1)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -83,6 +129,11 @@ def main() -> int:
            "pass_s": t_pass, "vision_s": t_vis, "lm_s": t_pass - t_vis,
            "pairs_per_s_ceiling": args.pairs / t_pass}
     cuda = args.device.startswith("cuda")
+    res["align_ab"] = _align_ab(lm, vision, lambda: ent._prefill(lm, inputs))
+    if cuda:
+        rows = int(inputs["pixel_values"].shape[0])
+        res["gemm_ab"] = _gemm_ab(rows, args.device)
+    print(json.dumps({k: res[k] for k in ("align_ab", "gemm_ab") if k in res}))
     with torch.inference_mode():
         res.update(_profiled("", lambda: ent._prefill(lm, inputs), cuda))
         res.update(_profiled("vision_", vision, cuda))  # the tower alone: half the pass
