@@ -81,7 +81,7 @@ ENV_VARS = (
     EnvVar("CHORD_READER", "frame reader: `auto` (default: NVDEC, then the CPU decode pool, "
            "then the default reader), `nvdec`, `cpu-pool`, `default`", "media.reader_settings"),
     EnvVar("CHORD_DECODE_PROCS", "CPU decode processes of the `cpu-pool` reader (default: the "
-           "usable cores, at most 8)", "media.readers"),
+           "usable cores, at most 8)", "media.reader_settings"),
     EnvVar("CHORD_NVDEC_DECODERS", "NVDEC sessions per file on a GPU (4)", "media.nvdec"),
     EnvVar("CHORD_DECODE", "`exact` (default) or `fast`: the `cpu-pool` reader skips B-frames "
            "not sampled and H.264's loop filter (≈ 0.6× the CPU; frames ≈ 0.65/255 off)",

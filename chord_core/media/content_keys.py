@@ -61,9 +61,16 @@ def remember_hash(path: str | Path, digest: str, mtime_ns: int | None = None) ->
 def content_key(video_path: str | Path, task: str, query: str, model: str,
                 sampling: Mapping[str, Any] | None = None) -> str:
     """What makes two analyses the same: file content, task, query, model and sampling.
-    A renamed or copied file gives the same key; an edited one does not."""
+    A renamed or copied file gives the same key; an edited one does not. Frames read with
+    ``CHORD_DECODE=fast`` are near the exact ones, not equal: such a run's key says so, and
+    an exact run (the default, whose keys are unchanged) is never answered from it."""
+    from chord_core.media.reader_settings import decode_mode
+
+    settings = dict(sampling or {})
+    if decode_mode() == "fast":
+        settings["decode"] = "fast"
     payload = json.dumps({"video_sha256": file_hash(video_path), "task": task,
                           "query": query.strip(), "model": model,
-                          "sampling": dict(sampling or {})},
+                          "sampling": settings},
                          sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -367,3 +367,20 @@ def test_content_key(tmp_path: Path, change: dict, same: bool) -> None:
                        args["model"], args["sampling"])
     assert (key1 == key2) is same
     assert len(key1) == 64
+
+
+def test_a_fast_decode_runs_key_is_its_own_and_exact_keys_are_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CHORD_DECODE=fast frames are near the exact ones, not equal: an exact run is never
+    answered from a fast run's result, and the default's keys stay what they were."""
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00video-bytes" * 1000)
+    sampling = {"fps": 2.0, "max_frames": 64}
+    monkeypatch.delenv("CHORD_DECODE", raising=False)
+    default = content_key(clip, "ground", "cyclist", "test", sampling)
+    monkeypatch.setenv("CHORD_DECODE", "exact")
+    assert content_key(clip, "ground", "cyclist", "test", sampling) == default
+    monkeypatch.setenv("CHORD_DECODE", "fast")
+    fast = content_key(clip, "ground", "cyclist", "test", sampling)
+    assert fast != default
+    assert fast == content_key(clip, "ground", "cyclist", "test", sampling)
