@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -175,15 +174,15 @@ class _Session:
             # this run's chunks (the run asks for them), not other jobs queued in the store
             return (in_process_manager(cfg, store=self.store, resume=False),
                     self.settings.in_flight or 2)
-        from chord_core.longvideo.settings import chunks_in_flight, one_shot_start
+        from chord_core.longvideo.settings import chunks_in_flight, one_shot_env
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 
-        one_shot_start(os.environ)  # before the workers are spawned: they read it
         parallel = load_parallel_config(args.config, overrides={
             "gpus": args.gpus, "cpu_workers": args.cpu_workers,
             "batch_size_per_gpu": args.batch_size})
-        manager, plan = start_manager(self.cfg, parallel, store=self.store, resume=False)
+        manager, plan = start_manager(self.cfg, parallel, store=self.store, resume=False,
+                                      worker_env=one_shot_env())
         for line in plan.lines:
             self.say(f"plan: {line}")
         manager.wait_ready()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Mapping, MutableMapping
+from typing import TYPE_CHECKING, Mapping
 
 from chord_core.config import env_value
 from chord_core.errors import ConfigError
@@ -138,9 +138,10 @@ def chunks_in_flight(width: int, setting: int = 0) -> int:
     return setting if setting > 0 else max(2, 2 * max(0, width))
 
 
-def one_shot_start(environ: MutableMapping[str, str]) -> None:
-    """A one-shot run's workers start for one run, so what pays only over many runs is left
-    out, each unless the caller set it:
+def one_shot_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings a one-shot run's workers start with (``start_manager(worker_env=)``; the
+    caller's environment is left as it is). They start for one run, so what pays only over
+    many runs is left out, each unless ``environ`` (default: this process's) sets it:
 
     * the warm-up (``CHORD_WARMUP=off``): each graph is captured (and compiled) when a job
       first needs it, rather than every task's every shape before the first chunk — 48 of
@@ -151,9 +152,9 @@ def one_shot_start(environ: MutableMapping[str, str]) -> None:
       compiled with coordinate-descent tuning, are never compiled. With them an empty cache
       started a worker in 77–91 s, before them in 26 s (another host: how much is theirs
       is not measured); they make batch 1 ≈ 5 % faster, on a few requests here."""
-    for name, value in (("CHORD_WARMUP", "off"), ("CHORD_ONE_ROW_GRAPHS", "0")):
-        if not env_value(name, environ):
-            environ[name] = value
+    return {name: value for name, value in (("CHORD_WARMUP", "off"),
+                                            ("CHORD_ONE_ROW_GRAPHS", "0"))
+            if not env_value(name, environ)}
 
 
 def ground_long_sampling(max_pixels: int | None = None) -> SamplingConfig:

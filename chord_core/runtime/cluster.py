@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from chord_core.config import TEST_MODELS, ModelConfig, env_value
 from chord_core.errors import ConfigError
@@ -159,18 +159,22 @@ EXECUTORS = ("local", "ray")
 def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *,
                   store: JobStore | StoreView | None = None,
                   worker_plan: WorkerPlan | None = None, executor: str = "local",
-                  ray_address: str | None = "auto", resume: bool = True
+                  ray_address: str | None = "auto", resume: bool = True,
+                  worker_env: Mapping[str, str] | None = None
                   ) -> tuple[JobManager, WorkerPlan]:
     """Plan, then start a JobManager: one local process per planned worker, or (``executor``
     "ray") one Ray actor per worker on the cluster at ``ray_address``. ``store``: the job
     store it writes (a reader's ``StoreView``: the store under it; the manager is its one
-    writer, the view's holder keeps reading through it)."""
+    writer, the view's holder keeps reading through it). ``worker_env``: settings each
+    worker's process takes on (``WorkerSpec.env``; this process's environment unchanged)."""
+    env = tuple(sorted((worker_env or {}).items()))
     from chord_core.gpus.devices import apply_device_order
     from chord_core.runtime.manager import JobManager
     from chord_core.runtime.store_read import writable
 
     if executor == "ray":
-        return _start_on_ray(model_cfg, parallel, store=writable(store), address=ray_address)
+        return _start_on_ray(model_cfg, parallel, store=writable(store), address=ray_address,
+                             env=env)
     if executor != "local":
         raise ConfigError(f"unknown executor {executor!r}",
                           hint=f"use one of: {', '.join(EXECUTORS)}")
@@ -178,6 +182,8 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *,
     # what they mean to NVML here (PCI bus order), unless the user chose another order.
     apply_device_order()
     wp = worker_plan or plan_workers(model_cfg, parallel)
+    if env:
+        wp = replace(wp, specs=tuple(replace(s, env=env) for s in wp.specs))
     for line in wp.lines:
         log.info("%s", line)
     manager = JobManager(list(wp.specs), weights=wp.weights, store=writable(store),
@@ -186,7 +192,8 @@ def start_manager(model_cfg: ModelConfig, parallel: ParallelConfig, *,
 
 
 def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *,
-                  store: JobStore | None, address: str | None) -> tuple[JobManager, WorkerPlan]:
+                  store: JobStore | None, address: str | None,
+                  env: tuple[tuple[str, str], ...] = ()) -> tuple[JobManager, WorkerPlan]:
     try:
         from chord_core.runtime.ray_executor import RayExecutor, ray_worker_specs
     except ImportError as exc:  # pragma: no cover — ray is in requirements.txt
@@ -201,7 +208,7 @@ def _start_on_ray(model_cfg: ModelConfig, parallel: ParallelConfig, *,
                           hint="start one with `ray start --head` (and `ray start --address "
                                "HEAD:6379` on the other nodes), or pass --ray-address") from None
     nodes = executor.nodes()
-    specs = ray_worker_specs(model_cfg, parallel, nodes)
+    specs = [replace(s, env=env) for s in ray_worker_specs(model_cfg, parallel, nodes)]
     weights = {s.worker_id: parallel.gpu_weights.get(i, 1.0) for i, s in enumerate(specs)}
     lines = (f"Ray cluster: {len(nodes)} node(s), "
              f"{sum(n['cpus'] for n in nodes):g} CPU(s), {sum(n['gpus'] for n in nodes):g} GPU(s)",

@@ -55,6 +55,7 @@ class RayWorker:
     def run(self, inbox: Any, outbox: Any, control: Any) -> None:
         from chord_core.runtime.workers import prepare_process, serve
 
+        os.environ.update(dict(self.spec.env))
         prepare_process(self.spec)
         sender = _Outbox(outbox)
         try:

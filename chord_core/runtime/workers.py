@@ -54,7 +54,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class WorkerSpec:
     """What one worker process runs on. ``devices`` are the parent's CUDA ordinals (empty =
-    CPU); ``visible`` is the ``CUDA_VISIBLE_DEVICES`` value that names them in the worker."""
+    CPU); ``visible`` is the ``CUDA_VISIBLE_DEVICES`` value that names them in the worker;
+    ``env``: settings the worker's process takes on before anything reads them (a one-shot
+    CLI run's, say), leaving the caller's own environment as it is."""
 
     worker_id: str
     devices: tuple[int, ...]
@@ -64,6 +66,7 @@ class WorkerSpec:
     warmup: bool = True
     visible: str = ""
     in_process: bool = False  # a thread of the caller's process: ``model_cfg`` used as given
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_cpu(self) -> bool:
@@ -132,6 +135,7 @@ def worker_main(spec: WorkerSpec, inbox: Any, outbox: Any, control: Any) -> None
     ``serve`` until told to stop."""
     t0 = time.perf_counter()
     lifeline.bind_to_parent()  # dies with the manager's process, even on SIGKILL
+    os.environ.update(dict(spec.env))  # before the warm-up mode below is read
     # The parent's own names for this group's GPUs, read in the parent's device order (the
     # worker inherits CUDA_DEVICE_ORDER); a CPU worker sees no GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = "" if spec.is_cpu else (

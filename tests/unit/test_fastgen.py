@@ -89,10 +89,10 @@ def test_a_lone_request_in_a_two_row_graph_matches_generate(flm):
 
 
 def test_chord_one_row_graphs_0_puts_a_lone_request_in_the_two_row_graph(lm, monkeypatch):
-    """What a one-shot long-video command's workers get (``one_shot_start``): the loaded
+    """What a one-shot long-video command's workers get (``one_shot_env``): the loaded
     decoder's fewest rows is 2, so batch 1's own (tuned, compiled) pieces never run."""
     cfg = ModelConfig(model="test", device="cpu")
-    # unset (a one-shot CLI run earlier in this process sets it in os.environ)
+    # unset, whatever the environment this test runs in has
     monkeypatch.delenv("CHORD_ONE_ROW_GRAPHS", raising=False)
     assert fastgen.for_model(cfg, lm.model, lm.processor).rows_for(1) == 1
     monkeypatch.setenv("CHORD_ONE_ROW_GRAPHS", "0")

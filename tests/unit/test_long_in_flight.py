@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from chord_core.longvideo.settings import chunks_in_flight, one_shot_start
+from chord_core.longvideo.settings import chunks_in_flight, one_shot_env
 from chord_core.service.long_jobs import LongRuns
 
 
@@ -36,14 +36,14 @@ def test_the_app_queues_two_batches_of_its_workers_slots(monkeypatch):
     assert long_view._in_flight() == 24
 
 
-def test_a_one_shot_run_skips_the_warm_up_and_batch_1s_graphs_unless_chosen():
-    env: dict[str, str] = {}
-    one_shot_start(env)
-    assert env == {"CHORD_WARMUP": "off", "CHORD_ONE_ROW_GRAPHS": "0"}
+def test_a_one_shot_run_skips_the_warm_up_and_batch_1s_graphs_unless_chosen(monkeypatch):
+    assert one_shot_env({}) == {"CHORD_WARMUP": "off", "CHORD_ONE_ROW_GRAPHS": "0"}
     for chosen in ("full", "lazy", "auto"):
         env = {"CHORD_WARMUP": chosen, "CHORD_ONE_ROW_GRAPHS": "1"}
-        one_shot_start(env)
-        assert env == {"CHORD_WARMUP": chosen, "CHORD_ONE_ROW_GRAPHS": "1"}
-    env = {"CHORD_WARMUP": "  "}  # blank is unset, as everywhere else
-    one_shot_start(env)
-    assert env["CHORD_WARMUP"] == "off" and env["CHORD_ONE_ROW_GRAPHS"] == "0"
+        assert one_shot_env(env) == {}
+        assert env == {"CHORD_WARMUP": chosen, "CHORD_ONE_ROW_GRAPHS": "1"}  # not written
+    assert one_shot_env({"CHORD_WARMUP": "  "}) == {  # blank is unset, as everywhere else
+        "CHORD_WARMUP": "off", "CHORD_ONE_ROW_GRAPHS": "0"}
+    monkeypatch.setenv("CHORD_ONE_ROW_GRAPHS", "1")  # default: this process's environment
+    monkeypatch.delenv("CHORD_WARMUP", raising=False)
+    assert one_shot_env() == {"CHORD_WARMUP": "off"}
