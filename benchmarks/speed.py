@@ -81,11 +81,12 @@ def decode_bytes(lm, rows: int, context: int) -> int:
 
 @contextmanager
 def naive(lm):
-    """Context for naive runs: transformers' own vision attention and patch embedding on the
-    shared weights."""
-    from chord_core.model import fastvision, patch_embed
+    """Context for naive runs: transformers' own vision attention, patch embedding and MLP
+    width on the shared weights."""
+    from chord_core.model import fastvision, mlp_align, patch_embed
 
-    with fastvision.disabled(lm.model), patch_embed.disabled(lm.model):
+    with fastvision.disabled(lm.model), patch_embed.disabled(lm.model), \
+            mlp_align.disabled(lm.model):
         yield
 
 
