@@ -12,6 +12,8 @@
 #   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
 #   bash benchmarks/run_device.sh decode-user then-ab   # the CLI cold, one-shot defaults
 #       against the same with CHORD_ONE_ROW_GRAPHS=1 (batch 1's tuned graphs compiled)
+#   bash benchmarks/run_device.sh all-in-one   # the CLI cold, the entailment split with the
+#       vision MLP narrow vs aligned, the Thinking row: one call (see its section)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -244,6 +246,35 @@ if [[ "${1:-}" == recheck ]]; then
         --out "$OUT/thinking.json"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/recheck.log"
   bash "$0" decode-user
+  exit 0
+fi
+if [[ "${1:-}" == all-in-one ]]; then
+  # One call for a session with little device time (carry .whl/av .whl/nvc .devtmp/seg
+  # .devtmp/tp/vocab: 55 MB): the CLI cold at the one-shot defaults (issue 34), then the
+  # entailment pass's split with the vision MLP narrow against aligned (issue 36), then the
+  # Thinking row, each inside what is left of 570 s
+  t0=$SECONDS
+  {
+    decode_prelude model
+    rm -rf /tmp/chord-cold-cache /tmp/chord-cold-data
+    echo "device s before the CLI: $((SECONDS - t0))"
+    CHORD_CACHE_DIR=/tmp/chord-cold-cache CHORD_DATA_DIR=/tmp/chord-cold-data \
+        timeout 300 python3 benchmarks/cli_timed.py --out "$OUT/chapters_user.json" -- \
+        python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
+        --json "$OUT/chapters_user_doc.json"
+    echo "device s after the CLI: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode-user.log"
+  VOCAB=$(realpath .devtmp/tp/vocab/qwen.tiktoken); M7=/tmp/chord-rand-7b-vocab
+  {
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    timeout $((500 - (SECONDS - t0))) python3 benchmarks/prefill_split.py --model $M7 \
+        --pairs 32 --out "$OUT/split.json"
+    echo "device s after the split: $((SECONDS - t0))"
+    timeout $((575 - (SECONDS - t0))) python3 benchmarks/thinking.py --shape 8b --pairs 64 \
+        --batch 64 --think-tokens 64 --out "$OUT/thinking.json"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/entail-profile.log"
   exit 0
 fi
 if [[ "${1:-}" == decode-user ]]; then
