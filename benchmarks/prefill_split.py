@@ -10,8 +10,9 @@ pass); below 100 the GPU waited for the host. The top kernels are listed by time
 pass and (``vision_*``) for the vision tower alone. ``align_ab``: the tower and the pass with
 the vision MLP at its own width (3,420 on Qwen2.5-VL) against the aligned one the load
 installs (``model/mlp_align.py``), alternated 3 times, medians of 5 each; ``gemm_ab`` the
-tower's MLP GEMMs alone at both widths. ``--device cpu --model test`` checks the script here
-(operators by CPU time instead of kernels).
+tower's MLP GEMMs alone at both widths. ``--ground-rows 128``: the same for one long-clip
+grounding call (``_ground_split``), with its decode apart. ``--device cpu --model test``
+checks the script here (operators by CPU time instead of kernels).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _profiled(prefix: str, fn, cuda: bool) -> dict:
     return out
 
 
-def _align_ab(lm, vision, prefill) -> dict:
+def _align_ab(lm, vision, prefill, repeats: int = 5) -> dict:
     """The tower and the pass, narrow (the checkpoint's width) against aligned, alternated."""
     import torch
 
@@ -66,11 +67,11 @@ def _align_ab(lm, vision, prefill) -> dict:
         for _ in range(3):
             with mlp_align.disabled(lm.model):
                 vision(), prefill()
-                runs["narrow_vision_s"].append(timed(vision, 5)[0])
-                runs["narrow_pass_s"].append(timed(prefill, 5)[0])
+                runs["narrow_vision_s"].append(timed(vision, repeats)[0])
+                runs["narrow_pass_s"].append(timed(prefill, repeats)[0])
             vision(), prefill()
-            runs["aligned_vision_s"].append(timed(vision, 5)[0])
-            runs["aligned_pass_s"].append(timed(prefill, 5)[0])
+            runs["aligned_vision_s"].append(timed(vision, repeats)[0])
+            runs["aligned_pass_s"].append(timed(prefill, repeats)[0])
     med = {k: sorted(v)[1] for k, v in runs.items()}
     return {**runs, "vision_ratio": round(med["narrow_vision_s"] / med["aligned_vision_s"], 3),
             "pass_ratio": round(med["narrow_pass_s"] / med["aligned_pass_s"], 3)}
@@ -97,11 +98,55 @@ def _gemm_ab(rows: int, device: str) -> dict:
     return out
 
 
+def _ground_split(lm, rows: int, tokens: int, cuda: bool) -> dict:
+    """One long-clip grounding call as ``loading._ground_batch`` makes it: ``rows`` frames
+    of 448×252 (the long-clip size), one target, ``tokens`` answer tokens forced (random
+    weights stop anywhere). ``prefill_s``: the model's forward over the batch (last
+    position's logits), ``vision_s`` the tower alone, ``generate_s`` the decoder's whole call
+    (its prefill, then ``tokens`` steps); ``decode_s`` = generate − prefill. Medians of 3; the
+    vision MLP narrow against aligned as in ``align_ab``; the prefill profiled."""
+    import numpy as np
+    import torch
+
+    from chord_core.model import loading as m
+
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 255, (252, 448, 3), dtype=np.uint8) for _ in range(rows)]
+    inputs = m.build_image_inputs(lm, images, "the person in a red jacket").to(lm.input_device)
+    model = lm.model.model if hasattr(lm.model, "model") else lm.model
+
+    def prefill():
+        return lm.model(**inputs, use_cache=False, logits_to_keep=1).logits
+
+    def vision():
+        return model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
+
+    def generate():
+        return m._generate(lm, inputs, tokens, tokens, None)
+
+    with torch.inference_mode():
+        generate(), prefill(), vision()  # warm-up: the graphs of this batch captured here
+        out = {"rows": rows, "tokens_per_row": round(float(inputs["attention_mask"].sum())
+                                                     / rows, 1),
+               "prefill_s": timed(prefill, 3)[0], "vision_s": timed(vision, 3)[0],
+               "generate_s": timed(generate, 3)[0]}
+    out["decode_s"] = out["generate_s"] - out["prefill_s"]
+    out["frames_per_s"] = round(rows / out["generate_s"], 1)
+    out["align_ab"] = _align_ab(lm, vision, prefill, repeats=2)
+    with torch.inference_mode():
+        out.update(_profiled("prefill_", prefill, cuda))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--ground-rows", type=int, default=0,
+                    help="also split one grounding generate call of this many 448×252 "
+                         "frames (the long-clip default is 128): prefill, vision, decode")
+    ap.add_argument("--ground-tokens", type=int, default=64)
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "split.json"))
     args = ap.parse_args()
     import numpy as np
@@ -137,6 +182,10 @@ def main() -> int:
     with torch.inference_mode():
         res.update(_profiled("", lambda: ent._prefill(lm, inputs), cuda))
         res.update(_profiled("vision_", vision, cuda))  # the tower alone: half the pass
+    if args.ground_rows:
+        res["ground"] = _ground_split(lm, args.ground_rows, args.ground_tokens, cuda)
+        print(json.dumps({"ground": {k: v for k, v in res["ground"].items()
+                                     if "top_" not in k}}))
     Path(args.out).write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
     return 0

@@ -251,8 +251,9 @@ fi
 if [[ "${1:-}" == all-in-one ]]; then
   # One call for a session with little device time (carry .whl/av .whl/nvc .devtmp/seg
   # .devtmp/tp/vocab: 55 MB): the CLI cold at the one-shot defaults (issue 34), then the
-  # entailment pass's split with the vision MLP narrow against aligned (issue 36), then the
-  # Thinking row, each inside what is left of 570 s
+  # entailment pass's split with the vision MLP narrow against aligned (issue 36) and one
+  # long-clip grounding call of 128 frames split the same way (issue 34's ground row), then
+  # the Thinking row, each inside what is left of 570 s
   t0=$SECONDS
   {
     decode_prelude model
@@ -269,7 +270,7 @@ if [[ "${1:-}" == all-in-one ]]; then
     [ -f $M7/model.safetensors.index.json ] || \
         python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
     timeout $((500 - (SECONDS - t0))) python3 benchmarks/prefill_split.py --model $M7 \
-        --pairs 32 --out "$OUT/split.json"
+        --pairs 32 --ground-rows 128 --out "$OUT/split.json"
     echo "device s after the split: $((SECONDS - t0))"
     timeout $((575 - (SECONDS - t0))) python3 benchmarks/thinking.py --shape 8b --pairs 64 \
         --batch 64 --think-tokens 64 --out "$OUT/thinking.json"
