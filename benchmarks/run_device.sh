@@ -254,8 +254,9 @@ if [[ "${1:-}" == all-in-one ]]; then
   # entailment pass's split with the vision MLP narrow against aligned (issue 36) and one
   # long-clip grounding call of 128 frames split the same way (issue 34's ground row), then
   # the Thinking row, each inside what is left of 570 s
+  # (all-in-one no-cli: the split and the Thinking row alone, ≈ 5 minutes)
   t0=$SECONDS
-  {
+  [[ "${2:-}" == no-cli ]] || {
     decode_prelude model
     rm -rf /tmp/chord-cold-cache /tmp/chord-cold-data
     echo "device s before the CLI: $((SECONDS - t0))"
