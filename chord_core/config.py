@@ -40,8 +40,8 @@ ENV_VARS = (
            "ModelConfig.allow_offload"),
     EnvVar("CHORD_DECODER", "`fast` (default: static cache + CUDA graphs) or `generate`",
            "ModelConfig.decoder"),
-    EnvVar("CHORD_COMPILE", "`0`/`1`: torch.compile the fast decode step (default: on GPUs)",
-           "ModelConfig.compile"),
+    EnvVar("CHORD_COMPILE", "`0`/`1`: torch.compile the fast decode step (default: on GPUs; "
+           "not for one-shot long-video commands)", "ModelConfig.compile"),
     EnvVar("CHORD_ONE_ROW_GRAPHS", "`0`: a lone request decodes in the 2-row graph instead of "
            "batch 1's own, tuned one (no tuning to compile on an empty cache; ≈ 5 % slower at "
            "batch 1). Default on; one-shot long-video commands set `0`", "model/fastgen.py"),

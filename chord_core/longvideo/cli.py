@@ -164,25 +164,24 @@ class _Session:
         self.executor, self.in_flight = self._start(args)
 
     def _start(self, args: argparse.Namespace) -> tuple[Any, int]:
+        from chord_core.longvideo.settings import chunks_in_flight, one_shot_config, one_shot_env
+
         if args.in_process:
             from chord_core.runtime.cluster import in_process_manager
 
-            cfg = self.cfg.with_overrides(batch_size=args.batch_size)
-            if cfg.compile is None:
-                cfg = cfg.with_overrides(compile=False)
+            cfg = one_shot_config(self.cfg.with_overrides(batch_size=args.batch_size))
             # the manager writes the run's rows (a parent job and its chunks); it resumes only
             # this run's chunks (the run asks for them), not other jobs queued in the store
             return (in_process_manager(cfg, store=self.store, resume=False),
                     self.settings.in_flight or 2)
-        from chord_core.longvideo.settings import chunks_in_flight, one_shot_env
         from chord_core.runtime.cluster import start_manager
         from chord_core.runtime.parallel_config import load_parallel_config
 
         parallel = load_parallel_config(args.config, overrides={
             "gpus": args.gpus, "cpu_workers": args.cpu_workers,
             "batch_size_per_gpu": args.batch_size})
-        manager, plan = start_manager(self.cfg, parallel, store=self.store, resume=False,
-                                      worker_env=one_shot_env())
+        manager, plan = start_manager(one_shot_config(self.cfg), parallel, store=self.store,
+                                      resume=False, worker_env=one_shot_env())
         for line in plan.lines:
             self.say(f"plan: {line}")
         manager.wait_ready()
