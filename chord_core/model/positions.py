@@ -31,33 +31,46 @@ _INPUTS = ("input_ids", "attention_mask", "image_grid_thw", "video_grid_thw",
 def add_host_positions(lm: LoadedModel, inputs: Any) -> Any:
     """``inputs`` (a dict-like of the model's inputs, the text ones on the CPU) with
     ``position_ids`` added when the model's own rope index ran on the host; else unchanged."""
-    state = getattr(lm, _STATE, None)
-    if state is False or "position_ids" in inputs:
+    if "position_ids" in inputs:
         return inputs
-    try:
-        import torch
-
-        fn = _rope_index(lm)
-        names = set(inspect.signature(fn).parameters)
-        given = {k: inputs[k] for k in _INPUTS if k in names and inputs.get(k) is not None}
-        with torch.inference_mode():
-            positions = fn(**{k: v.cpu() for k, v in given.items()})[0]
-            if state is None:
-                there = fn(**{k: v.to(lm.input_device) for k, v in given.items()})[0]
-                if not torch.equal(positions, there.cpu()):
-                    raise ValueError("positions differ from the model's own")
-                object.__setattr__(lm, _STATE, True)
-                log.info("rope positions: computed on the host (checked against the device)")
-    except Exception as exc:  # noqa: BLE001 — the model computes them itself, as before
-        log.info("rope positions stay with the model (%s: %s)", type(exc).__name__, exc)
-        object.__setattr__(lm, _STATE, False)
-        return inputs
-    inputs["position_ids"] = positions
+    got = host_rope(lm, lm.model, lm.input_device, inputs)
+    if got is not None:
+        inputs["position_ids"] = got[0]
     return inputs
 
 
-def _rope_index(lm: LoadedModel) -> Any:
-    for owner in (getattr(lm.model, "model", None), lm.model):
+def host_rope(holder: Any, model: Any, device: Any, inputs: Any) -> tuple[Any, Any] | None:
+    """(``position_ids``, the rows' rope deltas) for ``inputs`` from the model's own rope
+    index run on CPU copies of its inputs, or None where that is off for ``holder`` (the
+    object that keeps the one-time check: a LoadedModel, a decoder). The first call for a
+    holder also runs it on ``device`` and compares; any difference or error turns it off."""
+    state = getattr(holder, _STATE, None)
+    if state is False:
+        return None
+    try:
+        import torch
+
+        fn = _rope_index(model)
+        names = set(inspect.signature(fn).parameters)
+        given = {k: inputs[k] for k in _INPUTS if k in names and inputs.get(k) is not None}
+        with torch.inference_mode():
+            positions, deltas = fn(**{k: v.cpu() for k, v in given.items()})
+            if state is None:
+                there, there_deltas = fn(**{k: v.to(device) for k, v in given.items()})
+                if not (torch.equal(positions, there.cpu()) and
+                        torch.equal(deltas.reshape(-1), there_deltas.reshape(-1).cpu())):
+                    raise ValueError("positions differ from the model's own")
+                object.__setattr__(holder, _STATE, True)
+                log.info("rope positions: computed on the host (checked against the device)")
+    except Exception as exc:  # noqa: BLE001 — the model computes them itself, as before
+        log.info("rope positions stay with the model (%s: %s)", type(exc).__name__, exc)
+        object.__setattr__(holder, _STATE, False)
+        return None
+    return positions, deltas
+
+
+def _rope_index(model: Any) -> Any:
+    for owner in (getattr(model, "model", None), model):
         fn = getattr(owner, "get_rope_index", None)
         if callable(fn):
             return fn

@@ -313,3 +313,20 @@ def test_parts_prefilled_apart_decode_together_as_each_alone(flm):
     assert together.tolist() == alone.tolist() and built == [0, 1]
     with pytest.raises(ValueError, match="one processor output"):
         flm.decoder.generate([a, b], 4, force_tokens=together[:, :4])
+
+
+def test_rope_positions_from_the_host_decode_as_the_models_own(flm):
+    """The decoder works Qwen's 3-D positions and each row's offset out on the host (no wait
+    on the GPU per row): images of two sizes in one left-padded batch (different offsets)
+    give generate's tokens, and the host path was taken (checked once against the model's
+    own, else it would be off)."""
+    rng = np.random.default_rng(11)
+    images = [rng.integers(0, 255, hw + (3,), dtype=np.uint8) for hw in ((56, 84), (112, 56))]
+    inputs = model_inputs.build_image_inputs(flm, images, "the square")
+    dec = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
+    ours = dec.generate(inputs, 24)
+    assert getattr(dec, "_chord_host_positions", None) is True
+    assert ours.tolist() == _reference(flm, inputs, 24).tolist()
+    off = FastDecoder(flm.model, pad_token_id=flm.processor.tokenizer.pad_token_id)
+    object.__setattr__(off, "_chord_host_positions", False)  # the model's own, as before
+    assert off.generate(inputs, 24).tolist() == ours.tolist()
