@@ -55,6 +55,12 @@ def _profiled(prefix: str, fn, cuda: bool) -> dict:
     return out
 
 
+def _tower_call(lm, inputs):
+    """The vision tower alone on ``inputs``' pixels, as a call to time."""
+    model = lm.model.model if hasattr(lm.model, "model") else lm.model
+    return lambda: model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
+
+
 def _align_ab(lm, vision, prefill, repeats: int = 5) -> dict:
     """The tower and the pass, narrow (the checkpoint's width) against aligned, alternated."""
     import torch
@@ -113,13 +119,10 @@ def _ground_split(lm, rows: int, tokens: int, cuda: bool) -> dict:
     rng = np.random.default_rng(1)
     images = [rng.integers(0, 255, (252, 448, 3), dtype=np.uint8) for _ in range(rows)]
     inputs = m.build_image_inputs(lm, images, "the person in a red jacket").to(lm.input_device)
-    model = lm.model.model if hasattr(lm.model, "model") else lm.model
+    vision = _tower_call(lm, inputs)
 
     def prefill():
         return lm.model(**inputs, use_cache=False, logits_to_keep=1).logits
-
-    def vision():
-        return model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
 
     def generate():
         return m._generate(lm, inputs, tokens, tokens, None)
@@ -161,10 +164,7 @@ def main() -> int:
     images = [rng.integers(0, 255, (448, 448, 3), dtype=np.uint8) for _ in range(args.pairs)]
     statements = [f"the picture shows object number {i}" for i in range(args.pairs)]
     inputs = ent._inputs(lm, images, statements).to(lm.input_device)
-    model = lm.model.model if hasattr(lm.model, "model") else lm.model
-
-    def vision():
-        return model.get_image_features(inputs["pixel_values"], inputs["image_grid_thw"])
+    vision = _tower_call(lm, inputs)
 
     with torch.inference_mode():
         ent._prefill(lm, inputs), vision()  # warm-up

@@ -31,8 +31,7 @@ _CLASS_NAMES = ("Qwen2_5_VLVisionAttention", "VisionSdpaAttention", "VisionAtten
 def install(model: Any) -> int:
     """Give every vision attention module of ``model`` the grouped forward. Returns how many
     modules were changed (0 when the model has no such tower or uses flash attention)."""
-    visual = getattr(getattr(model, "model", model), "visual", None) or \
-        getattr(model, "visual", None)
+    visual = vision_tower(model)
     if visual is None:
         return 0
     changed = 0
@@ -57,6 +56,13 @@ def install(model: Any) -> int:
         module.forward = types.MethodType(_grouped_forward, module)
         changed += 1
     return changed
+
+
+def vision_tower(model: Any) -> Any:
+    """The vision tower of a loaded Qwen-VL model (``model.model.visual`` or
+    ``model.visual``), or None."""
+    return getattr(getattr(model, "model", model), "visual", None) or \
+        getattr(model, "visual", None)
 
 
 @contextmanager

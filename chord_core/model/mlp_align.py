@@ -30,13 +30,10 @@ MULTIPLE = 64  # an unaligned width is widened to the next multiple of this
 _LAYOUTS = ((("gate_proj", "up_proj"), "down_proj"), (("linear_fc1",), "linear_fc2"))
 
 
-def _tower(model: Any) -> Any:
-    inner = getattr(model, "model", model)
-    return getattr(inner, "visual", None) or getattr(model, "visual", None)
-
-
 def _mlps(model: Any) -> Iterator[tuple[Any, tuple[str, ...], str]]:
-    tower = _tower(model)
+    from chord_core.model.fastvision import vision_tower
+
+    tower = vision_tower(model)
     if tower is None:
         return
     for module in tower.modules():
