@@ -7,8 +7,9 @@
 runs the command in a child process (its stderr passed through and kept), samples every
 visible GPU with ``chord_core.gpus.sampler`` every 0.5 s meanwhile, and prints one JSON line:
 the exit code, the wall from the child's start to its exit, GPU busy (mean and median of the
-samples inside that wall, the peak memory), the ``reader: …`` line the CLI printed, and the
-last progress lines (the stages' times). "Cold" is the caller's doing: give the child fresh
+samples inside that wall, the peak memory), the ``reader: …`` line the CLI printed, the
+last progress lines (the stages' times), and with ``--store`` the first model calls' times
+from the job store the command wrote. "Cold" is the caller's doing: give the child fresh
 ``CHORD_CACHE_DIR`` (compile caches) and ``CHORD_DATA_DIR`` (no stored run to read back).
 """
 
@@ -51,15 +52,44 @@ def run_timed(argv: list[str]) -> dict:
     return out
 
 
+def store_jobs(db: Path, since: float, first: int = 12) -> list[dict]:
+    """The run's model calls from the store the command wrote (``CHORD_DATA_DIR``), in the
+    order they started: when each was queued, started and finished (seconds after the
+    command started) and its result's stage times, the first ``first`` of them (where the
+    first chunk's time goes on a cold start)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn.row_factory = sqlite3.Row
+    rows = conn.execute(
+        "SELECT j.job_id, j.worker, j.submitted_at, j.started_at, j.finished_at, "
+        "r.result_json FROM jobs j LEFT JOIN results r USING (job_id) "
+        "WHERE j.parent IS NOT NULL ORDER BY j.started_at LIMIT ?", (first,)).fetchall()
+    conn.close()
+    out = []
+    for r in rows:
+        timing = json.loads(r["result_json"]).get("timing", {}) if r["result_json"] else {}
+        out.append({"job": r["job_id"][-6:], "worker": r["worker"],
+                    **{k: round(r[k] - since, 2) for k in ("submitted_at", "started_at",
+                                                            "finished_at") if r[k]},
+                    "timing": {k: round(v, 2) for k, v in timing.items() if v}})
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--store", default=None,
+                    help="the command's chord.sqlite3: add its first model calls' times")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
     args = ap.parse_args()
     argv = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not argv:
         ap.error("give the command after --")
+    w0 = time.time()
     out = run_timed(argv)
+    if args.store and Path(args.store).exists():
+        out["first_jobs"] = store_jobs(Path(args.store), w0)
     text = json.dumps(out)
     if args.out:
         Path(args.out).write_text(text)

@@ -10,6 +10,8 @@
 #   bash benchmarks/run_device.sh entail-profile    # issue 36: one pass's kernels, vision apart
 #   bash benchmarks/run_device.sh decode-user then-vss   # issue 34: the CLI cold, then VSS
 #   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
+#   bash benchmarks/run_device.sh decode-user then-ground   # the CLI cold (its first model
+#       calls' times from its store), then the hour grounded at 128 frames a call
 #   bash benchmarks/run_device.sh decode-user then-ab   # the CLI cold, one-shot defaults
 #       (the decode step uncompiled) against the same with CHORD_COMPILE=1
 #   bash benchmarks/run_device.sh all-in-one   # the CLI cold, the entailment split with the
@@ -288,7 +290,8 @@ if [[ "${1:-}" == decode-user ]]; then
     rm -rf /tmp/chord-cold-cache /tmp/chord-cold-data /tmp/chord-cold-cache-ab \
         /tmp/chord-cold-data-ab
     CHORD_CACHE_DIR=/tmp/chord-cold-cache CHORD_DATA_DIR=/tmp/chord-cold-data \
-        timeout 480 python3 benchmarks/cli_timed.py --out "$OUT/chapters_user.json" -- \
+        timeout 480 python3 benchmarks/cli_timed.py --out "$OUT/chapters_user.json" \
+        --store /tmp/chord-cold-data/chord.sqlite3 -- \
         python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
         --json "$OUT/chapters_user_doc.json"
     echo "device s: $((SECONDS - t0))"
@@ -300,6 +303,14 @@ if [[ "${1:-}" == decode-user ]]; then
           python3 benchmarks/cli_timed.py --out "$OUT/chapters_user_compiled.json" -- \
           python3 -m chord_core chapters /tmp/real_hour.mp4 --model /tmp/chord-rand-7b \
           --json "$OUT/chapters_user_compiled_doc.json"
+      echo "device s: $((SECONDS - t0))"
+    fi
+    if [[ "${2:-}" == then-ground ]]; then  # the hour grounded at the default 128 frames
+      timeout $((570 - (SECONDS - t0))) python3 benchmarks/long_video.py --device cuda \
+          --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task ground \
+          --ground-batch 128 --warmup --decode-only-fraction 0.02 \
+          --out "$OUT/long_video_ground.json" > /dev/null
+      python3 -c "import json; d=json.load(open('$OUT/long_video_ground.json')); [print(json.dumps(r)) for r in d['runs']]"
       echo "device s: $((SECONDS - t0))"
     fi
     if [[ "${2:-}" == then-vss ]]; then  # VSS density in what is left of a 10-minute call

@@ -137,7 +137,7 @@ def _settings(args: argparse.Namespace) -> Any:
 class _Session:
     """The executor (workers or in-process), the store and the clip, closed together."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, *, chapters: bool = False) -> None:
         from chord_core.analysis.request import probe_input
         from chord_core.config import model_config_from_env
         from chord_core.errors import ConfigError
@@ -162,6 +162,22 @@ class _Session:
         for notice in self.store.notices:
             print(f"warning: {notice}", file=sys.stderr)
         self.executor, self.in_flight = self._start(args)
+        self.scan: Any = None
+        if args.in_process:  # the model loads in a thread of this one; the run goes on
+            return
+        # worker processes: a run that makes chapters scans the clip for cuts while they
+        # load the model (a thread started after this process's imports are done)
+        if chapters:
+            from chord_core.longvideo.chapters import ScanAhead
+
+            self.scan = ScanAhead(self.info, self.settings)
+        try:
+            self.executor.wait_ready()
+        except BaseException:
+            if self.scan is not None:
+                self.scan.cancel()
+            self.executor.shutdown()
+            raise
 
     def _start(self, args: argparse.Namespace) -> tuple[Any, int]:
         from chord_core.longvideo.settings import chunks_in_flight, one_shot_config, one_shot_env
@@ -184,7 +200,6 @@ class _Session:
                                       resume=False, worker_env=one_shot_env())
         for line in plan.lines:
             self.say(f"plan: {line}")
-        manager.wait_ready()
         width = len(plan.specs) * max(1, parallel.batch_size_per_gpu)
         return manager, chunks_in_flight(width, self.settings.in_flight)
 
@@ -246,11 +261,12 @@ def cmd_chapters(args: argparse.Namespace) -> int:
     from chord_core.longvideo.chapters import ChaptersRun
 
     check_outputs(args.json_out, args.vtt, args.srt, args.md)
-    s = _Session(args)
+    s = _Session(args, chapters=True)
     try:
         _note_length(s)
         doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                          in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
+                          in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw,
+                          scan=s.scan)()
     finally:
         s.close()
     s.say_reader()
@@ -300,11 +316,12 @@ def cmd_search(args: argparse.Namespace) -> int:
                           hint='say what happens, e.g. "a person opens the car door"')
     check_outputs(args.json_out)
     _check_request(args.video, args.method, args.query)
-    s = _Session(args)
+    s = _Session(args, chapters=not args.chapters_json)
     try:
         doc = _load_chapters(args.chapters_json, s.info) if args.chapters_json else \
             ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
-                        in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw)()
+                        in_flight=s.in_flight, on_progress=s.progress, on_result=s.saw,
+                        scan=s.scan)()
         found = search(s.executor, s.info, s.key, doc, args.query, s.cfg.model,
                        method=args.method, max_chapters=args.max_chapters, fps=args.fps,
                        max_frames=args.max_frames, in_flight=s.in_flight,
@@ -366,7 +383,7 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
           f"long-video threshold of {threshold.threshold_s:.0f} s (--long-after, "
           f"CHORD_LONG_VIDEO_S): long-video mode — {what}; --long-after inf analyses it "
           "as one prompt", file=sys.stderr, flush=True)
-    s = _Session(ns)
+    s = _Session(ns, chapters=describe)
     try:
         if describe:
             from chord_core.longvideo.chapters import ChaptersRun
@@ -376,7 +393,7 @@ def run_if_long(args: argparse.Namespace, sampling: Any) -> int | None:
                       "described, then merged into chapters")
             doc = ChaptersRun(s.executor, s.info, s.key, s.settings, s.cfg.model,
                               in_flight=s.in_flight, on_progress=s.progress,
-                              on_result=s.saw)()
+                              on_result=s.saw, scan=s.scan)()
             out, test_model = doc.to_dict(), doc.test_model
         else:
             from chord_core.longvideo.ground import ground_long
