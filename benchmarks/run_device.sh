@@ -12,6 +12,7 @@
 #   bash benchmarks/run_device.sh recheck   # issues 36 + 34: Thinking, then the CLI cold
 #   bash benchmarks/run_device.sh decode-user then-ground   # the CLI cold (its first model
 #       calls' times from its store), then the hour grounded at 128 frames a call
+#   bash benchmarks/run_device.sh first-read   # a fresh process's first reads, profiled
 #   bash benchmarks/run_device.sh decode-user then-ab   # the CLI cold, one-shot defaults
 #       (the decode step uncompiled) against the same with CHORD_COMPILE=1
 #   bash benchmarks/run_device.sh all-in-one   # the CLI cold, the entailment split with the
@@ -204,6 +205,15 @@ if [[ "${1:-}" == decode ]]; then
     python3 -c "import json; d=json.load(open('$OUT/long_video.json')); [print(json.dumps(r)) for r in d['runs']]"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode.log"
+  exit 0
+fi
+if [[ "${1:-}" == first-read ]]; then
+  # where a fresh process's first read of the hour goes (a cold CLI's first two chunks: 10.6 s
+  # of decode on an H100, the next ones 0.15 s); carry: .whl/av .whl/nvc .devtmp/seg
+  {
+    decode_prelude
+    python3 benchmarks/first_read.py --clip /tmp/real_hour.mp4 --out "$OUT/first_read.json"
+  } 2>&1 | tee "$OUT/first-read.log"
   exit 0
 fi
 if [[ "${1:-}" == decode-vss ]]; then
