@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from chord_core.model.loading import LoadedModel
 
 log = logging.getLogger(__name__)
+SLOW_READ_S = 2.0  # a task that waited longer for its frames logs where the read's time went
 
 
 def frames_device(lm: LoadedModel | None) -> str | None:
@@ -255,6 +256,11 @@ class Engine:
                                  clock.emit("decoding", f"frame {done}/{total}", done, total),
                                  model_device=frames_device(self._lm))
             decode_s = time.perf_counter() - t
+        if decode_s > SLOW_READ_S:  # where a slow read's time went (a cold start's first)
+            log.info("%s: %d frames waited for %.1f s (%s%s: %s)", Path(info.path).name, n,
+                     decode_s, got.reader, ", read ahead" if ahead is not None else "",
+                     ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                               for k, v in got.stats.items()))
         frames, read, decoded = got.frames, got.indices, got.times_s
         warnings: list[str] = list(info.warnings) + list(sampling_plan.notes)
         if tuple(read) != tuple(sampling_plan.frame_indices):

@@ -35,6 +35,7 @@ CACHE_ENTRIES = 8
 INTRA_ONLY = frozenset({"mjpeg", "rawvideo", "ffv1", "huffyuv", "png", "prores", "dnxhd"})
 _cache: OrderedDict[tuple, PacketIndex | None] = OrderedDict()
 _cache_lock = threading.Lock()
+_building: dict[tuple, threading.Lock] = {}  # a file's scan in progress (one at a time)
 
 
 @dataclass(frozen=True)
@@ -116,11 +117,21 @@ def packet_index(path: str | Path) -> PacketIndex | None:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    got = _scan(p)
-    with _cache_lock:
-        _cache[key] = got
-        while len(_cache) > CACHE_ENTRIES:
-            _cache.popitem(last=False)
+        building = _building.setdefault(key, threading.Lock())
+    # one scan a file at a time: the reads that arrive together (a worker's batch and its
+    # read-ahead, four at once) wait for the first one's scan instead of each demuxing the
+    # hour again, side by side, on one GIL
+    with building:
+        with _cache_lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        got = _scan(p)
+        with _cache_lock:
+            _cache[key] = got
+            _building.pop(key, None)
+            while len(_cache) > CACHE_ENTRIES:
+                _cache.popitem(last=False)
     return got
 
 
