@@ -217,12 +217,19 @@ if [[ "${1:-}" == first-read ]]; then
   exit 0
 fi
 if [[ "${1:-}" == decode-vss ]]; then
+  # "decode-vss half": the first 30 minutes (183 chunks), for a call with less time left
+  CLIP=/tmp/real_hour.mp4
   {
     t0=$SECONDS
     decode_prelude model
+    if [[ "${2:-}" == half ]]; then
+      CLIP=/tmp/real_half_hour.mp4
+      [ -s $CLIP ] || python3 benchmarks/footage.py --segment .devtmp/seg/real.segment.mp4 \
+          --minutes 30 --out $CLIP
+    fi
     echo "device s before the run: $((SECONDS - t0))"
     timeout 480 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
-        --clip /tmp/real_hour.mp4 --task chapters --chunk-s 10 --chapter-s 300 \
+        --clip $CLIP --task chapters --chunk-s 10 --chapter-s 300 \
         --frames-per-chunk 20 --describe-fps 2 --chunk-tokens 192 --batch-size 16 \
         --decode-only-fraction 0.02 --out "$OUT/long_video_vss.json" > /dev/null
     python3 -c "import json; d=json.load(open('$OUT/long_video_vss.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
