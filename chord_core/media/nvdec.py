@@ -22,6 +22,7 @@ up front (:class:`~chord_core.media.readers.ReaderUnavailable`), and the next re
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -48,6 +49,7 @@ BATCH = 64  # frames asked of one session per call at most (PyNvVideoCodec's own
 # session waits in the pool between reads): at most this many bytes of them a session, so
 # 720p asks 48 frames a call, 1080p 21, 4K 5.
 CALL_BYTES = 128 << 20
+CLOSE_WAIT_S = 2.0  # at exit: how long the sessions' threads may take to finish and end
 
 
 def frames_per_call(size_wh: tuple[int, int]) -> int:
@@ -310,7 +312,20 @@ def shared_reader() -> NvdecReader:
     with _SHARED_LOCK:
         if "" not in _SHARED:
             _SHARED[""] = NvdecReader()
+            atexit.register(close_shared)
         return _SHARED[""]
+
+
+def close_shared(wait_s: float = CLOSE_WAIT_S) -> None:
+    """Let the process's NVDEC sessions go before the interpreter's own teardown (registered
+    at exit once a shared reader exists): each session's thread finishes its queued GOPs and
+    ends, within ``wait_s``, and the decoders are released while CUDA and the threads that
+    used them still run (one cold CLI run on an H100 printed "terminate called without an
+    active exception" as its worker exited, sessions still held)."""
+    with _SHARED_LOCK:
+        reader = _SHARED.pop("", None)
+    if reader is not None:
+        reader.pool.close(wait_s)
 
 
 def _resize(x: Any, size_wh: tuple[int, int] | None, rotation: int) -> Any:

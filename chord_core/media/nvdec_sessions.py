@@ -189,14 +189,23 @@ class SessionPool:
             f = self._files.get(key)
             return len(f.slots) if f else 0
 
-    def close(self) -> None:
-        """Close every file's sessions once their queued work is done (threads end)."""
+    def close(self, wait_s: float = 0.0) -> None:
+        """Close every file's sessions once their queued work is done (threads end). With
+        ``wait_s``, wait up to that long for the sessions' threads to end, so every session
+        is let go here, not by whoever drops the last reference (at exit: the interpreter,
+        after its daemon threads stopped mid-call)."""
         with self._cv:
+            threads = [s.thread for f in self._files.values() for s in f.slots if s.thread]
             for f in self._files.values():
                 for s in f.slots:
                     s.closed = True
+                    if s.thread is None:
+                        s.held = None  # idle: its session is let go now, in this thread
             self._files.clear()
             self._cv.notify_all()
+        deadline = time.monotonic() + wait_s
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _start(self, f: _File, slot: _Slot) -> None:
         if slot.thread is None:

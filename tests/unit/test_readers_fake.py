@@ -337,3 +337,47 @@ def test_the_reader_line_names_the_reader_and_why_the_faster_ones_did_not():
         ("cpu-pool", "read by cpu-pool; nvdec failed: NVDEC's frame 5 has pts 1")])
     assert mixed == "reader: nvdec for 3 of 4 reads, cpu-pool for 1 of 4 reads"
     assert reader_line([]).startswith("reader: none")
+
+
+def test_closing_the_pool_ends_its_threads_and_lets_every_session_go(fake_file):
+    """At exit the process's sessions are released by ``close`` (their threads finish and
+    end), not left to the interpreter's teardown."""
+    import gc
+    import threading
+    import weakref
+
+    s = FakeStream(frames=600, gop=30, size_wh=(64, 48))
+    info = fake_file(s)
+    sessions: list[FakeNvSession] = []
+    reader = nvdec(s, sessions)
+    before = set(threading.enumerate())  # other tests' readers linger too
+    reader.read(ReadRequest(info, tuple(range(5, 600, 30)), (32, 24)))
+    refs = [weakref.ref(x) for x in sessions]
+    sessions.clear()
+    gc.collect()
+    assert len(refs) == 4 and all(r() is not None for r in refs)  # kept for the next read
+    threads = [t for t in set(threading.enumerate()) - before
+               if t.name.startswith("chord-nvdec")]
+    assert threads  # lingering, waiting for the next read
+    reader.pool.close(wait_s=5.0)
+    assert not any(t.is_alive() for t in threads)
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_the_shared_reader_is_closed_at_exit_once_made(monkeypatch):
+    import atexit
+
+    from chord_core.media import nvdec as nv
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(nv, "_SHARED", {})
+    reader = nv.shared_reader()
+    assert nv.shared_reader() is reader and registered == [nv.close_shared]
+    closed = []
+    monkeypatch.setattr(reader.pool, "close", closed.append)
+    nv.close_shared()
+    assert closed == [nv.CLOSE_WAIT_S] and nv._SHARED == {}
+    nv.close_shared()  # nothing left: nothing to do
+    assert closed == [nv.CLOSE_WAIT_S]
