@@ -101,7 +101,7 @@ class ScanAhead:
     """``find_cuts`` in a thread, started before the workers are ready: a one-shot command
     scans the clip while its model loads (an hour's keyframe scan took 6.6 s on an H100,
     after an 18 s load it had waited for). ``ChaptersRun(scan=...)`` takes its result; a run
-    that planned before (resumed) keeps its stored plan and the scan goes unused."""
+    that planned before (resumed), or finished before, stops it unused."""
 
     def __init__(self, info: VideoInfo, settings: LongVideoSettings) -> None:
         self._stop = threading.Event()
@@ -126,9 +126,13 @@ class ScanAhead:
         return self._value
 
     def cancel(self) -> None:
-        """Stop the scan (the workers failed to start: nothing will use it)."""
+        """Stop the scan: nothing will use it (the workers failed to start, the run was
+        planned or finished before). A finished scan is left as it is."""
         self._stop.set()
         self._thread.join(timeout=5.0)
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
 
 
 class ChaptersRun:
@@ -162,6 +166,8 @@ class ChaptersRun:
         """Cuts and chunks: from the store when this run planned them before, else scanned."""
         t = time.perf_counter()
         stored = self.runs.doc.get("plan")
+        if stored and self.scan_ahead is not None:
+            self.scan_ahead.cancel()  # planned before: the stored plan is the run's
         if stored:
             scan = CutScan(stored["scan"]["mode"], (), stored["scan"].get("frames_examined", 0),
                            stored["scan"].get("seconds", 0.0), stored["scan"].get("reason", ""))
@@ -271,6 +277,8 @@ class ChaptersRun:
     def __call__(self) -> ChaptersDoc:
         done = self.runs.final()
         if done is not None:
+            if self.scan_ahead is not None:
+                self.scan_ahead.cancel()
             log.info("%s: chapters already made by run %s", self.name, self.run)
             return ChaptersDoc.from_dict(done)
         with self.runs.running():

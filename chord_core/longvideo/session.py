@@ -110,5 +110,7 @@ class Session:
         self.say(f"{event.elapsed_s:7.1f}s  {event.message}")
 
     def close(self) -> None:
+        if self.scan is not None:  # a scan no run asked for (an error before it) stops
+            self.scan.cancel()
         self.executor.shutdown()
         self.store.close()

@@ -111,6 +111,32 @@ def test_a_finished_run_is_read_back_not_run_again(chapters, runner, clip) -> No
     assert [r["job_id"] for r in store.list_jobs(top_level=True)] == [again.run_id]
 
 
+def test_a_finished_run_stops_the_scan_it_was_given(chapters, runner, clip, monkeypatch
+                                                    ) -> None:
+    """The CLI starts the cut scan while its workers load; a run read back from the store
+    needs no scan, and stops it instead of leaving it decoding beside the next jobs."""
+    import threading
+
+    from chord_core.errors import JobCancelled
+    from chord_core.longvideo import chapters as chapters_mod
+    from chord_core.longvideo.chapters import ScanAhead
+
+    started = threading.Event()
+
+    def endless_scan(info, settings, *, cancel):
+        started.set()
+        while not cancel.wait(0.01):
+            pass
+        raise JobCancelled("reading the video was cancelled", hint="")
+
+    monkeypatch.setattr(chapters_mod, "find_cuts", endless_scan)
+    ahead = ScanAhead(chapters["info"], chapters["settings"])
+    assert started.wait(5) and ahead.running()
+    doc = ChaptersRun(runner, chapters["info"], file_hash(clip.path), chapters["settings"],
+                      "test", scan=ahead)()
+    assert doc.chapters == chapters["doc"].chapters and not ahead.running()
+
+
 def test_a_copy_under_another_name_reads_the_run_back_naming_itself(chapters, runner, clip,
                                                                    tmp_path) -> None:
     """Runs are keyed on the clip's bytes: a copy (or the clip moved) is the same run, read
