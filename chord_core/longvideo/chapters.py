@@ -166,9 +166,9 @@ class ChaptersRun:
         """Cuts and chunks: from the store when this run planned them before, else scanned."""
         t = time.perf_counter()
         stored = self.runs.doc.get("plan")
-        if stored and self.scan_ahead is not None:
-            self.scan_ahead.cancel()  # planned before: the stored plan is the run's
         if stored:
+            if self.scan_ahead is not None:
+                self.scan_ahead.cancel()  # planned before: the stored plan is the run's
             scan = CutScan(stored["scan"]["mode"], (), stored["scan"].get("frames_examined", 0),
                            stored["scan"].get("seconds", 0.0), stored["scan"].get("reason", ""))
             self._scan_doc = stored["scan"]
