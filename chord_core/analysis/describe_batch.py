@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from chord_core.analysis.request import AnalysisRequest, build_result
+from chord_core.threads import Pool
 from chord_core.types import ProgressEvent, Result, SamplingPlan, Timing, VideoInfo
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
     ``batch_size`` None: as many clips as the GPU's memory holds (``planned_batch``, from
     the first clip read), ``DESCRIBE_BATCH`` on the CPU."""
     import os
-    from concurrent.futures import ThreadPoolExecutor
 
     from chord_core.errors import ChordError, ConfigError
 
@@ -72,7 +72,7 @@ def describe_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
     # readers: a clip's decode is mostly FFmpeg's (the GIL released); a quarter of the cores
     # shortens the wait for the first part's frames, the only read not hidden behind the GPU
     readers = max(2, min(8, (os.cpu_count() or 2) // 4))
-    with ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chord-read") as pool:
+    with Pool(readers, thread_name_prefix="chord-read") as pool:
         futures: list[Any] = []
         taken = [0]  # clips handed to a batch so far
 

@@ -11,11 +11,11 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from chord_core.analysis.request import build_result
 from chord_core.errors import ChordError
+from chord_core.threads import Pool
 from chord_core.types import Result, Timing
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def entail_many(engine: Engine, requests: Sequence[AnalysisRequest], *,
     batch = max(engine.model_cfg.batch_size, MIN_BATCH)
     if not getattr(lm.info, "thinking", False):  # its reasoning runs on graphs of `batch` rows
         batch = pass_size(_pairs(requests, plans), batch)
-    with ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="chord-entail-read") as pool:
+    with Pool(READERS, thread_name_prefix="chord-entail-read") as pool:
         pending = [pool.submit(prep, i) for i in range(len(requests))]
 
         def batches() -> Iterator[tuple[list, list, list]]:

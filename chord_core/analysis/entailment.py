@@ -21,11 +21,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from chord_core.errors import ConfigError
+from chord_core.threads import Pool
 from chord_core.types import EntailFrame, Entailment
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def score_batches(lm: LoadedModel, batches: Iterable[tuple[Sequence[Any], ...]],
 
     scores: list[EntailScore] = []
     pre_s = run_s = 0.0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chord-entail-inputs") as pool:
+    with Pool(1, thread_name_prefix="chord-entail-inputs") as pool:
         upcoming = pool.submit(build)
         while True:
             inputs, built_s = upcoming.result()

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from chord_core.errors import JobCancelled
 from chord_core.media.gop import GopRead, split_reads
 from chord_core.media.gop_reader import AvGopDecoder, GopOut, read_gops
+from chord_core.threads import Pool
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +108,7 @@ def run(path: str, pts: Sequence[int], reads: Sequence[GopRead],
     if threads_only or (threads_only is None and mp.current_process().daemon):
         # a worker process may have no children: threads
         # (PyAV decodes and scales without the GIL; measured on an H200, workers are daemonic)
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(len(parts), thread_name_prefix="chord-decode") as tp:
+        with Pool(len(parts), thread_name_prefix="chord-decode") as tp:
             futures = [tp.submit(decode_part, path, roots,
                                  {k: pts[k] for r in part for k in (r.key, *r.wanted)}, part,
                                  size_wh, rotation, threads, cancel, fast)

@@ -24,7 +24,6 @@ import logging
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -43,6 +42,7 @@ from chord_core.model.device_map import (
 from chord_core.model.hub import ResolvedModel, resolve_model
 from chord_core.model.inputs import build_image_inputs, build_video_batch, patch_px
 from chord_core.model.placement import check_placement, choose_dtype
+from chord_core.threads import Pool
 from chord_core.types import ModelInfo
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     log.info("loading %s (%s) as %s, device_map=%s", cfg.model, family, dtype,
              device_map if not isinstance(device_map, dict) or len(device_map) < 4 else
              sorted({str(v) for v in device_map.values()}))
-    with ThreadPoolExecutor(1, thread_name_prefix="chord-processor") as pool:
+    with Pool(1, thread_name_prefix="chord-processor") as pool:
         loading = pool.submit(_load_processor, path, family)  # beside the weights
         model = _load_weights(cls, path, dtype=dtype, device_map=device_map,
                               max_memory=max_memory, attn_implementation=cfg.attn_implementation)

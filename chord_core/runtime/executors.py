@@ -29,7 +29,6 @@ import time
 from abc import ABC, abstractmethod
 from multiprocessing.connection import wait as wait_ready
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import Any, Callable
 
 from chord_core.runtime.messages import (
@@ -42,6 +41,7 @@ from chord_core.runtime.messages import (
     WorkerDied,
 )
 from chord_core.runtime.workers import WorkerSpec, serve, worker_main
+from chord_core.threads import native_end
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class ProcessExecutor(Executor):
         return out
 
 
-# -- threads of this process ----------------------------------------------------------------
+# -- threads of this process (a thread's join waits for its OS thread too: chord_core/threads.py)
 
 class _Ended:
     """Put on a ThreadExecutor's outbox by a worker thread as it ends."""
@@ -297,29 +297,6 @@ class _Wake:
 
 
 _WAKE = _Wake()
-
-NATIVE_END_S = 2.0
-_TASKS = Path("/proc/self/task")
-
-
-def native_end(thread: threading.Thread, timeout: float = NATIVE_END_S) -> None:
-    """Wait, at most ``timeout`` s, for ``thread``'s OS thread to be gone, not only its
-    Python part. ``Thread.join`` returns once Python lets go of the thread; its native
-    teardown runs after that, and a model thread's includes torch's thread-locals, which
-    take the GIL to drop the Python objects they hold. A process that finalizes meanwhile
-    stops that thread inside C++, and the process aborts with "terminate called without an
-    active exception" (pytorch/pytorch#117762; seen as `search --check` exiting -6 on a
-    loaded machine after printing its answer). CPython starts its threads detached, so
-    there is no native join: the thread's ``/proc`` entry is watched (Linux; where there
-    is none this returns at once)."""
-    tid = thread.native_id
-    if tid is None or not _TASKS.is_dir():
-        return
-    entry = _TASKS / str(tid)
-    deadline = time.monotonic() + timeout
-    while entry.exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-
 
 class _ThreadHandle(QueueHandle):
     def __init__(self, worker_id: str, thread: threading.Thread, inbox: queue.Queue[Any],

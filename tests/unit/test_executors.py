@@ -101,9 +101,10 @@ def test_a_thread_worker_is_joined_once_its_os_thread_is_gone(monkeypatch, tmp_p
     import queue
     import threading
 
+    from chord_core import threads
     from chord_core.runtime import executors
 
-    monkeypatch.setattr(executors, "_TASKS", tmp_path)
+    monkeypatch.setattr(threads, "_TASKS", tmp_path)
     thread = threading.Thread(target=lambda: None)
     thread.start()
     thread.join()
@@ -117,7 +118,7 @@ def test_a_thread_worker_is_joined_once_its_os_thread_is_gone(monkeypatch, tmp_p
     # one that never goes is waited for at most the bound
     entry.touch()
     t0 = time.monotonic()
-    executors.native_end(thread, timeout=0.2)
+    threads.native_end(thread, timeout=0.2)
     assert entry.exists() and time.monotonic() - t0 < 2.0
 
 
@@ -129,9 +130,10 @@ def test_a_thread_that_says_it_ended_is_let_go_once_its_os_thread_is_gone(monkey
     import queue
     import threading
 
+    from chord_core import threads
     from chord_core.runtime import executors
 
-    monkeypatch.setattr(executors, "_TASKS", tmp_path)
+    monkeypatch.setattr(threads, "_TASKS", tmp_path)
     ex = executors.ThreadExecutor()
     thread = threading.Thread(target=lambda: ex._outbox.put(executors._Ended("w0")))
     ex._handles.append(executors._ThreadHandle("w0", thread, queue.Queue(), queue.Queue()))

@@ -1,0 +1,62 @@
+"""Threads that are gone when their join says so: the OS thread too, not only its Python part.
+
+``Thread.join`` (and so ``ThreadPoolExecutor``'s ``with`` block) returns once CPython lets go
+of a thread; the thread's native teardown runs after that. A thread that ran torch code can
+hold Python objects in torch's thread-locals, and dropping them takes the GIL. A process that
+finalizes meanwhile stops that thread inside C++ and aborts with "terminate called without an
+active exception" (pytorch/pytorch#117762). Seen here twice on a loaded machine, each time
+after the answer was printed: ``ask`` (a worker thread) and ``search --check`` (the
+entailment's input thread, a pool thread; CI, exit -6).
+
+CPython starts its threads detached, so there is no native join: ``native_end`` watches the
+thread's ``/proc`` entry (Linux; where there is none it returns at once), at most a bound.
+``Pool`` is a ``ThreadPoolExecutor`` whose ``shutdown(wait=True)`` — the end of its ``with``
+block — waits for that too. Use it for a pool whose threads run torch or the processor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+__all__ = ["NATIVE_END_S", "Pool", "native_end"]
+
+NATIVE_END_S = 2.0
+_TASKS = Path("/proc/self/task")
+
+
+def native_end(thread: threading.Thread, timeout: float = NATIVE_END_S) -> None:
+    """Wait, at most ``timeout`` s, for ``thread``'s OS thread to be gone (call it after the
+    Python join)."""
+    tid = thread.native_id
+    if tid is None or not _TASKS.is_dir():
+        return
+    entry = _TASKS / str(tid)
+    deadline = time.monotonic() + timeout
+    while entry.exists() and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+class Pool(ThreadPoolExecutor):
+    """A ThreadPoolExecutor whose ``shutdown(wait=True)`` returns once its threads are gone
+    from the OS as well (``native_end``). Its threads are noted by the pool's initializer, so
+    it takes none of its own."""
+
+    def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
+        self._started: list[threading.Thread] = []
+        self._noting = threading.Lock()
+        super().__init__(max_workers, thread_name_prefix, initializer=self._note)
+
+    def _note(self) -> None:
+        with self._noting:
+            self._started.append(threading.current_thread())
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait, cancel_futures=cancel_futures)
+        if wait:
+            with self._noting:
+                started = list(self._started)
+            for thread in started:
+                native_end(thread)
