@@ -42,6 +42,8 @@ ENV_VARS = (
            "ModelConfig.decoder"),
     EnvVar("CHORD_COMPILE", "`0`/`1`: torch.compile the fast decode step (default: on GPUs; "
            "not for one-shot long-video commands)", "ModelConfig.compile"),
+    EnvVar("CHORD_FP8", "`1`: the language model's prefill products in FP8 (model/fp8.py; "
+           "H100/H200-class GPUs; changes answers; off by default)", "ModelConfig.fp8"),
     EnvVar("CHORD_ONE_ROW_GRAPHS", "`0`: a lone request decodes in the 2-row graph instead of "
            "batch 1's own, tuned one (no tuning to compile on an empty cache; ≈ 5 % slower at "
            "batch 1). Default on; one-shot long-video commands set `0`", "model/fastgen.py"),
@@ -277,6 +279,7 @@ class ModelConfig:
     local_files_only: bool = False
     decoder: str = "fast"
     compile: bool | None = None  # fuse the decode step with torch.compile; None: on GPUs
+    fp8: bool = False  # the language model's prefill products in FP8 (model/fp8.py)
     # Placement of one in-process model (planner.place_engine): "auto" = one GPU when it
     # fits, else the fewest GPUs; "single"; "shard" = every visible GPU.
     strategy: str = "auto"
@@ -314,6 +317,7 @@ def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: obj
         cache_dir=Path(get("CHORD_CACHE_DIR")) if get("CHORD_CACHE_DIR") else None,
         decoder=get("CHORD_DECODER") or "fast",
         compile=None if not get("CHORD_COMPILE") else _truthy(get("CHORD_COMPILE")),
+        fp8=_truthy(get("CHORD_FP8")),
         strategy=get("CHORD_STRATEGY") or "auto",
     )
     return cfg.with_overrides(**overrides)

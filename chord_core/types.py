@@ -214,6 +214,8 @@ class ModelInfo:
     coords: str = "absolute"
     # a Thinking checkpoint (Qwen3-VL-*-Thinking): its answers follow its reasoning
     thinking: bool = False
+    # its language model's prefill products ran in FP8 (CHORD_FP8=1; model/fp8.py)
+    fp8: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

@@ -179,7 +179,7 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     preimport.join()  # a worker's imports began at its start: what is left is waited for here
     import torch
 
-    from chord_core.model import fastgen
+    from chord_core.model import fastgen, fp8
     lap("imports_s")
     resolved = resolve_model(cfg)
     path = str(resolved.local_path or resolved.path_or_id)
@@ -217,11 +217,12 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     lap("processor_s")  # what was left to wait for of the processor's thread
     template = getattr(processor, "chat_template", None) or getattr(
         processor.tokenizer, "chat_template", None)
+    decoder = fastgen.for_model(cfg, model, processor)  # before FP8: its views of bf16
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family, coords=coord_mode,
-                     thinking=families.is_thinking(family, cfg.model, template))
-    decoder = fastgen.for_model(cfg, model, processor)
+                     thinking=families.is_thinking(family, cfg.model, template),
+                     fp8=cfg.fp8 and fp8.install(model) > 0)  # model/fp8.py
     lap("fast_path_s")
     return LoadedModel(model=model, processor=processor, info=info, family=family,
                        decoder=decoder, coord_mode=coord_mode, load_s=laps.total(),
@@ -413,8 +414,7 @@ def ground_images(lm: LoadedModel, images: Sequence[np.ndarray], target: str, *,
     for start in range(0, total, batch_size):
         _raise_if_cancelled(cancel)
         batch = images[start:start + batch_size]
-        outputs.extend(_ground_batch(lm, batch, target, max_new_tokens, min_new_tokens,
-                                     cancel))
+        outputs.extend(_ground_batch(lm, batch, target, max_new_tokens, min_new_tokens, cancel))
         if on_batch is not None:
             on_batch(len(outputs), total)
     return outputs
