@@ -468,7 +468,7 @@ def bench_naive(model: str, device: str, paths: list[str], n: int) -> float:
     return n / t
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="7b", choices=("3b", "7b"))
     ap.add_argument("--ckpt", default="/tmp/chord-rand-{shape}{vocab}")
@@ -487,7 +487,11 @@ def main() -> int:
     ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = parser().parse_args()
     parts = args.parts.split(",")
     model = "test" if args.cpu else args.ckpt.format(shape=args.shape,
                                                       vocab="-vocab" if args.vocab else "")

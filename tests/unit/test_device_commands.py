@@ -96,3 +96,21 @@ def test_ground_batch_sweeps_the_hour_at_three_batches_from_the_default():
     assert args.ground_batch[0] == lv.GROUND_LONG_BATCH and len(set(args.ground_batch)) == 3
     assert (args.ground_max_pixels, args.tokens) == (lv.GROUND_LONG_MAX_PIXELS,
                                                       lv.GROUND_LONG_TOKENS)
+
+
+def test_fp8_compares_both_products_then_runs_the_ofa_loop_twice(monkeypatch):
+    """Issue 36's FP8 call: the in-process A/B on the 7B it builds, then the seed client's
+    loop through serve, bf16 first and CHORD_FP8=1 second (the service reads the setting)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # their bench_common
+    cmds = [c for c in entry("fp8") if c[0].startswith("benchmarks/")]
+    assert [c[0] for c in cmds] == ["benchmarks/fp8_prefill.py", "benchmarks/entail.py",
+                                    "benchmarks/entail.py"]
+    ab = bench("fp8_prefill").parser().parse_args(cmds[0][1:])
+    built = re.search(r"M7=(\S+)", block("fp8")).group(1)
+    assert (ab.pairs, ab.ground_rows, ab.model) == (32, 128, "$M7")
+    loops = [bench("entail").parser().parse_args(c[1:]) for c in cmds[1:]]
+    assert [a.parts for a in loops] == ["ofa-loop", "ofa-loop"]
+    # the loops' service loads the checkpoint the A/B built (entail.py's default path)
+    assert {a.ckpt.format(shape=a.shape, vocab="-vocab") for a in loops} == {built}
+    lines = [ln for ln in block("fp8").splitlines() if "benchmarks/entail.py" in ln]
+    assert "CHORD_FP8=1" not in lines[0] and "CHORD_FP8=1" in lines[1]
