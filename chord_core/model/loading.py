@@ -7,12 +7,10 @@ ground requests.
 
 Rules that keep results right (see shared/design/QWEN_FACTS.md):
 
-* Video frames are sampled by Chord and passed WITH ``video_metadata`` and
-  ``do_sample_frames=False``; otherwise the processor assumes 24 fps and the model's time axis
-  (``second_per_grid_ts``) is wrong.
-* Frames/images arrive already resized to the plan's ``input_wh``; the processor's pixel
-  bounds are set so it does not resize them again, and ``input_wh`` reported back is read
-  from the processor's grid (what the model really saw).
+* Video frames are sampled by Chord, passed WITH ``video_metadata``, ``do_sample_frames=False``;
+  else the processor assumes 24 fps and the model's time axis (``second_per_grid_ts``) is wrong.
+* Frames/images arrive resized to the plan's ``input_wh``; the processor's pixel bounds do not
+  resize them again; ``input_wh`` reported back is the processor's grid (what the model saw).
 * The WHOLE processor output goes to ``generate`` (``mm_token_type_ids`` is needed for the
   3-D rotary positions). Greedy decoding; only new tokens are decoded.
 """
@@ -179,7 +177,7 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     preimport.join()  # a worker's imports began at its start: what is left is waited for here
     import torch
 
-    from chord_core.model import fastgen, fp8
+    from chord_core.model import fastgen, fp8, fused
     lap("imports_s")
     resolved = resolve_model(cfg)
     path = str(resolved.local_path or resolved.path_or_id)
@@ -218,6 +216,8 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     template = getattr(processor, "chat_template", None) or getattr(
         processor.tokenizer, "chat_template", None)
     decoder = fastgen.for_model(cfg, model, processor)  # before FP8: its views of bf16
+    if cfg.fuse:  # the prefill's norms and MLP activations as fused kernels (model/fused.py)
+        fused.install(model)
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: device_name(v) for k, v in hf_map.items()},
                      test_model=resolved.is_test, family=family, coords=coord_mode,

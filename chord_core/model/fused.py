@@ -1,0 +1,133 @@
+"""The prefill's element-wise chains as fused kernels (opt-in: ``CHORD_FUSE=1``).
+
+Session 8's H100 profile of a 128-frame grounding prefill found ≈ 25 % of its 1.36 s in
+element-wise kernels run one by one: each RMSNorm is seven of them (a float32 copy, square,
+mean, rsqrt, multiply, a bf16 copy, the weight), each gated MLP three more around its
+products (SiLU, the multiply), and every one reads and writes the whole activation. Here the
+RMSNorm modules of the model (the language model's, the vision tower's, Qwen3-VL's per-head
+q/k norms) and the SiLU-gated MLPs (``act(gate(x)) * up(x)``, then ``down``) get a forward
+that runs the same arithmetic through ``torch.compile``: one kernel for the norm, one for
+the activation and its multiply. The products stay the modules' own (bf16, or FP8 where
+``CHORD_FP8`` gave them FP8 copies).
+
+Only inputs of at least ``MIN_ROWS`` tokens take it, as in ``fp8``: decode steps (their own
+compiled graphs and CUDA graphs) and short inputs keep the modules' forwards. The compiled
+functions are compiled once per process on first use, with dynamic shapes (a cold compile
+cache: seconds, on the first long prefill). On the CPU the same functions run uncompiled
+unless asked (``install(model, compiled=True)``; the tests compare both with the modules').
+
+:func:`install` changes one loaded model (nothing global is patched); :func:`disabled` puts
+the modules' own forwards back meanwhile, for benchmarks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import types
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+log = logging.getLogger(__name__)
+
+MIN_ROWS = 256  # tokens: below this the module's own forward runs (decode steps)
+_compiled: dict[str, Callable[..., Any]] = {}
+_compiling = threading.Lock()
+
+
+def rms_norm(x: Any, weight: Any, eps: float) -> Any:
+    """Qwen's RMSNorm, as its modules compute it (float32 statistics, the input's dtype
+    before the weight)."""
+    import torch
+
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def silu_mul(gate: Any, up: Any) -> Any:
+    import torch.nn.functional as F
+
+    return F.silu(gate) * up
+
+
+def _kernel(name: str, fn: Callable[..., Any], compiled: bool) -> Callable[..., Any]:
+    if not compiled:
+        return fn
+    with _compiling:
+        if name not in _compiled:
+            import torch
+
+            _compiled[name] = torch.compile(fn, dynamic=True, fullgraph=True)
+        return _compiled[name]
+
+
+def _norm_forward(self: Any, x: Any) -> Any:
+    if x.numel() >= MIN_ROWS * x.shape[-1]:
+        return self._chord_fused_norm(x, self.weight, self.variance_epsilon)
+    return self._chord_unfused(x)
+
+
+def _mlp_forward(self: Any, x: Any) -> Any:
+    if x.numel() >= MIN_ROWS * x.shape[-1]:
+        return self.down_proj(self._chord_fused_act(self.gate_proj(x), self.up_proj(x)))
+    return self._chord_unfused(x)
+
+
+def _is_norm(module: Any) -> bool:
+    return type(module).__name__.endswith("RMSNorm") and hasattr(module, "variance_epsilon") \
+        and getattr(module, "weight", None) is not None
+
+
+def _is_silu_mlp(module: Any) -> bool:
+    """``act(gate(x)) * up(x)`` then ``down``, with SiLU (torch's, or transformers' own
+    ``SiLUActivation``, which calls it)."""
+    return all(hasattr(module, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn")) \
+        and type(module.act_fn).__name__ in ("SiLU", "SiLUActivation")
+
+
+def targets(model: Any) -> list[tuple[Any, str]]:
+    """(module, "norm" | "mlp") for every module this fuses."""
+    return [(m, "norm" if _is_norm(m) else "mlp") for m in model.modules()
+            if _is_norm(m) or _is_silu_mlp(m)]
+
+
+def install(model: Any, compiled: bool | None = None) -> int:
+    """Give ``model``'s RMSNorms and SiLU-gated MLPs the fused forwards; returns how many.
+    ``compiled``: through torch.compile (default: when the model is on a GPU)."""
+    if compiled is None:
+        param = next(model.parameters(), None)
+        compiled = param is not None and param.device.type == "cuda"
+    norm = _kernel("rms_norm", rms_norm, compiled)
+    act = _kernel("silu_mul", silu_mul, compiled)
+    found = targets(model)
+    for module, kind in found:
+        if "_chord_unfused" not in module.__dict__:
+            module._chord_unfused = module.forward
+        if kind == "norm":
+            module._chord_fused_norm = norm
+            module.forward = types.MethodType(_norm_forward, module)
+        else:
+            module._chord_fused_act = act
+            module.forward = types.MethodType(_mlp_forward, module)
+    log.info("CHORD_FUSE: %d RMSNorms and %d gated MLPs fused from %d tokens (%s)",
+             sum(k == "norm" for _, k in found), sum(k == "mlp" for _, k in found), MIN_ROWS,
+             "compiled" if compiled else "uncompiled on the CPU")
+    return len(found)
+
+
+def installed(model: Any) -> bool:
+    return any("_chord_unfused" in m.__dict__ for m, _ in targets(model))
+
+
+@contextmanager
+def disabled(model: Any) -> Iterator[None]:
+    """The modules' own forwards meanwhile (benchmarks time both)."""
+    changed = [(m, m.forward) for m, _ in targets(model) if "_chord_unfused" in m.__dict__]
+    for m, _ in changed:
+        m.forward = m._chord_unfused
+    try:
+        yield
+    finally:
+        for m, fused in changed:
+            m.forward = fused

@@ -1,0 +1,111 @@
+"""Fused prefill kernels (``CHORD_FUSE=1``, ``model/fused.py``): the norms and gated MLPs of
+both families take the fused forward, which computes what the modules compute, compiled
+(inductor on the CPU) or not; short inputs and decode steps keep the modules' own; the fast
+decoder's tokens are unchanged; FP8 products stay in the MLPs it fuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from chord_core.config import ModelConfig, model_config_from_env
+from chord_core.model import fp8, fused
+from chord_core.model import inputs as model_inputs
+from chord_core.model import loading as m
+
+
+@pytest.fixture(scope="module", params=["test", "test-qwen3"], ids=["qwen2.5-vl", "qwen3-vl"])
+def pair(request, tiny_model_dir):
+    plain = m.load_model(ModelConfig(model=request.param, device="cpu"))
+    fast = m.load_model(ModelConfig(model=request.param, device="cpu", fuse=True))
+    return plain, fast
+
+
+def test_the_setting() -> None:
+    assert not model_config_from_env({}).fuse
+    assert model_config_from_env({"CHORD_FUSE": "1"}).fuse
+
+
+def test_norms_and_gated_mlps_of_both_towers_are_fused(pair) -> None:
+    plain, fast = pair
+    assert fused.installed(fast.model) and not fused.installed(plain.model)
+    kinds = {(type(mod).__name__, kind) for mod, kind in fused.targets(fast.model)}
+    text = fast.model.model.language_model
+    assert {(type(text.norm).__name__, "norm"), (type(text.layers[0].mlp).__name__, "mlp")} \
+        <= kinds
+    layer_norms = [mod for mod, kind in fused.targets(fast.model) if kind == "norm"]
+    assert text.layers[0].input_layernorm in layer_norms
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "inductor"])
+def test_the_fused_functions_compute_what_the_modules_do(pair, compiled: bool) -> None:
+    plain, _ = pair
+    g = torch.Generator().manual_seed(0)
+    for mod, kind in fused.targets(plain.model)[:6]:
+        width = mod.weight.shape[0] if kind == "norm" else mod.gate_proj.in_features
+        x = torch.randn(2, fused.MIN_ROWS, width, generator=g)
+        with torch.inference_mode():
+            want = mod(x)
+            if kind == "norm":
+                norm = fused._kernel("rms_norm", fused.rms_norm, compiled)
+                got = norm(x, mod.weight, mod.variance_epsilon)
+            else:
+                act = fused._kernel("silu_mul", fused.silu_mul, compiled)
+                got = mod.down_proj(act(mod.gate_proj(x), mod.up_proj(x)))
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_prefill_runs_fused_and_matches(pair) -> None:
+    plain, fast = pair
+    calls: list[int] = []
+    real = fused.rms_norm
+
+    vocab = plain.model.config.get_text_config().vocab_size
+    ids = torch.randint(0, vocab, (1, fused.MIN_ROWS + 20),
+                        generator=torch.Generator().manual_seed(2))
+    first = fast.model.model.language_model.layers[0].input_layernorm
+    first._chord_fused_norm = lambda *a: (calls.append(1), real(*a))[1]
+    try:
+        with torch.inference_mode():
+            got = fast.model(input_ids=ids).logits
+            assert calls  # the fused forward ran, not the module's
+            torch.testing.assert_close(got, plain.model(input_ids=ids).logits,
+                                       rtol=1e-4, atol=1e-4)
+            calls.clear()
+            short = ids[:, :30]
+            assert torch.equal(fast.model(input_ids=short).logits,
+                               plain.model(input_ids=short).logits)
+            assert not calls  # a short input: the module's own forward
+            with fused.disabled(fast.model):
+                fast.model(input_ids=ids)
+            assert not calls
+    finally:
+        first._chord_fused_norm = real
+
+
+def test_decoding_is_unchanged(pair) -> None:
+    plain, fast = pair
+    frames = np.random.default_rng(0).integers(0, 255, (4, 56, 84, 3), dtype=np.uint8)
+    meta = {"total_num_frames": 4, "fps": 2.0, "frames_indices": list(range(4))}
+    a = model_inputs.build_video_inputs(plain, frames, meta, "Describe this clip.")
+    b = model_inputs.build_video_inputs(fast, frames, meta, "Describe this clip.")
+    assert fast.decoder.generate(b, 24).tolist() == plain.decoder.generate(a, 24).tolist()
+
+
+def test_fused_mlps_keep_fp8_products(tiny_model_dir) -> None:
+    both = m.load_model(ModelConfig(model="test", device="cpu", fuse=True, fp8=True))
+    assert both.info.fp8 and fused.installed(both.model)
+    mlp = both.model.model.language_model.layers[0].mlp
+    seen: list[str] = []
+    hooks = [getattr(mlp, n).register_forward_hook(lambda mod, a, o, n=n: seen.append(n))
+             for n in ("gate_proj", "up_proj", "down_proj")]
+    try:
+        x = torch.randn(1, fp8.MIN_ROWS, mlp.gate_proj.in_features)
+        with torch.inference_mode():
+            mlp(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert sorted(seen) == ["down_proj", "gate_proj", "up_proj"]  # the modules (FP8) ran
+    assert "_chord_fp8_weight" in mlp.gate_proj.__dict__
