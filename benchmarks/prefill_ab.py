@@ -1,20 +1,23 @@
-"""FP8 prefill products (``CHORD_FP8=1``, ``model/fp8.py``) against bf16, on the same weights
-in one process: the two passes issues 34 and 36 are bound by.
+"""The prefill's opt-in levers against the default, on the same weights in one process:
+``CHORD_FUSE`` (``model/fused.py``: norms and gated activations as fused kernels) and
+``CHORD_FP8`` (``model/fp8.py``: the language model's projections as FP8 products), alone
+and together, on the two passes issues 34 and 36 are bound by.
 
-    python3 benchmarks/fp8_prefill.py --model /tmp/chord-rand-7b-vocab --out $OUT/fp8.json
+    python3 benchmarks/prefill_ab.py --model /tmp/chord-rand-7b-vocab --out $OUT/prefill_ab.json
 
 * ``entail``: one 32-pair entailment pass (448×448 images and their statements, as
-  ``entailment._prefill`` runs it), bf16 and FP8 alternated three times, medians of 5 each;
-  with how far FP8 moved the answer (each row's entailment probability, its label, and the
-  last position's logits relative to bf16's).
+  ``entailment._prefill`` runs it), the four variants round-robin three times, medians of 5
+  each; with how far each variant moved the answers against the default (each row's
+  entailment probability, its label, the last position's logits).
 * ``ground``: one long-clip grounding prefill of ``--ground-rows`` 448×252 frames (the
   long-clip size; the model's forward to the last position), the same way.
 * ``gemm``: one language-model MLP (3,584 → 18,944 gate/up, 18,944 → 3,584 down) at the
   entailment pass's token count, bf16 ``F.linear`` against ``fp8_linear`` (its per-token
   scaling included), TFLOP/s.
 
-Random weights: the agreement figures say how far the products moved the numbers, not whether a
-trained model's answers stay right. ``--device cpu --model test`` checks the script here.
+The first fused call compiles its two kernels (a warm-up call before timing takes it).
+Random weights: the agreement figures say how far the numbers moved, not whether a trained
+model's answers stay right. ``--device cpu --model test`` checks the script here.
 """
 
 from __future__ import annotations
@@ -24,58 +27,74 @@ import json
 import os
 import statistics
 import sys
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench_common import timed  # also puts the repository on sys.path
 
 
+VARIANTS = ("default", "fused", "fp8", "fp8+fused")
+
+
+@contextmanager
+def _variant(model, name: str):
+    """``model`` (loaded with both levers) with only ``name``'s levers on."""
+    from chord_core.model import fp8, fused
+
+    with ExitStack() as stack:
+        if "fp8" not in name:
+            stack.enter_context(fp8.disabled(model))
+        if "fused" not in name:
+            stack.enter_context(fused.disabled(model))
+        yield
+
+
 def _ab(model, fn, rounds: int, repeats: int) -> dict:
-    """``fn`` timed with bf16 products and with FP8 ones, alternated ``rounds`` times."""
+    """``fn`` timed in each variant, round-robin ``rounds`` times; medians and speed-ups
+    against the default."""
     import torch
 
-    from chord_core.model import fp8
-
-    runs: dict = {"bf16_s": [], "fp8_s": []}
+    runs: dict = {v: [] for v in VARIANTS}
     with torch.inference_mode():
         for _ in range(rounds):
-            with fp8.disabled(model):
-                fn()
-                runs["bf16_s"].append(timed(fn, repeats)[0])
-            fn()
-            runs["fp8_s"].append(timed(fn, repeats)[0])
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    return {**runs, "bf16_median_s": round(med["bf16_s"], 4),
-            "fp8_median_s": round(med["fp8_s"], 4),
-            "speedup": round(med["bf16_s"] / med["fp8_s"], 3)}
+            for v in VARIANTS:
+                with _variant(model, v):
+                    fn()
+                    runs[v].append(timed(fn, repeats)[0])
+    med = {v: statistics.median(t) for v, t in runs.items()}
+    return {"runs_s": runs, "median_s": {v: round(t, 4) for v, t in med.items()},
+            "speedup": {v: round(med["default"] / t, 3) for v, t in med.items()}}
 
 
 def _agreement(lm, inputs) -> dict:
-    """How far FP8 moved one pass's answers: entailment probability per row, the label, the
-    last position's logits."""
+    """How far each variant moved one pass's answers against the default: entailment
+    probability per row, the label, the last position's logits."""
     import torch
 
     from chord_core.analysis import entailment as ent
-    from chord_core.model import fp8
 
-    def run():
-        logits = lm.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1].float()
-        return logits, ent._scores(lm, logits, inputs["attention_mask"].sum(-1).tolist())
-
-    with torch.inference_mode():
-        with fp8.disabled(lm.model):
-            ref_logits, ref = run()
-        logits, ours = run()
-    dp = [abs(a.probabilities["entailment"] - b.probabilities["entailment"])
-          for a, b in zip(ours, ref)]
+    def run(v):
+        with _variant(lm.model, v), torch.inference_mode():
+            logits = lm.model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
+            logits = logits.float()
+            return logits, ent._scores(lm, logits, inputs["attention_mask"].sum(-1).tolist())
 
     def label(s):
         return max(s.probabilities, key=s.probabilities.get)
 
-    return {"max_abs_dp_entailment": round(max(dp), 5),
-            "mean_abs_dp_entailment": round(statistics.fmean(dp), 5),
-            "labels_same": sum(label(a) == label(b) for a, b in zip(ours, ref)),
-            "rows": len(ref),
-            "logits_rel_err": round(float((logits - ref_logits).norm() / ref_logits.norm()), 5)}
+    ref_logits, ref = run("default")
+    out = {}
+    for v in VARIANTS[1:]:
+        logits, ours = run(v)
+        dp = [abs(a.probabilities["entailment"] - b.probabilities["entailment"])
+              for a, b in zip(ours, ref)]
+        out[v] = {"max_abs_dp_entailment": round(max(dp), 5),
+                  "mean_abs_dp_entailment": round(statistics.fmean(dp), 5),
+                  "labels_same": sum(label(a) == label(b) for a, b in zip(ours, ref)),
+                  "rows": len(ref),
+                  "logits_rel_err": round(float((logits - ref_logits).norm()
+                                                / ref_logits.norm()), 5)}
+    return out
 
 
 def _gemm(tokens: int, device: str, hidden: int, inter: int) -> dict:
@@ -113,7 +132,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--ground-rows", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "fp8.json"))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
+                                                  "prefill_ab.json"))
     return ap
 
 
@@ -126,10 +146,13 @@ def main() -> int:
     from chord_core.config import ModelConfig
     from chord_core.model import loading as m
 
-    lm = Engine(ModelConfig(model=args.model, device=args.device, compile=False,
-                            fp8=True)).load()
-    if not lm.info.fp8:
-        print("FP8 products were not installed (the log says why)", file=sys.stderr)
+    from chord_core.model import fused
+
+    lm = Engine(ModelConfig(model=args.model, device=args.device, compile=False, fp8=True,
+                            fuse=True)).load()
+    if not lm.info.fp8 or not fused.installed(lm.model):
+        print("FP8 products or fused kernels were not installed (the log says why)",
+              file=sys.stderr)
         return 2
     cuda = args.device.startswith("cuda")
     rounds, repeats = (args.rounds, 5) if cuda else (1, 1)

@@ -17,8 +17,8 @@
 #       (the decode step uncompiled) against the same with CHORD_COMPILE=1
 #   bash benchmarks/run_device.sh all-in-one   # the CLI cold, the entailment split with the
 #       vision MLP narrow vs aligned, the Thinking row: one call (see its section)
-#   bash benchmarks/run_device.sh fp8   # issues 36 + 34: FP8 prefill products against bf16
-#       (one pass of each kind, alternated), then the OFA-VE loop with CHORD_FP8=1 and without
+#   bash benchmarks/run_device.sh prefill-ab   # issues 36 + 34: CHORD_FUSE and CHORD_FP8
+#       against the default (each pass round-robin), then the OFA-VE loop without and with both
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -63,11 +63,12 @@ if [ "${1:-}" = entail-profile ]; then
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/entail-profile.log"
   exit 0
 fi
-if [[ "${1:-}" == fp8 ]]; then
-  # Issues 36 and 34 (one H200 or H100; carry .devtmp/tp, ≈ 6 minutes with the model built):
-  # CHORD_FP8's products against bf16 on the same weights in one process (a 32-pair
-  # entailment pass, a 128-frame grounding prefill, one MLP's GEMMs; how far the answers
-  # moved), then the OFA-VE seed client's loop through serve, bf16 first, then CHORD_FP8=1
+if [[ "${1:-}" == prefill-ab ]]; then
+  # Issues 36 and 34 (one H200 or H100; carry .devtmp/tp, ≈ 7 minutes with the model built):
+  # the prefill's opt-in levers against the default on the same weights in one process
+  # (CHORD_FUSE, CHORD_FP8, both: a 32-pair entailment pass, a 128-frame grounding prefill,
+  # one MLP's GEMMs; how far the answers moved), then the OFA-VE seed client's loop through
+  # serve, the default first, then CHORD_FP8=1 CHORD_FUSE=1
   TP=${TP:-.devtmp/tp}
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
       "$TP"/whl/*.whl && export PYTHONPATH=/tmp/site
@@ -77,15 +78,16 @@ if [[ "${1:-}" == fp8 ]]; then
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     [ -f $M7/model.safetensors.index.json ] || \
         python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
-    python3 benchmarks/fp8_prefill.py --model $M7 --pairs 32 --ground-rows 128 \
-        --out "$OUT/fp8.json"
+    python3 benchmarks/prefill_ab.py --model $M7 --pairs 32 --ground-rows 128 \
+        --out "$OUT/prefill_ab.json"
     echo "device s so far: $((SECONDS - t0))"
     CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
-        --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_bf16.json"
-    CHORD_FP8=1 CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b \
-        --vocab "$VOCAB" --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_fp8.json"
+        --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_default.json"
+    CHORD_FP8=1 CHORD_FUSE=1 CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py \
+        --shape 7b --vocab "$VOCAB" --pairs 384 --gpus 1 --parts ofa-loop \
+        --out "$OUT/entail_fp8_fused.json"
     echo "device s: $((SECONDS - t0))"
-  } 2>&1 | grep -v "Loading weights" | tee "$OUT/fp8.log"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/prefill-ab.log"
   exit 0
 fi
 if [ "${1:-}" = throughput-rest ]; then

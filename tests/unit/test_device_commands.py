@@ -98,19 +98,20 @@ def test_ground_batch_sweeps_the_hour_at_three_batches_from_the_default():
                                                       lv.GROUND_LONG_TOKENS)
 
 
-def test_fp8_compares_both_products_then_runs_the_ofa_loop_twice(monkeypatch):
-    """Issue 36's FP8 call: the in-process A/B on the 7B it builds, then the seed client's
-    loop through serve, bf16 first and CHORD_FP8=1 second (the service reads the setting)."""
+def test_prefill_ab_compares_the_levers_then_runs_the_ofa_loop_twice(monkeypatch):
+    """Issues 36/34's prefill call: the in-process A/B on the 7B it builds, then the seed
+    client's loop through serve, the default first and both levers second (the service
+    reads the settings)."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # their bench_common
-    cmds = [c for c in entry("fp8") if c[0].startswith("benchmarks/")]
-    assert [c[0] for c in cmds] == ["benchmarks/fp8_prefill.py", "benchmarks/entail.py",
+    cmds = [c for c in entry("prefill-ab") if c[0].startswith("benchmarks/")]
+    assert [c[0] for c in cmds] == ["benchmarks/prefill_ab.py", "benchmarks/entail.py",
                                     "benchmarks/entail.py"]
-    ab = bench("fp8_prefill").parser().parse_args(cmds[0][1:])
-    built = re.search(r"M7=(\S+)", block("fp8")).group(1)
+    ab = bench("prefill_ab").parser().parse_args(cmds[0][1:])
+    built = re.search(r"M7=(\S+)", block("prefill-ab")).group(1)
     assert (ab.pairs, ab.ground_rows, ab.model) == (32, 128, "$M7")
     loops = [bench("entail").parser().parse_args(c[1:]) for c in cmds[1:]]
     assert [a.parts for a in loops] == ["ofa-loop", "ofa-loop"]
     # the loops' service loads the checkpoint the A/B built (entail.py's default path)
     assert {a.ckpt.format(shape=a.shape, vocab="-vocab") for a in loops} == {built}
-    lines = [ln for ln in block("fp8").splitlines() if "benchmarks/entail.py" in ln]
-    assert "CHORD_FP8=1" not in lines[0] and "CHORD_FP8=1" in lines[1]
+    lines = [ln for ln in block("prefill-ab").splitlines() if "benchmarks/entail.py" in ln]
+    assert "CHORD_F" not in lines[0] and "CHORD_FP8=1 CHORD_FUSE=1" in lines[1]
