@@ -19,6 +19,7 @@
 #       vision MLP narrow vs aligned, the Thinking row: one call (see its section)
 #   bash benchmarks/run_device.sh prefill-ab   # issues 36 + 34: CHORD_FUSE and CHORD_FP8
 #       against the default (each pass round-robin), then the OFA-VE loop without and with both
+#       (the other entries read them too: CHORD_FP8=1 CHORD_FUSE=1 bash … decode-vss half)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
