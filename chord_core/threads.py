@@ -45,18 +45,14 @@ class Pool(ThreadPoolExecutor):
     it takes none of its own."""
 
     def __init__(self, max_workers: int | None = None, thread_name_prefix: str = "") -> None:
-        self._started: list[threading.Thread] = []
-        self._noting = threading.Lock()
+        self._started: list[threading.Thread] = []  # appended by each thread as it starts
         super().__init__(max_workers, thread_name_prefix, initializer=self._note)
 
     def _note(self) -> None:
-        with self._noting:
-            self._started.append(threading.current_thread())
+        self._started.append(threading.current_thread())
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         super().shutdown(wait, cancel_futures=cancel_futures)
-        if wait:
-            with self._noting:
-                started = list(self._started)
-            for thread in started:
+        if wait:  # every thread has ended (its Python part): none appends any more
+            for thread in self._started:
                 native_end(thread)

@@ -96,21 +96,24 @@ def fp8_linear(x: Any, q: Any, w_scale: Any, bias: Any) -> Any:
     amax = torch.linalg.vector_norm(rows, float("inf"), dim=1, keepdim=True)
     scale = (amax.float() / E4M3_MAX).clamp(min=1e-12).to(x.dtype)
     xq = (rows / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    if xq.is_cuda:  # cuBLAS/CUTLASS row-wise scaling: bf16 out only; fast accumulation
-        out = torch._scaled_mm(xq, q.t(), scale_a=scale.float(), scale_b=w_scale,
-                               out_dtype=torch.bfloat16, use_fast_accum=True).to(x.dtype)
-    else:
-        out = torch._scaled_mm(xq, q.t(), scale_a=scale.float(), scale_b=w_scale,
-                               out_dtype=x.dtype)
+    cuda = xq.is_cuda  # CUDA's row-wise scaling gives bf16 only; fast accumulation there
+    out = torch._scaled_mm(xq, q.t(), scale_a=scale.float(), scale_b=w_scale,
+                           out_dtype=torch.bfloat16 if cuda else x.dtype,
+                           use_fast_accum=cuda).to(x.dtype)
     if bias is not None:
         out = out + bias
     return out.reshape(*x.shape[:-1], q.shape[0])
 
 
+def prefill_sized(x: Any) -> bool:
+    """``x`` holds at least ``MIN_ROWS`` tokens: a prefill's input, not a decode step's."""
+    return x.numel() >= MIN_ROWS * x.shape[-1]
+
+
 def _forward(self: Any, x: Any) -> Any:
     import torch.nn.functional as F
 
-    if x.numel() >= MIN_ROWS * x.shape[-1]:
+    if prefill_sized(x):
         return fp8_linear(x, self._chord_fp8_weight, self._chord_fp8_scale, self.bias)
     return F.linear(x, self.weight, self.bias)
 

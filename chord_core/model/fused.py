@@ -10,11 +10,12 @@ that runs the same arithmetic through ``torch.compile``: one kernel for the norm
 the activation and its multiply. The products stay the modules' own (bf16, or FP8 where
 ``CHORD_FP8`` gave them FP8 copies).
 
-Only inputs of at least ``MIN_ROWS`` tokens take it, as in ``fp8``: decode steps (their own
-compiled graphs and CUDA graphs) and short inputs keep the modules' forwards. The compiled
-functions are compiled once per process on first use, with dynamic shapes (a cold compile
-cache: seconds, on the first long prefill). On the CPU the same functions run uncompiled
-unless asked (``install(model, compiled=True)``; the tests compare both with the modules').
+Only inputs of at least ``fp8.MIN_ROWS`` tokens take it (``fp8.prefill_sized``, the same
+test as FP8's): decode steps (their own compiled graphs and CUDA graphs) and short inputs keep
+the modules' forwards. The functions are compiled once per process on first use, with
+dynamic shapes (a cold compile cache: seconds, on the first long prefill). On the CPU the same
+functions run uncompiled unless asked (``install(model, compiled=True)``; the tests compare
+both with the modules').
 
 :func:`install` changes one loaded model (nothing global is patched); :func:`disabled` puts
 the modules' own forwards back meanwhile, for benchmarks.
@@ -28,9 +29,10 @@ import types
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from chord_core.model.fp8 import MIN_ROWS, prefill_sized
+
 log = logging.getLogger(__name__)
 
-MIN_ROWS = 256  # tokens: below this the module's own forward runs (decode steps)
 _compiled: dict[str, Callable[..., Any]] = {}
 _compiling = threading.Lock()
 
@@ -63,13 +65,13 @@ def _kernel(name: str, fn: Callable[..., Any], compiled: bool) -> Callable[..., 
 
 
 def _norm_forward(self: Any, x: Any) -> Any:
-    if x.numel() >= MIN_ROWS * x.shape[-1]:
+    if prefill_sized(x):
         return self._chord_fused_norm(x, self.weight, self.variance_epsilon)
     return self._chord_unfused(x)
 
 
 def _mlp_forward(self: Any, x: Any) -> Any:
-    if x.numel() >= MIN_ROWS * x.shape[-1]:
+    if prefill_sized(x):
         return self.down_proj(self._chord_fused_act(self.gate_proj(x), self.up_proj(x)))
     return self._chord_unfused(x)
 
