@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU evidence run (device machine, 2 × H200). Writes everything under $OUT.
+# The GPU evidence run (device machine: one H100 or H200 is what is lent; the code plans for any
+# number of GPUs). Writes everything under $OUT.
 #   bash benchmarks/run_device.sh            (bash benchmarks/run_device.sh startup: issue 35 alone)
 #   bash benchmarks/run_device.sh decode     # issue 34 only (one H200), see its section
 #   bash benchmarks/run_device.sh decode-vss / decode-user / ground-batch   # issue 34's others

@@ -126,12 +126,15 @@ def packet_index(path: str | Path) -> PacketIndex | None:
             if key in _cache:
                 _cache.move_to_end(key)
                 return _cache[key]
-        got = _scan(p)
-        with _cache_lock:
-            _cache[key] = got
-            _building.pop(key, None)
-            while len(_cache) > CACHE_ENTRIES:
-                _cache.popitem(last=False)
+        try:
+            got = _scan(p)
+            with _cache_lock:
+                _cache[key] = got
+                while len(_cache) > CACHE_ENTRIES:
+                    _cache.popitem(last=False)
+        finally:  # a scan that raised leaves no entry behind
+            with _cache_lock:
+                _building.pop(key, None)
     return got
 
 

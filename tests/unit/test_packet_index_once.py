@@ -38,3 +38,27 @@ def test_reads_asking_together_wait_for_one_scan(tmp_path, monkeypatch) -> None:
     clip.write_bytes(b"changed: another size, another key")
     assert pi.packet_index(clip) is not got[0] and len(calls) == 2
     assert not pi._building  # nothing left behind
+
+
+def test_a_scan_that_raises_leaves_nothing_behind_and_the_next_read_scans_again(
+        tmp_path, monkeypatch) -> None:
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"scanned by the fake below")
+    outcomes: list[object] = [OSError("the disk went away mid-scan"), "the index"]
+
+    def scan(p):
+        got = outcomes.pop(0)
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    monkeypatch.setattr(pi, "_scan", scan)
+    monkeypatch.setattr(pi, "_cache", type(pi._cache)())
+    try:
+        pi.packet_index(clip)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the scan's error should reach its caller")
+    assert not pi._building
+    assert pi.packet_index(clip) == "the index" and not outcomes
