@@ -21,6 +21,8 @@
 #   bash benchmarks/run_device.sh prefill-ab   # issues 36 + 34: CHORD_FUSE and CHORD_FP8
 #       against the default (each pass round-robin), then the OFA-VE loop without and with both
 #       (the other entries read them too: CHORD_FP8=1 CHORD_FUSE=1 bash … decode-vss half)
+#   bash benchmarks/run_device.sh levers-long   # issue 34: the hour grounded, default then
+#       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 CHORD_CACHE_DIR=/tmp/chord-cache HF_HUB_OFFLINE=1
@@ -327,6 +329,37 @@ if [[ "${1:-}" == all-in-one ]]; then
         --batch 64 --think-tokens 64 --out "$OUT/thinking.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/entail-profile.log"
+  exit 0
+fi
+if [[ "${1:-}" == levers-long ]]; then
+  # Issue 34 with the prefill levers (carry .whl/av .whl/nvc .devtmp/seg; ≈ 8 minutes with
+  # the model built): the hour grounded at 128 frames a call, the default (the same-run
+  # baseline) then CHORD_FP8=1 CHORD_FUSE=1; then VSS density on the half hour with both, in
+  # what is left of the call (its baseline: "decode-vss half", 111.5 s on an H100)
+  {
+    t0=$SECONDS
+    decode_prelude model
+    [ -s /tmp/real_half_hour.mp4 ] || python3 benchmarks/footage.py \
+        --segment .devtmp/seg/real.segment.mp4 --minutes 30 --out /tmp/real_half_hour.mp4
+    echo "device s before the runs: $((SECONDS - t0))"
+    for levers in "" "CHORD_FP8=1 CHORD_FUSE=1"; do
+      tag=${levers:+_levers}
+      env $levers timeout $((420 - (SECONDS - t0))) python3 benchmarks/long_video.py \
+          --device cuda --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task ground \
+          --ground-batch 128 --warmup --decode-only-fraction 0.02 \
+          --out "$OUT/long_video_ground$tag.json" > /dev/null
+      echo "ground ${levers:-default}:"
+      python3 -c "import json; d=json.load(open('$OUT/long_video_ground$tag.json')); [print(json.dumps(r)) for r in d['runs']]"
+      echo "device s: $((SECONDS - t0))"
+    done
+    CHORD_FP8=1 CHORD_FUSE=1 timeout $((575 - (SECONDS - t0))) python3 benchmarks/long_video.py \
+        --device cuda --model /tmp/chord-rand-7b --clip /tmp/real_half_hour.mp4 \
+        --task chapters --chunk-s 10 --chapter-s 300 --frames-per-chunk 20 --describe-fps 2 \
+        --chunk-tokens 192 --batch-size 16 --decode-only-fraction 0.02 \
+        --out "$OUT/long_video_vss_levers.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/long_video_vss_levers.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/levers-long.log"
   exit 0
 fi
 if [[ "${1:-}" == decode-user ]]; then

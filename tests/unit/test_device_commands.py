@@ -115,3 +115,17 @@ def test_prefill_ab_compares_the_levers_then_runs_the_ofa_loop_twice(monkeypatch
     assert {a.ckpt.format(shape=a.shape, vocab="-vocab") for a in loops} == {built}
     lines = [ln for ln in block("prefill-ab").splitlines() if "benchmarks/entail.py" in ln]
     assert "CHORD_F" not in lines[0] and "CHORD_FP8=1 CHORD_FUSE=1" in lines[1]
+
+
+def test_levers_long_runs_the_hours_grounding_and_vss_with_the_parsers_arguments():
+    parser = bench("long_video").parser()
+    runs = []
+    for line in block("levers-long").splitlines():
+        if "benchmarks/long_video.py" in line:
+            words = shlex.split(line.split("benchmarks/long_video.py", 1)[1]
+                                .replace("$OUT", "/tmp/out").replace("$tag", ""))
+            runs.append(parser.parse_args(words[:words.index(">")]))
+    assert [(a.task, a.clip) for a in runs] == [
+        ("ground", "/tmp/real_hour.mp4"), ("chapters", "/tmp/real_half_hour.mp4")]
+    assert runs[0].ground_batch == [128] and runs[1].frames_per_chunk == 20
+    assert 'for levers in "" "CHORD_FP8=1 CHORD_FUSE=1"' in block("levers-long")
