@@ -85,6 +85,7 @@ if [[ "${1:-}" == prefill-ab ]]; then
     python3 benchmarks/prefill_ab.py --model $M7 --pairs 32 --ground-rows 128 \
         --out "$OUT/prefill_ab.json"
     echo "device s so far: $((SECONDS - t0))"
+    [[ "${2:-}" == no-loop ]] && exit 0  # "prefill-ab no-loop": the in-process A/B alone
     CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
         --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_default.json"
     CHORD_FP8=1 CHORD_FUSE=1 CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py \
