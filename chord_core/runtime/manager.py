@@ -21,6 +21,7 @@ import uuid
 from dataclasses import replace
 from typing import Any, Sequence
 
+from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.analysis.ground_chunks import merge_chunks
 from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
 from chord_core.runtime import crashes, group_start, retention
@@ -308,10 +309,13 @@ class JobManager(JobTable):
 
     def _plan_new_jobs(self) -> None:
         """Probe + plan queued jobs, feeding idle workers as it goes (the first clip starts
-        early); a describe or entail burst goes out a worker batch at a time (not one alone)."""
+        early); a describe burst goes out a worker batch at a time (not one alone), an entail
+        burst a forward pass at a time (``entail_batch.MIN_BATCH``: a request's 32 pairs are
+        one call on one idle worker, or shared among several, not a call of 8 and one of 24)."""
         new = [job for job in self._jobs.values()
                if not job.planned and job.status.state is JobState.QUEUED]
         batch = max((w.spec.model_cfg.batch_size for w in self._workers.values()), default=1)
+        unit = {"entail": max(batch, ENTAIL_MIN_BATCH)}
         for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
@@ -321,8 +325,9 @@ class JobManager(JobTable):
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
                 log.exception("planning %s failed", job.status.job_id)
                 self._finish(job, JobState.FAILED, error=internal_error(exc))
-            batched = job.status.spec.request.task in BATCHED_TASKS
-            if not batched or i + 1 == len(new) or (i + 1) % batch == 0:
+            task = job.status.spec.request.task
+            if task not in BATCHED_TASKS or i + 1 == len(new) \
+                    or (i + 1) % unit.get(task, batch) == 0:
                 self._feed_idle_workers()
 
     def _feed_idle_workers(self) -> None:

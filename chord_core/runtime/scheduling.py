@@ -17,6 +17,7 @@ from itertools import islice
 from typing import Any
 
 from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
+from chord_core.analysis.entail_batch import MIN_SPLIT as ENTAIL_MIN_SPLIT
 from chord_core.runtime.balancer import Balancer, plan_cost
 from chord_core.runtime.executors import WorkerHandle
 from chord_core.runtime.fairness import FairShare
@@ -33,6 +34,9 @@ MIN_FRAMES_PER_CHUNK = 4
 # pass's inputs while the model runs one, and the gap between calls is paid less often
 ENTAIL_PASSES_PER_CALL = 4
 READ_AHEAD_TASKS = 2  # queued tasks a worker is told about at least (``upcoming``)
+# the fewest tasks of a kind a call takes when idle workers share what is queued
+# (``batch_mates``' ``share``): an entail call below 8 pairs pays its fixed costs for little
+MIN_SHARE = {"entail": ENTAIL_MIN_SPLIT, "describe": 1}
 
 
 class WorkerState(StrEnum):
@@ -158,11 +162,18 @@ class JobEntry:
 
 
 def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
-                balancer: Balancer, wid: str, first: Task) -> list[str]:
+                balancer: Balancer, wid: str, first: Task, share: int = 1) -> list[str]:
     """Queued tasks that can share ``first``'s model call — same task (describe or entail),
     same model, no annotated video — up to the worker's batch size, from its own queue, then
     from the longest other queue (the balancer is told). Entail calls take several forward
-    passes' worth (``ENTAIL_PASSES_PER_CALL``)."""
+    passes' worth (``ENTAIL_PASSES_PER_CALL``).
+
+    ``share``: the idle workers this dispatch still feeds, this one included. When several
+    are idle, a call takes only its share of what is queued (at least ``MIN_SHARE`` of its
+    task), so one request's tasks run on every idle GPU at once instead of as one call on
+    one of them while the others wait: a client that sends one request after another (the
+    OFA-VE loop) gets each answer in about 1/N of the time. A busy host (one worker idle at
+    a time) batches as before."""
     limit = workers[wid].spec.model_cfg.batch_size
     if first.request.task == "entail":  # passes of at least entail_batch.MIN_BATCH pairs
         limit = max(limit, ENTAIL_MIN_BATCH) * ENTAIL_PASSES_PER_CALL
@@ -175,6 +186,10 @@ def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
 
     if not fits(first) or limit <= 1 or tasks[first.task_id].solo:
         return []
+    if share > 1:
+        queued = 1 + sum(1 for w in workers.values() for tid in w.queue
+                         if fits(tasks[tid].task) and not tasks[tid].solo)
+        limit = min(limit, max(MIN_SHARE.get(first.request.task, 1), -(-queued // share)))
     mates: list[str] = []
     donors = [workers[wid]] + sorted(
         (w for w in workers.values() if w.spec.worker_id != wid), key=lambda w: -len(w.queue))
@@ -212,13 +227,14 @@ def feed_idle(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balan
     """Hand each idle ready worker its next task (its own queue, the group whose turn it is:
     ``fairness.FairShare``; else one stolen) with the batch mates that go with it;
     ``start_job(job_id, worker_id)`` marks each job running."""
-    for wid, w in workers.items():
-        if w.state != "ready" or w.current is not None:
-            continue
+    idle = [wid for wid, w in workers.items() if w.state == "ready" and w.current is None]
+    for n, wid in enumerate(idle):
+        w = workers[wid]
         tid = fair.take(w.queue, tasks) if w.queue else steal(workers, tasks, balancer, wid)
         if tid is None:
             continue
-        mates = batch_mates(workers, tasks, balancer, wid, tasks[tid].task)
+        mates = batch_mates(workers, tasks, balancer, wid, tasks[tid].task,
+                            share=len(idle) - n)
         for t in mates:
             fair.served(tasks[t].group)
         batch = [tid] + mates
