@@ -44,9 +44,9 @@ ENV_VARS = (
            "not for one-shot long-video commands)", "ModelConfig.compile"),
     EnvVar("CHORD_FP8", "`1`: the language model's prefill products in FP8 (model/fp8.py; "
            "H100/H200-class GPUs; changes answers; off by default)", "ModelConfig.fp8"),
-    EnvVar("CHORD_FUSE", "`1`: the prefill's RMSNorms and SiLU-gated MLP activations as "
-           "fused kernels through torch.compile (model/fused.py; GPUs; off by default)",
-           "ModelConfig.fuse"),
+    EnvVar("CHORD_FUSE", "`0`/`1`: the prefill's RMSNorms and SiLU-gated MLP activations as "
+           "fused kernels through torch.compile (model/fused.py; default: on GPUs where the "
+           "decode step is compiled, so not for one-shot commands)", "ModelConfig.fuse"),
     EnvVar("CHORD_ONE_ROW_GRAPHS", "`0`: a lone request decodes in the 2-row graph instead of "
            "batch 1's own, tuned one (no tuning to compile on an empty cache; ≈ 5 % slower at "
            "batch 1). Default on; one-shot long-video commands set `0`", "model/fastgen.py"),
@@ -283,7 +283,10 @@ class ModelConfig:
     decoder: str = "fast"
     compile: bool | None = None  # fuse the decode step with torch.compile; None: on GPUs
     fp8: bool = False  # the language model's prefill products in FP8 (model/fp8.py)
-    fuse: bool = False  # the prefill's norms and gated activations fused (model/fused.py)
+    # the prefill's norms and gated activations fused (model/fused.py); None: on GPUs where
+    # the decode step is compiled too (``compile`` not False): a long-lived process repays
+    # the compile, a one-shot command (``compile=False``) does not
+    fuse: bool | None = None
     # Placement of one in-process model (planner.place_engine): "auto" = one GPU when it
     # fits, else the fewest GPUs; "single"; "shard" = every visible GPU.
     strategy: str = "auto"
@@ -322,7 +325,7 @@ def model_config_from_env(env: Mapping[str, str] | None = None, **overrides: obj
         decoder=get("CHORD_DECODER") or "fast",
         compile=None if not get("CHORD_COMPILE") else _truthy(get("CHORD_COMPILE")),
         fp8=_truthy(get("CHORD_FP8")),
-        fuse=_truthy(get("CHORD_FUSE")),
+        fuse=None if not get("CHORD_FUSE") else _truthy(get("CHORD_FUSE")),
         strategy=get("CHORD_STRATEGY") or "auto",
     )
     return cfg.with_overrides(**overrides)

@@ -216,7 +216,7 @@ def _load_model(cfg: ModelConfig) -> LoadedModel:
     template = getattr(processor, "chat_template", None) or getattr(
         processor.tokenizer, "chat_template", None)
     decoder = fastgen.for_model(cfg, model, processor)  # before FP8: its views of bf16
-    if cfg.fuse:  # the prefill's norms and MLP activations as fused kernels (model/fused.py)
+    if fused.wanted(cfg, kind):  # the prefill's norms and MLP activations (model/fused.py)
         fused.install(model)
     info = ModelInfo(id=cfg.model, dtype=str(dtype).replace("torch.", ""),
                      device_map={k: device_name(v) for k, v in hf_map.items()},

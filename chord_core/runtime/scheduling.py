@@ -3,12 +3,13 @@
 Each worker has its own queue (``WorkerSlot.queue``); the balancer chose it when the task was
 made. An idle worker takes from its own queue first, else steals the last task of the longest
 one; describe (and entail) tasks ride along with a worker's first task to share one model
-call. Everything here runs on the manager's dispatcher thread, under its lock.
+call, and several idle workers share a burst of them by speed (``batch_mates``' ``share``). Everything here runs on the manager's dispatcher thread, under its lock.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -162,18 +163,18 @@ class JobEntry:
 
 
 def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
-                balancer: Balancer, wid: str, first: Task, share: int = 1) -> list[str]:
+                balancer: Balancer, wid: str, first: Task, share: float = 1.0) -> list[str]:
     """Queued tasks that can share ``first``'s model call — same task (describe or entail),
     same model, no annotated video — up to the worker's batch size, from its own queue, then
     from the longest other queue (the balancer is told). Entail calls take several forward
     passes' worth (``ENTAIL_PASSES_PER_CALL``).
 
-    ``share``: the idle workers this dispatch still feeds, this one included. When several
-    are idle, a call takes only its share of what is queued (at least ``MIN_SHARE`` of its
-    task), so one request's tasks run on every idle GPU at once instead of as one call on
-    one of them while the others wait: a client that sends one request after another (the
-    OFA-VE loop) gets each answer in about 1/N of the time. A busy host (one worker idle at
-    a time) batches as before."""
+    ``share``: this worker's part of what is queued, when this dispatch feeds several idle
+    workers (its speed over theirs: ``feed_idle``). The call then takes only that part (at
+    least ``MIN_SHARE`` of its task), so one request's tasks run on every idle GPU at once
+    instead of as one call on one of them while the others wait: a client that sends one
+    request after another (the OFA-VE loop) gets each answer in about 1/N of the time. A
+    busy host (one worker idle at a time) batches as before."""
     limit = workers[wid].spec.model_cfg.batch_size
     if first.request.task == "entail":  # passes of at least entail_batch.MIN_BATCH pairs
         limit = max(limit, ENTAIL_MIN_BATCH) * ENTAIL_PASSES_PER_CALL
@@ -186,10 +187,11 @@ def batch_mates(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState],
 
     if not fits(first) or limit <= 1 or tasks[first.task_id].solo:
         return []
-    if share > 1:
+    if share < 1.0:
         queued = 1 + sum(1 for w in workers.values() for tid in w.queue
                          if fits(tasks[tid].task) and not tasks[tid].solo)
-        limit = min(limit, max(MIN_SHARE.get(first.request.task, 1), -(-queued // share)))
+        part = math.ceil(queued * share - 1e-9)
+        limit = min(limit, max(MIN_SHARE.get(first.request.task, 1), part))
     mates: list[str] = []
     donors = [workers[wid]] + sorted(
         (w for w in workers.values() if w.spec.worker_id != wid), key=lambda w: -len(w.queue))
@@ -228,13 +230,15 @@ def feed_idle(workers: dict[str, WorkerSlot], tasks: dict[str, TaskState], balan
     ``fairness.FairShare``; else one stolen) with the batch mates that go with it;
     ``start_job(job_id, worker_id)`` marks each job running."""
     idle = [wid for wid, w in workers.items() if w.state == "ready" and w.current is None]
+    speeds = balancer.speeds() if len(idle) > 1 else {}
     for n, wid in enumerate(idle):
         w = workers[wid]
         tid = fair.take(w.queue, tasks) if w.queue else steal(workers, tasks, balancer, wid)
         if tid is None:
             continue
+        left = sum(speeds.get(x, 1.0) for x in idle[n:])  # the idle ones not fed yet
         mates = batch_mates(workers, tasks, balancer, wid, tasks[tid].task,
-                            share=len(idle) - n)
+                            share=speeds.get(wid, 1.0) / left if speeds else 1.0)
         for t in mates:
             fair.served(tasks[t].group)
         batch = [tid] + mates

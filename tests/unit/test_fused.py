@@ -112,3 +112,32 @@ def test_fused_mlps_keep_fp8_products(tiny_model_dir) -> None:
             h.remove()
     assert sorted(seen) == ["down_proj", "gate_proj", "up_proj"]  # the modules (FP8) ran
     assert "_chord_fp8_weight" in mlp.gate_proj.__dict__
+
+
+@pytest.mark.parametrize(("fuse", "compile_", "kind", "expected"), [
+    (None, None, "cuda", True),    # a service or the app on a GPU: fused
+    (None, True, "cuda", True),
+    (None, False, "cuda", False),  # a one-shot command (its decode step uncompiled too)
+    (None, None, "cpu", False),    # the CPU keeps the modules' code
+    (True, False, "cpu", True),    # CHORD_FUSE=1 wins
+    (False, None, "cuda", False),  # CHORD_FUSE=0 wins
+])
+def test_fusing_is_the_gpu_default_where_the_decode_step_is_compiled(fuse, compile_, kind,
+                                                                      expected):
+    from chord_core.longvideo.settings import one_shot_config
+    from chord_core.model.fused import wanted
+
+    cfg = ModelConfig(model="test", fuse=fuse, compile=compile_)
+    assert wanted(cfg, kind) is expected
+    assert wanted(one_shot_config(ModelConfig(model="test")), "cuda") is False
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("1", True), ("0", False)])
+def test_chord_fuse_reads_as_on_off_or_the_default(monkeypatch, value, expected):
+    from chord_core.config import model_config_from_env
+
+    if value is None:
+        monkeypatch.delenv("CHORD_FUSE", raising=False)
+    else:
+        monkeypatch.setenv("CHORD_FUSE", value)
+    assert model_config_from_env(model="test").fuse is expected

@@ -65,13 +65,16 @@ def _until_running(m: JobManager, job) -> None:
         time.sleep(0.01)
 
 
-def _run(workers: int, images: list[str], pairs: int, *, hold_one: bool = False
-         ) -> list[tuple[int, int]]:
+def _run(workers: int, images: list[str], pairs: int, *, hold_one: bool = False,
+         weights: dict[str, float] | None = None) -> list[tuple[int, int]]:
     CallsEngine.calls, CallsEngine.gate = [], threading.Event()
     m = JobManager(cpu_specs(workers, ModelConfig(model="m1")),
                    executor=ThreadExecutor(engine_factory=CallsEngine))
     try:
         m.wait_ready(10)
+        if weights:
+            m.balancer.set_adjustment(0.0)  # the configured speeds alone
+            m.balancer.set_weights(weights)
         jobs = []
         if hold_one:  # one worker busy: the burst below finds one idle worker
             jobs.append(m.submit(JobSpec(AnalysisRequest(images[-1], "entail", "block"))))
@@ -108,3 +111,9 @@ def test_one_idle_worker_takes_the_whole_request_in_one_call(images) -> None:
     # two workers, one of them busy: the idle one batches everything, as before
     calls = _run(2, images, 32, hold_one=True)
     assert sorted(n for _, n in calls) == [1, 32]
+
+
+def test_idle_workers_share_by_their_speed(images) -> None:
+    """A worker three times as fast (``gpu_weights``) takes three quarters of the request."""
+    calls = _run(2, images, 32, weights={"cpu0": 3.0, "cpu1": 1.0})
+    assert sorted(n for _, n in calls) == [8, 24]
