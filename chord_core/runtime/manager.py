@@ -21,7 +21,6 @@ import uuid
 from dataclasses import replace
 from typing import Any, Sequence
 
-from chord_core.analysis.entail_batch import MIN_BATCH as ENTAIL_MIN_BATCH
 from chord_core.analysis.ground_chunks import merge_chunks
 from chord_core.errors import ChordError, JobCancelled, from_record, internal_error
 from chord_core.runtime import crashes, group_start, retention
@@ -37,11 +36,10 @@ from chord_core.runtime.protocols import JobStore
 from chord_core.runtime.fairness import FairShare
 from chord_core.runtime.groups import EndPolicy, GroupHandle, GroupSpec, Summarise
 from chord_core.runtime.scheduling import (JobEntry, TaskPhase, TaskState, WorkerSlot,
-                                           WorkerState, feed_idle, hint_busy, job_event,
-                                           make_tasks, next_timer, requeue_after_death,
-                                           workers_model_state)
+                                           WorkerState, burst_unit, feed_idle, hint_busy,
+                                           job_event, make_tasks, next_timer,
+                                           requeue_after_death, workers_model_state)
 from chord_core.runtime.store_link import StoreLink, mark_pending_writes
-from chord_core.runtime.tasks import BATCHED_TASKS
 from chord_core.runtime.workers import WorkerSpec
 from chord_core.types import ModelInfo, ProgressEvent, Result
 
@@ -309,13 +307,9 @@ class JobManager(JobTable):
 
     def _plan_new_jobs(self) -> None:
         """Probe + plan queued jobs, feeding idle workers as it goes (the first clip starts
-        early); a describe burst goes out a worker batch at a time (not one alone), an entail
-        burst a forward pass at a time (``entail_batch.MIN_BATCH``: a request's 32 pairs are
-        one call on one idle worker, or shared among several, not a call of 8 and one of 24)."""
+        early); a burst of batchable jobs goes out a call's worth at a time (``burst_unit``)."""
         new = [job for job in self._jobs.values()
                if not job.planned and job.status.state is JobState.QUEUED]
-        batch = max((w.spec.model_cfg.batch_size for w in self._workers.values()), default=1)
-        unit = {"entail": max(batch, ENTAIL_MIN_BATCH)}
         for i, job in enumerate(new):
             job.planned, job.t0 = True, time.time()
             try:
@@ -325,9 +319,8 @@ class JobManager(JobTable):
             except Exception as exc:  # noqa: BLE001 — one odd file must not stall the queue
                 log.exception("planning %s failed", job.status.job_id)
                 self._finish(job, JobState.FAILED, error=internal_error(exc))
-            task = job.status.spec.request.task
-            if task not in BATCHED_TASKS or i + 1 == len(new) \
-                    or (i + 1) % unit.get(task, batch) == 0:
+            unit = burst_unit(job.status.spec.request.task, self._workers)
+            if unit is None or i + 1 == len(new) or (i + 1) % unit == 0:
                 self._feed_idle_workers()
 
     def _feed_idle_workers(self) -> None:

@@ -216,6 +216,18 @@ def upcoming(w: WorkerSlot, tasks: dict[str, TaskState], n: int) -> tuple[Task, 
     return tuple(t for t in head if t.info is not None and t.plan is not None)
 
 
+def burst_unit(task: str, workers: dict[str, WorkerSlot]) -> int | None:
+    """How many jobs of a burst of ``task`` the manager plans between feeding idle workers:
+    a describe burst goes out a worker batch at a time (the first clips start early, not
+    one alone), an entail burst a forward pass at a time (``entail_batch.MIN_BATCH``: a
+    request's 32 pairs are one call on one idle worker, or shared among several, not a call
+    of 8 and one of 24); None for a task that is not batched (each is fed at once)."""
+    if task not in BATCHED_TASKS:
+        return None
+    batch = max((w.spec.model_cfg.batch_size for w in workers.values()), default=1)
+    return max(batch, ENTAIL_MIN_BATCH) if task == "entail" else batch
+
+
 def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> None:
     """Send ``w`` the call ``batch`` with the tasks queued behind it (read meanwhile)."""
     ahead = upcoming(w, tasks, len(batch))
