@@ -86,8 +86,9 @@ if [[ "${1:-}" == prefill-ab ]]; then
         --out "$OUT/prefill_ab.json"
     echo "device s so far: $((SECONDS - t0))"
     [[ "${2:-}" == no-loop ]] && exit 0  # "prefill-ab no-loop": the in-process A/B alone
-    CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" \
-        --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_default.json"
+    # neither lever (CHORD_FUSE=0: fusing is the GPU default since 2026-12-07), then both
+    CHORD_FUSE=0 CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py --shape 7b \
+        --vocab "$VOCAB" --pairs 384 --gpus 1 --parts ofa-loop --out "$OUT/entail_default.json"
     CHORD_FP8=1 CHORD_FUSE=1 CHORD_COMPILE=0 CHORD_WARMUP=off python3 benchmarks/entail.py \
         --shape 7b --vocab "$VOCAB" --pairs 384 --gpus 1 --parts ofa-loop \
         --out "$OUT/entail_fp8_fused.json"
@@ -334,22 +335,22 @@ if [[ "${1:-}" == all-in-one ]]; then
 fi
 if [[ "${1:-}" == levers-long ]]; then
   # Issue 34 with the prefill levers (carry .whl/av .whl/nvc .devtmp/seg; ≈ 8 minutes with
-  # the model built): the hour grounded at 128 frames a call, the default (the same-run
-  # baseline) then CHORD_FP8=1 CHORD_FUSE=1; then VSS density on the half hour with both, in
-  # what is left of the call (its baseline: "decode-vss half", 111.5 s on an H100)
+  # the model built): the hour grounded at 128 frames a call, neither lever (CHORD_FUSE=0, the
+  # same-run baseline) then CHORD_FP8=1 CHORD_FUSE=1; then VSS density on the half hour with
+  # both, in what is left of the call (its baseline: "decode-vss half", 111.5 s on an H100)
   {
     t0=$SECONDS
     decode_prelude model
     [ -s /tmp/real_half_hour.mp4 ] || python3 benchmarks/footage.py \
         --segment .devtmp/seg/real.segment.mp4 --minutes 30 --out /tmp/real_half_hour.mp4
     echo "device s before the runs: $((SECONDS - t0))"
-    for levers in "" "CHORD_FP8=1 CHORD_FUSE=1"; do
-      tag=${levers:+_levers}
+    for levers in "CHORD_FUSE=0" "CHORD_FP8=1 CHORD_FUSE=1"; do
+      [[ "$levers" == CHORD_FUSE=0 ]] && tag= || tag=_levers
       env $levers timeout $((420 - (SECONDS - t0))) python3 benchmarks/long_video.py \
           --device cuda --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task ground \
           --ground-batch 128 --warmup --decode-only-fraction 0.02 \
           --out "$OUT/long_video_ground$tag.json" > /dev/null
-      echo "ground ${levers:-default}:"
+      echo "ground $levers:"
       python3 -c "import json; d=json.load(open('$OUT/long_video_ground$tag.json')); [print(json.dumps(r)) for r in d['runs']]"
       echo "device s: $((SECONDS - t0))"
     done

@@ -114,7 +114,8 @@ def test_prefill_ab_compares_the_levers_then_runs_the_ofa_loop_twice(monkeypatch
     # the loops' service loads the checkpoint the A/B built (entail.py's default path)
     assert {a.ckpt.format(shape=a.shape, vocab="-vocab") for a in loops} == {built}
     lines = [ln for ln in block("prefill-ab").splitlines() if "benchmarks/entail.py" in ln]
-    assert "CHORD_F" not in lines[0] and "CHORD_FP8=1 CHORD_FUSE=1" in lines[1]
+    assert "CHORD_FUSE=0 " in lines[0] and "FP8" not in lines[0]  # neither lever, then both
+    assert "CHORD_FP8=1 CHORD_FUSE=1" in lines[1]
 
 
 def test_levers_long_runs_the_hours_grounding_and_vss_with_the_parsers_arguments():
@@ -128,4 +129,4 @@ def test_levers_long_runs_the_hours_grounding_and_vss_with_the_parsers_arguments
     assert [(a.task, a.clip) for a in runs] == [
         ("ground", "/tmp/real_hour.mp4"), ("chapters", "/tmp/real_half_hour.mp4")]
     assert runs[0].ground_batch == [128] and runs[1].frames_per_chunk == 20
-    assert 'for levers in "" "CHORD_FP8=1 CHORD_FUSE=1"' in block("levers-long")
+    assert 'for levers in "CHORD_FUSE=0" "CHORD_FP8=1 CHORD_FUSE=1"' in block("levers-long")
