@@ -338,12 +338,12 @@ def ofa_body(paths: list[str], first: int, prefix: str = "") -> bytes:
 
 
 def bench_ofa_loop(model: str, paths: list[str], cpu: bool, tasks: int = 32,
-                   env: dict | None = None) -> dict:
+                   env: dict | None = None, gpus: str = "0") -> dict:
     """OFA-VE's seed client's loop through ``serve``: ``tasks`` tasks a request, one request
     after another (the next is sent when the answer is in), every pair UNIQUE (an image and
     a statement never sent before, so the content-key cache answers none); then the same
     requests sent again (answered from the store: the repeated-pairs row)."""
-    with Served(model, "0", cpu, env) as srv:
+    with Served(model, gpus, cpu, env) as srv:  # several GPUs: idle workers share a request
         srv.post(ofa_body(paths[:tasks], 0, "warm-up: "))  # its statements are never reused
         chunks = [(i, paths[i:i + tasks]) for i in range(0, len(paths), tasks)]
         cpu0 = srv.cpu_s()
@@ -484,6 +484,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--tasks", type=int, default=32,
                     help="tasks a request (ofa-loop), pairs a call (halves)")
     ap.add_argument("--rounds", type=int, default=5, help="alternations (halves)")
+    ap.add_argument("--ofa-gpus", default="0",
+                    help="the GPUs the ofa-loop's service gets, runs separated by ';' "
+                         "(\"0;0,1;0,1,2,3\": one GPU, then two, then four)")
     ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
@@ -521,8 +524,11 @@ def main() -> int:
                                 args.rounds))
         save()
     if "ofa-loop" in parts:
-        res.update(bench_ofa_loop(model, paths, args.cpu, args.tasks))
-        if res.get("naive_pairs_per_s"):
+        for gpus in args.ofa_gpus.split(";"):  # "0;0,1": the loop on GPU 0, then on 0 and 1
+            got = bench_ofa_loop(model, paths, args.cpu, args.tasks, gpus=gpus)
+            res.update(got if gpus == "0" else
+                       {f"{k} (GPUs {gpus})": v for k, v in got.items()})
+        if res.get("naive_pairs_per_s") and "ofa_loop_unique_pairs_per_s" in res:
             res["ofa_loop_over_naive"] = (res["ofa_loop_unique_pairs_per_s"]
                                           / res["naive_pairs_per_s"])
         save()

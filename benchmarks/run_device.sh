@@ -21,6 +21,8 @@
 #   bash benchmarks/run_device.sh prefill-ab   # issues 36 + 34: CHORD_FUSE and CHORD_FP8
 #       against the default (each pass round-robin), then the OFA-VE loop without and with both
 #       (the other entries read them too: CHORD_FP8=1 CHORD_FUSE=1 bash … decode-vss half)
+#   bash benchmarks/run_device.sh ofa-gpus   # issue 36 on several GPUs (nvidia-h200-x4):
+#       the OFA-VE loop on one GPU, then on all, the idle workers sharing each request
 #   bash benchmarks/run_device.sh levers-long   # issue 34: the hour grounded, default then
 #       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
 set -uo pipefail
@@ -94,6 +96,25 @@ if [[ "${1:-}" == prefill-ab ]]; then
         --out "$OUT/entail_fp8_fused.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/prefill-ab.log"
+  exit 0
+fi
+if [[ "${1:-}" == ofa-gpus ]]; then
+  # Issue 36 on a host of several GPUs (nvidia-h200-x4 or -x2, when status lends one; carry
+  # .devtmp/tp; ≈ 6 minutes with the model built): the OFA-VE seed client's loop (one request
+  # of 32 unique pairs after another) on one GPU, then on every GPU, where the idle workers
+  # share each request (scheduling.batch_mates' share: 16 + 16 on two, 8 each on four)
+  TP=${TP:-.devtmp/tp}
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+      "$TP"/whl/*.whl && export PYTHONPATH=/tmp/site
+  VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  ALL=$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)
+  {
+    nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    CHORD_COMPILE=0 python3 benchmarks/entail.py --shape 7b --vocab "$VOCAB" --pairs 384 \
+        --parts ofa-loop --ofa-gpus "0;$ALL" --out "$OUT/entail_ofa_gpus.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/ofa-gpus.log"
   exit 0
 fi
 if [ "${1:-}" = throughput-rest ]; then

@@ -3,7 +3,8 @@
 Each worker has its own queue (``WorkerSlot.queue``); the balancer chose it when the task was
 made. An idle worker takes from its own queue first, else steals the last task of the longest
 one; describe (and entail) tasks ride along with a worker's first task to share one model
-call, and several idle workers share a burst of them by speed (``batch_mates``' ``share``). Everything here runs on the manager's dispatcher thread, under its lock.
+call, and several idle workers share a burst of them by speed (``batch_mates``' ``share``).
+Everything here runs on the manager's dispatcher thread, under its lock.
 """
 
 from __future__ import annotations
@@ -218,14 +219,15 @@ def upcoming(w: WorkerSlot, tasks: dict[str, TaskState], n: int) -> tuple[Task, 
 
 def burst_unit(task: str, workers: dict[str, WorkerSlot]) -> int | None:
     """How many jobs of a burst of ``task`` the manager plans between feeding idle workers:
-    a describe burst goes out a worker batch at a time (the first clips start early, not
-    one alone), an entail burst a forward pass at a time (``entail_batch.MIN_BATCH``: a
-    request's 32 pairs are one call on one idle worker, or shared among several, not a call
-    of 8 and one of 24); None for a task that is not batched (each is fed at once)."""
+    a call's worth for each ready worker. A describe call is a worker batch (the first clips
+    start early, not one alone), an entail call a forward pass (``entail_batch.MIN_BATCH``:
+    a request's 32 pairs are one call on one worker, or shared among several, not a call of
+    8 and then one of 24). None for a task that is not batched (each is fed at once)."""
     if task not in BATCHED_TASKS:
         return None
     batch = max((w.spec.model_cfg.batch_size for w in workers.values()), default=1)
-    return max(batch, ENTAIL_MIN_BATCH) if task == "entail" else batch
+    call = max(batch, ENTAIL_MIN_BATCH) if task == "entail" else batch
+    return call * max(1, sum(w.state == "ready" for w in workers.values()))
 
 
 def hand_out(w: WorkerSlot, tasks: dict[str, TaskState], batch: list[str]) -> None:

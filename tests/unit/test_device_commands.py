@@ -130,3 +130,14 @@ def test_levers_long_runs_the_hours_grounding_and_vss_with_the_parsers_arguments
         ("ground", "/tmp/real_hour.mp4"), ("chapters", "/tmp/real_half_hour.mp4")]
     assert runs[0].ground_batch == [128] and runs[1].frames_per_chunk == 20
     assert 'for levers in "CHORD_FUSE=0" "CHORD_FP8=1 CHORD_FUSE=1"' in block("levers-long")
+
+
+def test_ofa_gpus_runs_the_loop_on_one_gpu_then_on_all(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # their bench_common
+    text = block("ofa-gpus")
+    cmds = [c for c in entry("ofa-gpus") if c[:1] == ["benchmarks/entail.py"]]
+    assert len(cmds) == 1
+    args = bench("entail").parser().parse_args(
+        [w.replace("$ALL", "0,1,2,3") for w in cmds[0][1:]])
+    assert (args.parts, args.ofa_gpus, args.pairs) == ("ofa-loop", "0;0,1,2,3", 384)
+    assert "ALL=$(nvidia-smi --query-gpu=index" in text

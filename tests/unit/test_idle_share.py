@@ -38,12 +38,15 @@ class CallsEngine(LoadedEngine):
     def analyze(self, request, *, info=None, sampling_plan=None, **_):  # a call of one task
         return self.entail_many([request], infos=[info], plans=[sampling_plan])[0]
 
+    def describe_many(self, requests, *, infos, plans, **_):
+        return self.entail_many(requests, infos=infos, plans=plans)
+
     def entail_many(self, requests, *, infos, plans, **_):
         if requests[0].query == "block":
             CallsEngine.gate.wait(30)
         with CallsEngine.lock:
             CallsEngine.calls.append((id(self), len(requests)))
-        return [Result(task="entail", query=r.query, video=i, sampling=p,
+        return [Result(task=r.task, query=r.query, video=i, sampling=p,
                        model=ModelInfo(id=self.model_cfg.model, dtype="float32"),
                        timing=Timing()) for r, i, p in zip(requests, infos, plans)]
 
@@ -117,3 +120,25 @@ def test_idle_workers_share_by_their_speed(images) -> None:
     """A worker three times as fast (``gpu_weights``) takes three quarters of the request."""
     calls = _run(2, images, 32, weights={"cpu0": 3.0, "cpu1": 1.0})
     assert sorted(n for _, n in calls) == [8, 24]
+
+
+def test_a_describe_burst_goes_out_a_worker_batch_to_each_idle_worker(tmp_path) -> None:
+    """Describe calls are a worker batch (8 clips by default): 16 clips on two idle workers
+    are 8 + 8, not 4 + 4 and then 8."""
+    from chord_core.testing.videos import make_video
+
+    clip = str(make_video(tmp_path / "c.mp4", duration_s=0.5, fps=4.0, size_wh=(64, 48)).path)
+    CallsEngine.calls = []
+    m = JobManager(cpu_specs(2, ModelConfig(model="m1")),
+                   executor=ThreadExecutor(engine_factory=CallsEngine))
+    try:
+        m.wait_ready(10)
+        with m.holding():
+            jobs = [m.submit(JobSpec(AnalysisRequest(clip, "describe", f"clip {i}")))
+                    for i in range(16)]
+        for job in jobs:
+            assert m.wait(job, timeout=20).state is JobState.DONE
+    finally:
+        m.shutdown(5)
+    assert sorted(n for _, n in CallsEngine.calls) == [8, 8]
+    assert len({engine for engine, _ in CallsEngine.calls}) == 2
