@@ -58,10 +58,39 @@ def _kernel(name: str, fn: Callable[..., Any], compiled: bool) -> Callable[..., 
         return fn
     with _compiling:
         if name not in _compiled:
-            import torch
-
-            _compiled[name] = torch.compile(fn, dynamic=True, fullgraph=True)
+            _compiled[name] = _Guarded(name, fn)
         return _compiled[name]
+
+
+class _Guarded:
+    """``fn`` through torch.compile, or ``fn`` itself for good once compiling it failed
+    (logged once): a GPU host whose compiler does not work (no Triton for its card, no C
+    compiler) still answers, unfused, as the fast decoder's step does. Running out of
+    memory is raised, not taken for a compile failure."""
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        import torch
+
+        self.name, self.fn = name, fn
+        self.compiled: Callable[..., Any] | None = torch.compile(fn, dynamic=True,
+                                                                 fullgraph=True)
+
+    def __call__(self, *args: Any) -> Any:
+        import torch
+
+        run = self.compiled
+        if run is None:
+            return self.fn(*args)
+        try:
+            return run(*args)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — any compile failure: unfused from now on
+            if self.compiled is not None:
+                self.compiled = None
+                log.warning("CHORD_FUSE: compiling %s failed, so it runs unfused from now on "
+                            "(%s: %s)", self.name, type(exc).__name__, str(exc)[:300])
+            return self.fn(*args)
 
 
 def _norm_forward(self: Any, x: Any) -> Any:

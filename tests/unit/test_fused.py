@@ -57,6 +57,8 @@ def test_the_fused_functions_compute_what_the_modules_do(pair, compiled: bool) -
                 act = fused._kernel("silu_mul", fused.silu_mul, compiled)
                 got = mod.down_proj(act(mod.gate_proj(x), mod.up_proj(x)))
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if compiled:  # inductor really ran: no compile failure fell back to the plain functions
+        assert all(k.compiled is not None for k in fused._compiled.values())
 
 
 def test_a_long_prefill_runs_fused_and_matches(pair) -> None:
@@ -141,3 +143,34 @@ def test_chord_fuse_reads_as_on_off_or_the_default(monkeypatch, value, expected)
     else:
         monkeypatch.setenv("CHORD_FUSE", value)
     assert model_config_from_env(model="test").fuse is expected
+
+
+def test_a_compile_that_fails_leaves_the_prefill_unfused_and_right(pair, monkeypatch,
+                                                                   caplog) -> None:
+    """A GPU host whose compiler does not work (fused by default there) still answers: the
+    first call's compile error is logged once and the plain functions run from then on."""
+    plain, _ = pair
+    calls: list[str] = []
+
+    def broken_compile(fn, **_):
+        def run(*args):
+            calls.append(fn.__name__)
+            raise RuntimeError("triton: no compiler for this GPU")
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    monkeypatch.setattr(fused, "_compiled", {})
+    model = m.load_model(ModelConfig(model=plain.info.id, device="cpu")).model
+    fused.install(model, compiled=True)
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.randint(0, vocab, (1, fused.MIN_ROWS + 20),
+                        generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode(), caplog.at_level("WARNING", logger="chord_core.model.fused"):
+        got = model(input_ids=ids).logits
+        again = model(input_ids=ids).logits
+        want = plain.model(input_ids=ids).logits
+    assert sorted(set(calls)) == ["rms_norm", "silu_mul"] and len(calls) == 2  # tried once
+    assert sum("compiling" in r.message and "unfused" in r.message
+               for r in caplog.records) == 2
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert torch.equal(got, again)
