@@ -30,11 +30,13 @@ def test_the_best_hits_are_rechecked_and_say_so(tmp_path, tiny_model_dir):
                 segments=[(0.5 * i, 0.5 * i + 1.0)]))
         store_result(store, "j-gone", result_doc("describe", str(tmp_path / "gone.mp4"),
                                                  text="the green square, gone"))
-    env = dict(os.environ, CHORD_DATA_DIR=str(data))
+    # faulthandler: an abort at exit (pytorch#117762, chord_core/threads.py) prints every
+    # thread's stack, so a failure here says which thread was still ending
+    env = dict(os.environ, CHORD_DATA_DIR=str(data), PYTHONFAULTHANDLER="1")
     out = subprocess.run([sys.executable, "-m", "chord_core", "search", "green square",
                           "--check", "2", "--model", "test", "--limit", "10"], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-8000:]
     doc = json.loads(out.stdout)
     hits = doc["hits"]
     assert len(hits) == 4 and doc["checked"] <= 2
