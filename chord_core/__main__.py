@@ -415,4 +415,6 @@ def _reader_gone() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from chord_core.threads import exit_now
+
+    exit_now(main())

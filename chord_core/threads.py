@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-__all__ = ["NATIVE_END_S", "Pool", "native_end"]
+__all__ = ["NATIVE_END_S", "Pool", "exit_now", "native_end"]
 
 # at most this long: a thread's teardown is milliseconds when the machine is quiet, but the
 # abort recurred once (2026-12-07, CI's slow tier, ``search --check``) with the bound at 2 s
@@ -58,3 +58,28 @@ class Pool(ThreadPoolExecutor):
         if wait:  # every thread has ended (its Python part): none appends any more
             for thread in self._started:
                 native_end(thread)
+
+
+def exit_now(code: int | None) -> None:
+    """Exit as Python does, less its last step. Threads are waited for, atexit handlers run
+    (the decode pool, NVDEC) and the streams flushed; then the process ends without the
+    interpreter's teardown, where torch's native teardown can abort a finished command
+    with "terminate called without an active exception" (pytorch#117762;
+    ``chord_core/threads.py``): CI's ``search --check`` did, twice on 2026-12-07, with only
+    the main thread left and no Python frame."""
+    import atexit
+    import logging
+    import os
+    import sys
+
+    shutdown = getattr(threading, "_shutdown", None)  # what finalizing calls first
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            pass
+    os._exit(int(code or 0))
