@@ -23,8 +23,9 @@ from pathlib import Path
 
 __all__ = ["NATIVE_END_S", "Pool", "exit_now", "native_end"]
 
-# at most this long: a thread's teardown is milliseconds when the machine is quiet, but the
-# abort recurred once (2026-12-07, CI's slow tier, ``search --check``) with the bound at 2 s
+# at most this long: a thread's teardown is milliseconds when the machine is quiet; raised
+# from 2 s when the abort recurred (2026-12-07, CI's slow tier, ``search --check``), though
+# faulthandler then showed it in the interpreter's teardown, which ``exit_now`` skips
 NATIVE_END_S = 10.0
 _TASKS = Path("/proc/self/task")
 
@@ -64,9 +65,9 @@ def exit_now(code: int | None) -> None:
     """Exit as Python does, less its last step. Threads are waited for, atexit handlers run
     (the decode pool, NVDEC) and the streams flushed; then the process ends without the
     interpreter's teardown, where torch's native teardown can abort a finished command
-    with "terminate called without an active exception" (pytorch#117762;
-    ``chord_core/threads.py``): CI's ``search --check`` did, twice on 2026-12-07, with only
-    the main thread left and no Python frame."""
+    with "terminate called without an active exception" (pytorch#117762, module
+    docstring): CI's ``search --check`` did, twice on 2026-12-07, with only the main thread
+    left and no Python frame."""
     import atexit
     import logging
     import os
