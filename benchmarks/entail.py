@@ -1,4 +1,5 @@
 """Visual entailment throughput (issue 13): pairs/s for 448×448 images (≈ 256 visual tokens).
+``--images photos``: unique JPEG crops of real photographs, 500 × 375 (≈ 240 visual tokens).
 
     python3 benchmarks/entail.py --shape 7b --pairs 512 --out $OUT/entail.json
 
@@ -37,6 +38,9 @@ import urllib.request
 from pathlib import Path
 
 from bench_common import timed
+from photos import SOURCE_DIR as PHOTO_SOURCES
+from photos import describe as describe_images
+from photos import make_photos
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -487,6 +491,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--ofa-gpus", default="0",
                     help="the GPUs the ofa-loop's service gets, runs separated by ';' "
                          "(\"0;0,1;0,1,2,3\": one GPU, then two, then four)")
+    ap.add_argument("--images", choices=("noise", "photos"), default="noise",
+                    help="noise: 448×448 PNGs of random noise (≈ 600 KB each, the rows "
+                         "before 2026-12-07); photos: unique JPEG crops of real photographs "
+                         "(benchmarks/photos.py, ≈ 77 KB each, as OFA-VE's Flickr30k data)")
+    ap.add_argument("--photo-sources", default=str(PHOTO_SOURCES),
+                    help="the folder of the photographs to cut from (opencv-doc's data)")
     ap.add_argument("--cpu-pairs", type=int, default=24, help="pairs with --cpu")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "entail.json"))
@@ -503,9 +513,13 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "chord_core", "make-tiny-model", model, "--shape",
                         args.shape, "--device", "cuda", *vocab], check=True, cwd=ROOT)
     n = args.cpu_pairs if args.cpu else args.pairs
-    paths = make_images(Path("/tmp/chord-entail"), n, 448)
+    if args.images == "photos":  # real photographs' crops, JPEG (benchmarks/photos.py)
+        paths = make_photos(Path("/tmp/chord-photos"), n, Path(args.photo_sources))
+    else:
+        paths = make_images(Path("/tmp/chord-entail"), n, 448)
     res: dict = {"shape": "tiny" if args.cpu else args.shape, "pairs": n,
-                 "vocabulary": Path(args.vocab).name if args.vocab else "small test BPE"}
+                 "vocabulary": Path(args.vocab).name if args.vocab else "small test BPE",
+                 "image_kind": args.images, **describe_images(paths)}
 
     def save() -> None:
         Path(args.out).write_text(json.dumps(res, indent=2, default=str))

@@ -28,6 +28,7 @@ def entry(name: str) -> list[list[str]]:
     """The python3 commands of ``run_device.sh NAME``, as shell words (no redirections)."""
     cmds = []
     for line in block(name).splitlines():
+        line = re.sub(r"timeout \$\(\(.*?\)\)\)? ", "timeout 1 ", line)  # $((N - (…)))
         words = shlex.split(line.replace("$OUT", "/tmp/out"), comments=True)
         while words and ("=" in words[0] or words[0] == "timeout" or words[0].isdigit()):
             words = words[1:]
@@ -72,7 +73,7 @@ def test_decode_user_times_the_chapters_command_at_its_defaults():
     from chord_core.__main__ import build_parser
 
     cmds = [c for c in entry("decode-user") if c[:1] == ["benchmarks/cli_timed.py"]]
-    assert len(cmds) == 1
+    assert len(cmds) == 2  # the defaults; then "then-ab"'s with CHORD_COMPILE=1
     inner = cmds[0][cmds[0].index("--") + 1:]
     assert inner[:3] == ["python3", "-m", "chord_core"]
     args = build_parser().parse_args(inner[3:])
@@ -141,3 +142,54 @@ def test_ofa_gpus_runs_the_loop_on_one_gpu_then_on_all(monkeypatch):
         [w.replace("$ALL", "0,1,2,3") for w in cmds[0][1:]])
     assert (args.parts, args.ofa_gpus, args.pairs) == ("ofa-loop", "0;0,1,2,3", 384)
     assert "ALL=$(nvidia-smi --query-gpu=index" in text
+
+
+def test_h200_36_runs_the_loop_on_photographs_then_on_noise_with_the_prefill_fused(
+        monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    text = block("h200-36")
+    assert "for kind in photos noise; do" in text and "CHORD_FUSE=1" in text
+    cmds = [c for c in entry("h200-36") if c[:1] == ["benchmarks/entail.py"]]
+    assert len(cmds) == 1
+    for kind, parts in (("photos", "naive,ofa-loop"), ("noise", "ofa-loop")):
+        args = bench("entail").parser().parse_args(
+            [w.replace("$kind", kind).replace("$parts", parts) for w in cmds[0][1:]])
+        assert (args.images, args.parts, args.pairs) == (kind, parts, 384)
+        assert args.photo_sources == ".devtmp/photos"
+    scripts = [c[0] for c in entry("h200-36")]
+    assert scripts[-3:] == ["benchmarks/speed.py", "benchmarks/thinking.py",
+                            "benchmarks/w1_phases.py"]
+
+
+def test_h200_long_grounds_the_hour_at_128_and_256_then_vss_on_the_whole_hour():
+    parser = bench("long_video").parser()
+    runs = [parser.parse_args(c[1:]) for c in entry("h200-long")
+            if c[:1] == ["benchmarks/long_video.py"]]
+    assert [(a.task, a.clip) for a in runs] == [
+        ("ground", "/tmp/real_hour.mp4"), ("chapters", "/tmp/real_hour.mp4")]
+    assert runs[0].ground_batch == [128, 256]
+    assert (runs[1].chunk_s, runs[1].frames_per_chunk, runs[1].batch_size) == (10, 20, 16)
+
+
+def test_photos_are_unique_real_crops(tmp_path, monkeypatch):
+    """The photographic images of the entailment benchmarks: as many as asked, each a JPEG
+    of 500 × 375 or 375 × 500, no two the same bytes, the same ones for the same seed."""
+    from PIL import Image
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    photos = bench("photos")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i, name in enumerate(photos.SOURCES[:3]):  # stand-ins with the sources' names
+        Image.effect_mandelbrot((640, 480), (-2 + i * 0.1, -1.2, 1, 1.2), 60).convert(
+            "RGB").save(src / name)
+    paths = photos.make_photos(tmp_path / "a", 12, src)
+    info = photos.describe(paths)
+    assert info["images"] == 12 and info["images_unique"]
+    sizes = {Image.open(p).size for p in paths}
+    assert sizes <= {(500, 375), (375, 500)} and all(Image.open(p).format == "JPEG"
+                                                     for p in paths)
+    again = photos.make_photos(tmp_path / "b", 12, src)
+    assert [Path(p).read_bytes() for p in again] == [Path(p).read_bytes() for p in paths]
+    with pytest.raises(SystemExit, match="opencv-doc"):
+        photos.make_photos(tmp_path / "c", 2, tmp_path / "empty")
