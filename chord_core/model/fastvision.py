@@ -8,6 +8,12 @@ of arithmetic). Here windows of the same length are gathered and attended in ONE
 per length — the same function per window (no window sees another), so the outputs match the
 loop's (the tests compare them).
 
+On a GPU whose torch has ``torch.nn.attention.varlen`` (2.10 and later: flash attention over
+packed spans), a layer's spans are attended by ONE kernel on the tensors as they are, with the
+window bounds themselves (:func:`attend`): no gather into windows, no scatter back, one launch
+instead of one per length. That kernel failing once (a card flash attention does not support)
+sends every later call to the grouped SDPA, with a warning.
+
 :func:`install` swaps the ``forward`` of the vision attention modules of one loaded model
 (nothing global is patched); models that already use a flash-attention implementation keep
 theirs.
@@ -15,6 +21,8 @@ theirs.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
 import types
@@ -105,8 +113,54 @@ def _grouped(self: Any, hidden_states: Any, cu_seqlens: Any, position_embeddings
         .unbind(0)
     cos, sin = position_embeddings
     q, k = self._chord_rope(q, k, cos, sin)
-    out = grouped_attention(q, k, v, cu_seqlens, self.scaling, self._chord_index)
+    out = attend(q, k, v, cu_seqlens, self.scaling, self._chord_index)
     return self.proj(out.reshape(seq, -1))
+
+
+VARLEN = True  # benchmarks turn it off to time the grouped SDPA on the same weights
+_varlen_broken: list[str] = []  # why the varlen kernel was given up on, once it failed
+
+
+def attend(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,
+           cache: OrderedDict | None = None) -> Any:
+    """Attention of [seq, heads, dim] tensors within each [cu[i], cu[i+1]) span: the varlen
+    flash kernel where :func:`_varlen_for` offers it, else :func:`grouped_attention`."""
+    import torch
+
+    kernel = _varlen_for(q)
+    if kernel is not None:
+        bounds = _bounds(cu_seqlens, cache)
+        longest = max((b - a for a, b in zip(bounds[:-1], bounds[1:])), default=0)
+        cu = cu_seqlens.to(device=q.device, dtype=torch.int32)  # as it is, when it is so
+        try:
+            return kernel(q, k, v, cu, cu, longest, longest, scale=scale)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — an unsupported card: the grouped SDPA
+            _varlen_broken.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+            log.warning("varlen vision attention failed, so the grouped SDPA runs from now "
+                        "on (%s)", _varlen_broken[0])
+    return grouped_attention(q, k, v, cu_seqlens, scale, cache)
+
+
+def _varlen_for(t: Any) -> Any:
+    """``torch.nn.attention.varlen.varlen_attn`` for a CUDA tensor of half precision, when
+    this torch has it (with a ``scale``: 2.10 and later) and it has not failed; else None."""
+    import torch
+
+    if not VARLEN or _varlen_broken or not t.is_cuda or \
+            t.dtype not in (torch.bfloat16, torch.float16):
+        return None
+    return _varlen_kernel()
+
+
+@functools.lru_cache(maxsize=1)
+def _varlen_kernel() -> Any:
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn if "scale" in inspect.signature(varlen_attn).parameters else None
 
 
 def grouped_attention(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,

@@ -7,7 +7,9 @@ products (SiLU, the multiply), and every one reads and writes the whole activati
 RMSNorm modules of the model (the language model's, the vision tower's, Qwen3-VL's per-head
 q/k norms) and the SiLU-gated MLPs (``act(gate(x)) * up(x)``, then ``down``) get a forward
 that runs the same arithmetic through ``torch.compile``: one kernel for the norm, one for
-the activation and its multiply. The products stay the modules' own (bf16, or FP8 where
+the activation and its multiply. So does Qwen2.5-VL's vision rotary embedding, where
+``fastvision`` runs the tower's attention (float32 copies of q and k, every layer, on every
+patch: :func:`vision_rope`). The products stay the modules' own (bf16, or FP8 where
 ``CHORD_FP8`` gave them FP8 copies).
 
 Only inputs of at least ``fp8.MIN_ROWS`` tokens take it (``fp8.prefill_sized``, the same
@@ -51,6 +53,32 @@ def silu_mul(gate: Any, up: Any) -> Any:
     import torch.nn.functional as F
 
     return F.silu(gate) * up
+
+
+def vision_rope(q: Any, k: Any, cos: Any, sin: Any) -> tuple[Any, Any]:
+    """Qwen2.5-VL's vision rotary embedding as its tower computes it (float32, each result
+    back in its input's dtype). Unfused it is ≈ 14 kernels over float32 copies of q and k,
+    every layer, on every patch."""
+    import torch
+
+    def turned(x: Any) -> Any:  # the second half negated, then the first
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    qf, kf = q.float(), k.float()
+    c, s = cos.unsqueeze(-2).float(), sin.unsqueeze(-2).float()
+    return (qf * c + turned(qf) * s).to(q.dtype), (kf * c + turned(kf) * s).to(k.dtype)
+
+
+class _Rope:
+    """A vision attention module's rotary function (``fastvision`` calls it): fused for a
+    prefill-sized input, else the tower's own."""
+
+    def __init__(self, fused: Callable[..., Any], own: Callable[..., Any]) -> None:
+        self.fused, self.own = fused, own
+
+    def __call__(self, q: Any, k: Any, cos: Any, sin: Any) -> Any:
+        return (self.fused if prefill_sized(q) else self.own)(q, k, cos, sin)
 
 
 def _kernel(name: str, fn: Callable[..., Any], compiled: bool) -> Callable[..., Any]:
@@ -118,9 +146,11 @@ def _is_silu_mlp(module: Any) -> bool:
 
 
 def targets(model: Any) -> list[tuple[Any, str]]:
-    """(module, "norm" | "mlp") for every module this fuses."""
-    return [(m, "norm" if _is_norm(m) else "mlp") for m in model.modules()
-            if _is_norm(m) or _is_silu_mlp(m)]
+    """(module, "norm" | "mlp" | "rope") for every module this fuses: "rope" is a vision
+    attention module with ``fastvision``'s forward, whose rotary function is fused."""
+    return [(m, "norm" if _is_norm(m) else "mlp" if _is_silu_mlp(m) else "rope")
+            for m in model.modules()
+            if _is_norm(m) or _is_silu_mlp(m) or "_chord_rope" in m.__dict__]
 
 
 def wanted(cfg: Any, device_kind: str) -> bool:
@@ -143,8 +173,13 @@ def install(model: Any, compiled: bool | None = None) -> int:
         compiled = param is not None and param.device.type == "cuda"
     norm = _kernel("rms_norm", rms_norm, compiled)
     act = _kernel("silu_mul", silu_mul, compiled)
+    rope = _kernel("vision_rope", vision_rope, compiled)
     found = targets(model)
     for module, kind in found:
+        if kind == "rope":
+            if not isinstance(module._chord_rope, _Rope):
+                module._chord_rope = _Rope(rope, module._chord_rope)
+            continue
         if "_chord_unfused" not in module.__dict__:
             module._chord_unfused = module.forward
         if kind == "norm":
@@ -153,24 +188,38 @@ def install(model: Any, compiled: bool | None = None) -> int:
         else:
             module._chord_fused_act = act
             module.forward = types.MethodType(_mlp_forward, module)
-    log.info("CHORD_FUSE: %d RMSNorms and %d gated MLPs fused from %d tokens (%s)",
-             sum(k == "norm" for _, k in found), sum(k == "mlp" for _, k in found), MIN_ROWS,
+    log.info("CHORD_FUSE: %d RMSNorms, %d gated MLPs and %d vision rotary embeddings fused "
+             "from %d tokens (%s)", sum(k == "norm" for _, k in found),
+             sum(k == "mlp" for _, k in found), sum(k == "rope" for _, k in found), MIN_ROWS,
              "compiled" if compiled else "uncompiled on the CPU")
     return len(found)
 
 
+def _fused_here(module: Any, kind: str) -> bool:
+    return isinstance(module._chord_rope, _Rope) if kind == "rope" else \
+        "_chord_unfused" in module.__dict__
+
+
 def installed(model: Any) -> bool:
-    return any("_chord_unfused" in m.__dict__ for m, _ in targets(model))
+    return any(_fused_here(m, kind) for m, kind in targets(model))
 
 
 @contextmanager
-def disabled(model: Any) -> Iterator[None]:
-    """The modules' own forwards meanwhile (benchmarks time both)."""
-    changed = [(m, m.forward) for m, _ in targets(model) if "_chord_unfused" in m.__dict__]
-    for m, _ in changed:
-        m.forward = m._chord_unfused
+def disabled(model: Any, kinds: tuple[str, ...] = ("norm", "mlp", "rope")) -> Iterator[None]:
+    """The modules' own forwards (and rotary functions) meanwhile, for the ``kinds`` given
+    (benchmarks time both)."""
+    changed = [(m, kind) for m, kind in targets(model) if kind in kinds and _fused_here(m, kind)]
+    saved = [m._chord_rope if kind == "rope" else m.forward for m, kind in changed]
+    for m, kind in changed:
+        if kind == "rope":
+            m._chord_rope = m._chord_rope.own
+        else:
+            m.forward = m._chord_unfused
     try:
         yield
     finally:
-        for m, fused in changed:
-            m.forward = fused
+        for (m, kind), fused in zip(changed, saved):
+            if kind == "rope":
+                m._chord_rope = fused
+            else:
+                m.forward = fused

@@ -36,6 +36,41 @@ def test_norms_and_gated_mlps_of_both_towers_are_fused(pair) -> None:
         <= kinds
     layer_norms = [mod for mod, kind in fused.targets(fast.model) if kind == "norm"]
     assert text.layers[0].input_layernorm in layer_norms
+    ropes = [mod for mod, kind in fused.targets(fast.model) if kind == "rope"]
+    if fast.info.family == "qwen2.5-vl":  # fastvision's attention: its rotary fused too
+        assert len(ropes) == len(fast.model.model.visual.blocks)
+        assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+        with fused.disabled(fast.model):
+            assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+        assert fused.installed(fast.model)
+        assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+    else:  # Qwen3-VL's tower keeps transformers' attention (fastvision leaves it)
+        assert not ropes
+
+
+def test_the_vision_tower_runs_its_rotary_fused_and_matches(pair) -> None:
+    plain, fast = pair
+    if fast.info.family != "qwen2.5-vl":
+        pytest.skip("Qwen3-VL's tower keeps transformers' attention and rotary")
+    rope = next(mod for mod, kind in fused.targets(fast.model) if kind == "rope")._chord_rope
+    calls: list[int] = []
+    real = rope.fused
+    rope.fused = lambda *a: (calls.append(1), real(*a))[1]
+    frames = np.random.default_rng(1).integers(0, 255, (4, 112, 168, 3), dtype=np.uint8)
+    meta = {"total_num_frames": 4, "fps": 2.0, "frames_indices": list(range(4))}
+    try:
+        feats = []
+        for lm in (fast, plain):
+            inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
+            with torch.inference_mode():
+                out = lm.model.model.get_video_features(inputs["pixel_values_videos"],
+                                                        inputs["video_grid_thw"])
+            out = getattr(out, "pooler_output", out)
+            feats.append(torch.cat(list(out)) if isinstance(out, (list, tuple)) else out)
+        assert calls  # 4 frames of 8 × 12 patches: 384 rows of patches, prefill-sized
+        torch.testing.assert_close(feats[0], feats[1], rtol=1e-4, atol=1e-4)
+    finally:
+        rope.fused = real
 
 
 @pytest.mark.parametrize("compiled", [
@@ -45,7 +80,19 @@ def test_norms_and_gated_mlps_of_both_towers_are_fused(pair) -> None:
 def test_the_fused_functions_compute_what_the_modules_do(pair, compiled: bool) -> None:
     plain, _ = pair
     g = torch.Generator().manual_seed(0)
-    for mod, kind in fused.targets(plain.model)[:6]:
+    found = [(mod, kind) for mod, kind in fused.targets(plain.model) if kind != "rope"]
+    ropes = [mod for mod, kind in fused.targets(plain.model) if kind == "rope"][:1]
+    for mod in ropes:  # the tower's own rotary function against the fused one, in bf16
+        heads, dim = mod.num_heads, mod.head_dim
+        q, k = (torch.randn(fused.MIN_ROWS, heads, dim, generator=g).bfloat16()
+                for _ in range(2))
+        cos, sin = (torch.randn(fused.MIN_ROWS, dim, generator=g) for _ in range(2))
+        want = mod._chord_rope(q, k, cos, sin)  # unfused: transformers' function
+        got = fused._kernel("vision_rope", fused.vision_rope, compiled)(q, k, cos, sin)
+        assert got[0].dtype == got[1].dtype == torch.bfloat16
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0 if not compiled else 1e-2)
+    for mod, kind in found[:6]:
         width = mod.weight.shape[0] if kind == "norm" else mod.gate_proj.in_features
         x = torch.randn(2, fused.MIN_ROWS, width, generator=g)
         with torch.inference_mode():
