@@ -4,6 +4,7 @@
 and together, on the two passes issues 34 and 36 are bound by.
 
     python3 benchmarks/prefill_ab.py --model /tmp/chord-rand-7b-vocab --out $OUT/prefill_ab.json
+    python3 benchmarks/prefill_ab.py --variants tower ...   # the vision attention's changes
 
 * ``entail``: one 32-pair entailment pass (448×448 images and their statements, as
   ``entailment._prefill`` runs it), the four variants round-robin three times, medians of 5
@@ -33,25 +34,38 @@ from pathlib import Path
 from bench_common import timed  # also puts the repository on sys.path
 
 
-VARIANTS = ("default", "fused", "fp8", "fp8+fused")
+SETS = {
+    # the two levers, alone and together (the vision tower's attention as shipped)
+    "levers": ("default", "fused", "fp8", "fp8+fused"),
+    # the vision tower's attention and rotary, 2026-12-07: "unfused" is session 10's default
+    # (grouped SDPA, nothing fused), "s11" session 11's GPU default (norms and gated MLPs
+    # fused), "s11+varlen" that with the varlen flash kernel, "now" with the vision rotary
+    # fused too (this default)
+    "tower": ("unfused", "s11", "s11+varlen", "now"),
+}
+VARIANTS = SETS["levers"]
 
 
 @contextmanager
 def _variant(model, name: str):
     """``model`` (loaded with both levers) with only ``name``'s levers on."""
-    from chord_core.model import fp8, fused
+    from chord_core.model import fastvision, fp8, fused
 
     with ExitStack() as stack:
         if "fp8" not in name:
             stack.enter_context(fp8.disabled(model))
-        if "fused" not in name:
+        if name.startswith("s11"):
+            stack.enter_context(fused.disabled(model, kinds=("rope",)))
+        elif "fused" not in name and name != "now":
             stack.enter_context(fused.disabled(model))
+        stack.callback(setattr, fastvision, "VARLEN", fastvision.VARLEN)
+        fastvision.VARLEN = name not in ("unfused", "s11")
         yield
 
 
 def _ab(model, fn, rounds: int, repeats: int) -> dict:
     """``fn`` timed in each variant, round-robin ``rounds`` times; medians and speed-ups
-    against the default."""
+    against the first variant."""
     import torch
 
     runs: dict = {v: [] for v in VARIANTS}
@@ -63,7 +77,7 @@ def _ab(model, fn, rounds: int, repeats: int) -> dict:
                     runs[v].append(timed(fn, repeats)[0])
     med = {v: statistics.median(t) for v, t in runs.items()}
     return {"runs_s": runs, "median_s": {v: round(t, 4) for v, t in med.items()},
-            "speedup": {v: round(med["default"] / t, 3) for v, t in med.items()}}
+            "speedup": {v: round(med[VARIANTS[0]] / t, 3) for v, t in med.items()}}
 
 
 def _agreement(lm, inputs) -> dict:
@@ -82,7 +96,7 @@ def _agreement(lm, inputs) -> dict:
     def label(s):
         return max(s.probabilities, key=s.probabilities.get)
 
-    ref_logits, ref = run("default")
+    ref_logits, ref = run(VARIANTS[0])
     out = {}
     for v in VARIANTS[1:]:
         logits, ours = run(v)
@@ -132,13 +146,20 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--pairs", type=int, default=32)
     ap.add_argument("--ground-rows", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", choices=sorted(SETS), default="levers",
+                    help="levers: default, CHORD_FUSE, CHORD_FP8, both; tower: the vision "
+                         "attention's varlen kernel and fused rotary against session 10's "
+                         "and 11's defaults")
+    ap.add_argument("--no-gemm", action="store_true", help="leave out the MLP GEMM row")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."),
                                                   "prefill_ab.json"))
     return ap
 
 
 def main() -> int:
+    global VARIANTS
     args = parser().parse_args()
+    VARIANTS = SETS[args.variants]
     import numpy as np
 
     from chord_core.analysis import entailment as ent
@@ -183,6 +204,10 @@ def main() -> int:
                          **_ab(lm.model, prefill, rounds, max(1, repeats - 2))}
         print(json.dumps({"ground": res["ground"]}), flush=True)
     text = lm.model.config.get_text_config()
+    res["variants"] = list(VARIANTS)
+    if args.no_gemm:
+        Path(args.out).write_text(json.dumps(res, indent=2))
+        return 0
     res["gemm"] = _gemm(tokens if cuda else 512, args.device, text.hidden_size,
                         text.intermediate_size)
     print(json.dumps({"gemm": res["gemm"]}), flush=True)

@@ -27,6 +27,8 @@
 #       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
 #   bash benchmarks/run_device.sh h200-36   # issue 36 on one H200: the OFA-VE loop on photographs
 #       and on noise, batch-1 decode, Thinking, W1 (carry .devtmp/tp .devtmp/photos)
+#   bash benchmarks/run_device.sh tower-ab   # issues 36 + 34: the vision attention's varlen
+#       kernel and fused rotary against sessions 10's and 11's defaults (carry .devtmp/tp)
 #   bash benchmarks/run_device.sh h200-long   # issue 34 on one H200: the hour grounded at 128
 #       and 256 frames a call, then VSS density on the whole hour (the same carry)
 set -uo pipefail
@@ -136,6 +138,23 @@ if [[ "${1:-}" == h200-36 ]]; then
         --batches 0 --out "$OUT/w1_phases.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/h200-36.log"
+  exit 0
+fi
+if [[ "${1:-}" == tower-ab ]]; then
+  # Issues 36 and 34 (one H200 or H100; carry .devtmp/tp; ≈ 3 minutes with the model built):
+  # the vision tower's attention on the varlen flash kernel and its rotary fused, against
+  # session 10's default (nothing fused, grouped SDPA) and session 11's (norms and gated MLPs
+  # fused), on a 32-pair entailment pass and a 128-frame grounding prefill, round-robin
+  TP=${TP:-.devtmp/tp}; VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  {
+    t0=$SECONDS
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    python3 benchmarks/prefill_ab.py --model $M7 --pairs 32 --ground-rows 128 \
+        --variants tower --no-gemm --out "$OUT/tower_ab.json"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/tower-ab.log"
   exit 0
 fi
 if [[ "${1:-}" == ofa-gpus ]]; then

@@ -193,3 +193,12 @@ def test_photos_are_unique_real_crops(tmp_path, monkeypatch):
     assert [Path(p).read_bytes() for p in again] == [Path(p).read_bytes() for p in paths]
     with pytest.raises(SystemExit, match="opencv-doc"):
         photos.make_photos(tmp_path / "c", 2, tmp_path / "empty")
+
+
+def test_tower_ab_times_the_vision_attention_variants(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    (cmd,) = [c for c in entry("tower-ab") if c[:1] == ["benchmarks/prefill_ab.py"]]
+    mod = bench("prefill_ab")
+    args = mod.parser().parse_args(cmd[1:])
+    assert (args.variants, args.pairs, args.ground_rows) == ("tower", 32, 128)
+    assert mod.SETS["tower"][0] == "unfused" and mod.SETS["tower"][-1] == "now"
