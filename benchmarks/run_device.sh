@@ -25,8 +25,8 @@
 #       the OFA-VE loop on one GPU, then on all, the idle workers sharing each request
 #   bash benchmarks/run_device.sh levers-long   # issue 34: the hour grounded, default then
 #       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
-#   bash benchmarks/run_device.sh h200-36   # issue 36 on one H200: the OFA-VE loop on photographs
-#       and on noise, batch-1 decode, Thinking, W1 (carry .devtmp/tp .devtmp/photos)
+#   bash benchmarks/run_device.sh h200-36   # issue 36 on one H200: tower-ab, then the OFA-VE
+#       loop on photographs and on noise (carry .devtmp/tp .devtmp/photos)
 #   bash benchmarks/run_device.sh tower-ab   # issues 36 + 34: the vision attention's varlen
 #       kernel and fused rotary against sessions 10's and 11's defaults (carry .devtmp/tp)
 #   bash benchmarks/run_device.sh h200-long   # issue 34 on one H200: the hour grounded at 128
@@ -105,22 +105,21 @@ if [[ "${1:-}" == prefill-ab ]]; then
   exit 0
 fi
 if [[ "${1:-}" == h200-36 ]]; then
-  # Issue 36's rows on the goal's card (one H200; carry .devtmp/tp .devtmp/photos; ≈ 9
-  # minutes with the model built). The OFA-VE seed client's loop through serve with the
-  # prefill fused (serve's default; the decode step uncompiled and no warm-up only so that the
-  # service starts sooner: the loop's passes never decode), unique pairs: first on unique
-  # JPEG crops of real photographs (benchmarks/photos.py, as OFA-VE's Flickr30k data) beside
-  # the naive baseline, then on the 448×448 noise PNGs of every earlier row; then batch-1
-  # decode against the bandwidth bound, the Thinking row and W1's phases (throughput-rest's)
+  # Issue 36's OFA-VE row on the goal's card (one H200; carry .devtmp/tp .devtmp/photos; ≈ 8
+  # minutes with the model built): first tower-ab (the vision attention's changes in
+  # process), then the OFA-VE seed client's loop through serve with the prefill fused (serve's
+  # default; the decode step uncompiled and no warm-up only so that the service starts
+  # sooner: the loop's passes never decode), unique pairs: on unique JPEG crops of real
+  # photographs (benchmarks/photos.py, as OFA-VE's Flickr30k data) beside the naive
+  # baseline, then on the 448×448 noise PNGs of every earlier row. (Batch-1 decode, Thinking
+  # and W1: throughput-rest.)
+  bash "$0" tower-ab
   TP=${TP:-.devtmp/tp}
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
       "$TP"/whl/*.whl && export PYTHONPATH=/tmp/site
-  VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  VOCAB=$(realpath "$TP/vocab/qwen.tiktoken")
   {
     t0=$SECONDS
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    [ -f $M7/model.safetensors.index.json ] || \
-        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
     for kind in photos noise; do
       [[ $kind == photos ]] && parts=naive,ofa-loop || parts=ofa-loop
       CHORD_FUSE=1 CHORD_COMPILE=0 CHORD_WARMUP=off timeout 200 python3 benchmarks/entail.py \
@@ -128,15 +127,6 @@ if [[ "${1:-}" == h200-36 ]]; then
           --images $kind --photo-sources .devtmp/photos --out "$OUT/entail_$kind.json"
       echo "device s: $((SECONDS - t0))"
     done
-    timeout $((400 - (SECONDS - t0))) python3 benchmarks/speed.py --shape 7b --ckpt $M7 \
-        --workloads decode --repeats 2 --out "$OUT/speed_decode.json"
-    echo "device s: $((SECONDS - t0))"
-    timeout $((480 - (SECONDS - t0))) python3 benchmarks/thinking.py --shape 8b --pairs 64 \
-        --batch 64 --think-tokens 64 --out "$OUT/thinking.json"
-    echo "device s: $((SECONDS - t0))"
-    timeout $((585 - (SECONDS - t0))) python3 benchmarks/w1_phases.py --ckpt $M7 --clips 24 \
-        --batches 0 --out "$OUT/w1_phases.json"
-    echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/h200-36.log"
   exit 0
 fi
