@@ -23,6 +23,7 @@ from chord_core.model.fastgen import (
     length_bucket,
     unsupported_reason,
 )
+from tower import video_features
 
 
 @pytest.fixture(scope="module")
@@ -194,16 +195,9 @@ def test_grouped_vision_attention_is_bit_identical_to_the_window_loop(lm):
     clips = [(*_clip(rng, 4, (252, 448)), "a"), (*_clip(rng, 2, (140, 196)), "b")]
     inputs = model_inputs.build_video_batch(lm, clips)
 
-    def features():
-        with torch.inference_mode():
-            out = lm.model.model.get_video_features(inputs["pixel_values_videos"],
-                                                    inputs["video_grid_thw"])
-        out = getattr(out, "pooler_output", out)
-        return torch.cat(list(out)) if isinstance(out, (list, tuple)) else out
-
-    ours = features()
+    ours = video_features(lm, inputs)
     with fastvision.disabled(lm.model):
-        loop = features()
+        loop = video_features(lm, inputs)
     assert torch.equal(ours, loop)
 
 

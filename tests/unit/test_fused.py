@@ -13,6 +13,7 @@ from chord_core.config import ModelConfig, model_config_from_env
 from chord_core.model import fp8, fused
 from chord_core.model import inputs as model_inputs
 from chord_core.model import loading as m
+from tower import video_features
 
 
 @pytest.fixture(scope="module", params=["test", "test-qwen3"], ids=["qwen2.5-vl", "qwen3-vl"])
@@ -59,14 +60,8 @@ def test_the_vision_tower_runs_its_rotary_fused_and_matches(pair) -> None:
     frames = np.random.default_rng(1).integers(0, 255, (4, 112, 168, 3), dtype=np.uint8)
     meta = {"total_num_frames": 4, "fps": 2.0, "frames_indices": list(range(4))}
     try:
-        feats = []
-        for lm in (fast, plain):
-            inputs = model_inputs.build_video_inputs(lm, frames, meta, "Describe.")
-            with torch.inference_mode():
-                out = lm.model.model.get_video_features(inputs["pixel_values_videos"],
-                                                        inputs["video_grid_thw"])
-            out = getattr(out, "pooler_output", out)
-            feats.append(torch.cat(list(out)) if isinstance(out, (list, tuple)) else out)
+        feats = [video_features(lm, model_inputs.build_video_inputs(lm, frames, meta, "D."))
+                 for lm in (fast, plain)]
         assert calls  # 4 frames of 8 × 12 patches: 384 rows of patches, prefill-sized
         torch.testing.assert_close(feats[0], feats[1], rtol=1e-4, atol=1e-4)
     finally:

@@ -17,6 +17,7 @@ from chord_core.config import ModelConfig
 from chord_core.model import fastvision
 from chord_core.model import inputs as model_inputs
 from chord_core.model import loading as m
+from tower import video_features
 
 
 class FakeVarlen:
@@ -69,21 +70,14 @@ def test_the_tower_calls_the_kernel_once_a_layer_and_agrees_with_the_loop(fake, 
               {"total_num_frames": 4, "fps": 2.0, "frames_indices": list(range(4))}, "a")]
     inputs = model_inputs.build_video_batch(lm, clips)
 
-    def features():
-        with torch.inference_mode():
-            out = lm.model.model.get_video_features(inputs["pixel_values_videos"],
-                                                    inputs["video_grid_thw"])
-        out = getattr(out, "pooler_output", out)
-        return torch.cat(list(out)) if isinstance(out, (list, tuple)) else out
-
-    ours = features()
+    ours = video_features(lm, inputs)
     layers = len(fastvision.vision_tower(lm.model).blocks)
     assert len(fake.calls) == layers
     # 448×252 frames: whole windows of 64 patches and the bottom row's of 16, and in the
     # full-attention layers one span a frame pair (32 × 18 patches)
     assert {c["max_q"] for c in fake.calls} == {64, 576}
     with fastvision.disabled(lm.model):
-        loop = features()
+        loop = video_features(lm, inputs)
     torch.testing.assert_close(ours, loop, rtol=1e-5, atol=1e-5)
 
 
