@@ -27,6 +27,8 @@
 #       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
 #   bash benchmarks/run_device.sh h200-36   # issue 36 on one H200: tower-ab, then the OFA-VE
 #       loop on photographs and on noise (carry .devtmp/tp .devtmp/photos)
+#   bash benchmarks/run_device.sh one-call   # tower-ab, then the hour grounded at 256 and 128
+#       (carry .devtmp/tp/vocab .whl/av .whl/nvc .devtmp/seg)
 #   bash benchmarks/run_device.sh tower-ab   # issues 36 + 34: the vision attention's varlen
 #       kernel and fused rotary against sessions 10's and 11's defaults (carry .devtmp/tp)
 #   bash benchmarks/run_device.sh h200-long   # issue 34 on one H200: the hour grounded at 128
@@ -112,8 +114,8 @@ if [[ "${1:-}" == h200-36 ]]; then
   # sooner: the loop's passes never decode), unique pairs: on unique JPEG crops of real
   # photographs (benchmarks/photos.py, as OFA-VE's Flickr30k data) beside the naive
   # baseline, then on the 448×448 noise PNGs of every earlier row. (Batch-1 decode, Thinking
-  # and W1: throughput-rest.)
-  bash "$0" tower-ab
+  # and W1: throughput-rest.) "h200-36 loop": the loops alone (after one-call)
+  [[ "${2:-}" == loop ]] || bash "$0" tower-ab
   TP=${TP:-.devtmp/tp}
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
       "$TP"/whl/*.whl && export PYTHONPATH=/tmp/site
@@ -128,6 +130,24 @@ if [[ "${1:-}" == h200-36 ]]; then
       echo "device s: $((SECONDS - t0))"
     done
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/h200-36.log"
+  exit 0
+fi
+if [[ "${1:-}" == one-call ]]; then
+  # For a session with time for one call (any H100 or H200; carry .devtmp/tp/vocab .whl/av
+  # .whl/nvc .devtmp/seg: 56 MB; ≈ 7 minutes with the model built): tower-ab, then the hour
+  # grounded at 256 and 128 frames a call (as h200-long) on the same random-weight 7B.
+  # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next
+  bash "$0" tower-ab
+  M7=/tmp/chord-rand-7b-vocab
+  {
+    t0=$SECONDS
+    decode_prelude
+    timeout 480 python3 benchmarks/long_video.py --device cuda \
+        --model $M7 --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,128 --warmup \
+        --decode-only-fraction 0.02 --out "$OUT/long_video_ground_one.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_one.json')); [print(json.dumps(r)) for r in d['runs']]"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/one-call.log"
   exit 0
 fi
 if [[ "${1:-}" == tower-ab ]]; then

@@ -200,3 +200,12 @@ def test_tower_ab_times_the_vision_attention_variants(monkeypatch):
     args = mod.parser().parse_args(cmd[1:])
     assert (args.variants, args.pairs, args.ground_rows) == ("tower", 32, 128)
     assert mod.SETS["tower"][0] == "unfused" and mod.SETS["tower"][-1] == "now"
+
+
+def test_one_call_runs_the_tower_ab_then_grounds_the_hour():
+    text = block("one-call")
+    assert 'bash "$0" tower-ab' in text and "decode_prelude" in text
+    assert not [c for c in entry("one-call") if c[:1] == ["benchmarks/entail.py"]]
+    (ground,) = [c for c in entry("one-call") if c[:1] == ["benchmarks/long_video.py"]]
+    g = bench("long_video").parser().parse_args(ground[1:])
+    assert (g.task, g.ground_batch, g.model) == ("ground", [256, 128], "$M7")
