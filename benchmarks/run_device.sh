@@ -132,24 +132,6 @@ if [[ "${1:-}" == h200-36 ]]; then
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/h200-36.log"
   exit 0
 fi
-if [[ "${1:-}" == one-call ]]; then
-  # For a session with time for one call (any H100 or H200; carry .devtmp/tp/vocab .whl/av
-  # .whl/nvc .devtmp/seg: 56 MB; ≈ 7 minutes with the model built): tower-ab, then the hour
-  # grounded at 256 and 128 frames a call (as h200-long) on the same random-weight 7B.
-  # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next
-  bash "$0" tower-ab
-  M7=/tmp/chord-rand-7b-vocab
-  {
-    t0=$SECONDS
-    decode_prelude
-    timeout 480 python3 benchmarks/long_video.py --device cuda \
-        --model $M7 --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,128 --warmup \
-        --decode-only-fraction 0.02 --out "$OUT/long_video_ground_one.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_one.json')); [print(json.dumps(r)) for r in d['runs']]"
-    echo "device s: $((SECONDS - t0))"
-  } 2>&1 | grep -v "Loading weights" | tee "$OUT/one-call.log"
-  exit 0
-fi
 if [[ "${1:-}" == tower-ab ]]; then
   # Issues 36 and 34 (one H200 or H100; carry .devtmp/tp; ≈ 3 minutes with the model built):
   # the vision tower's attention on the varlen flash kernel and its rotary fused, against
@@ -453,6 +435,24 @@ if [[ "${1:-}" == levers-long ]]; then
     python3 -c "import json; d=json.load(open('$OUT/long_video_vss_levers.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/levers-long.log"
+  exit 0
+fi
+if [[ "${1:-}" == one-call ]]; then
+  # For a session with time for one call (any H100 or H200; carry .devtmp/tp/vocab .whl/av
+  # .whl/nvc .devtmp/seg: 56 MB; ≈ 7 minutes with the model built): tower-ab, then the hour
+  # grounded at 256 and 128 frames a call (as h200-long) on the same random-weight 7B.
+  # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next
+  bash "$0" tower-ab
+  M7=/tmp/chord-rand-7b-vocab
+  {
+    t0=$SECONDS
+    decode_prelude
+    timeout 480 python3 benchmarks/long_video.py --device cuda \
+        --model $M7 --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,128 --warmup \
+        --decode-only-fraction 0.02 --out "$OUT/long_video_ground_one.json" > /dev/null
+    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_one.json')); [print(json.dumps(r)) for r in d['runs']]"
+    echo "device s: $((SECONDS - t0))"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/one-call.log"
   exit 0
 fi
 if [[ "${1:-}" == h200-long ]]; then

@@ -209,3 +209,12 @@ def test_one_call_runs_the_tower_ab_then_grounds_the_hour():
     (ground,) = [c for c in entry("one-call") if c[:1] == ["benchmarks/long_video.py"]]
     g = bench("long_video").parser().parse_args(ground[1:])
     assert (g.task, g.ground_batch, g.model) == ("ground", [256, 128], "$M7")
+
+
+def test_decode_prelude_is_defined_before_any_entry_calls_it():
+    """The script runs top to bottom: an entry above the function's definition would stop
+    at "decode_prelude: command not found" on the device, after the machine's start."""
+    text = SCRIPT.read_text()
+    defined = text.index("decode_prelude() {")
+    calls = [m.start() for m in re.finditer(r"^\s+decode_prelude\b", text, re.M)]
+    assert calls and min(calls) > defined
