@@ -128,7 +128,7 @@ def attend(q: Any, k: Any, v: Any, cu_seqlens: Any, scale: float,
     import torch
 
     kernel = _varlen_for(q)
-    if kernel is not None:
+    if kernel is not None and q.shape[0]:
         bounds = _bounds(cu_seqlens, cache)
         longest = max((b - a for a, b in zip(bounds[:-1], bounds[1:])), default=0)
         cu = cu_seqlens.to(device=q.device, dtype=torch.int32)  # as it is, when it is so

@@ -43,6 +43,9 @@ def test_norms_and_gated_mlps_of_both_towers_are_fused(pair) -> None:
         assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
         with fused.disabled(fast.model):
             assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+        with fused.disabled(fast.model, kinds=("rope",)):  # the rotary alone put back
+            assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+            assert text.layers[0].input_layernorm.forward.__func__ is fused._norm_forward
         assert fused.installed(fast.model)
         assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
     else:  # Qwen3-VL's tower keeps transformers' attention (fastvision leaves it)

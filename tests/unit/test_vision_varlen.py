@@ -61,6 +61,9 @@ def test_attend_gives_the_kernel_the_spans_as_they_are(fake):
     assert (call["max_q"], call["max_k"], call["scale"], call["shape"]) == (16, 16, 0.35,
                                                                              (40, 2, 8))
     torch.testing.assert_close(out, fastvision.grouped_attention(q, k, v, cu, 0.35))
+    empty = torch.zeros(0, 2, 8)  # no patches: nothing for the kernel
+    assert fastvision.attend(empty, empty, empty, torch.tensor([0]), 0.35).shape == (0, 2, 8)
+    assert len(fake.calls) == 1
 
 
 def test_the_tower_calls_the_kernel_once_a_layer_and_agrees_with_the_loop(fake, tiny_model_dir):
