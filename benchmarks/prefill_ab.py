@@ -43,7 +43,6 @@ SETS = {
     # fused too (this default)
     "tower": ("unfused", "s11", "s11+varlen", "now"),
 }
-VARIANTS = SETS["levers"]
 
 
 @contextmanager
@@ -63,24 +62,24 @@ def _variant(model, name: str):
         yield
 
 
-def _ab(model, fn, rounds: int, repeats: int) -> dict:
+def _ab(model, fn, rounds: int, repeats: int, variants: tuple[str, ...]) -> dict:
     """``fn`` timed in each variant, round-robin ``rounds`` times; medians and speed-ups
     against the first variant."""
     import torch
 
-    runs: dict = {v: [] for v in VARIANTS}
+    runs: dict = {v: [] for v in variants}
     with torch.inference_mode():
         for _ in range(rounds):
-            for v in VARIANTS:
+            for v in variants:
                 with _variant(model, v):
                     fn()
                     runs[v].append(timed(fn, repeats)[0])
     med = {v: statistics.median(t) for v, t in runs.items()}
     return {"runs_s": runs, "median_s": {v: round(t, 4) for v, t in med.items()},
-            "speedup": {v: round(med[VARIANTS[0]] / t, 3) for v, t in med.items()}}
+            "speedup": {v: round(med[variants[0]] / t, 3) for v, t in med.items()}}
 
 
-def _agreement(lm, inputs) -> dict:
+def _agreement(lm, inputs, variants: tuple[str, ...]) -> dict:
     """How far each variant moved one pass's answers against the default: entailment
     probability per row, the label, the last position's logits."""
     import torch
@@ -96,9 +95,9 @@ def _agreement(lm, inputs) -> dict:
     def label(s):
         return max(s.probabilities, key=s.probabilities.get)
 
-    ref_logits, ref = run(VARIANTS[0])
+    ref_logits, ref = run(variants[0])
     out = {}
-    for v in VARIANTS[1:]:
+    for v in variants[1:]:
         logits, ours = run(v)
         dp = [abs(a.probabilities["entailment"] - b.probabilities["entailment"])
               for a, b in zip(ours, ref)]
@@ -157,9 +156,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    global VARIANTS
     args = parser().parse_args()
-    VARIANTS = SETS[args.variants]
+    variants = SETS[args.variants]
     import numpy as np
 
     from chord_core.analysis import entailment as ent
@@ -188,8 +186,9 @@ def main() -> int:
         import torch
 
         res["gpu"] = torch.cuda.get_device_name(args.device)
-    res["entail"] = _ab(lm.model, lambda: ent._prefill(lm, inputs), rounds, repeats)
-    res["entail"]["agreement"] = _agreement(lm, inputs)
+    res["entail"] = _ab(lm.model, lambda: ent._prefill(lm, inputs), rounds, repeats,
+                         variants)
+    res["entail"]["agreement"] = _agreement(lm, inputs, variants)
     print(json.dumps({"entail": res["entail"]}), flush=True)
     if args.ground_rows:
         frames = [rng.integers(0, 255, (252, 448, 3), dtype=np.uint8)
@@ -201,10 +200,10 @@ def main() -> int:
 
         res["ground"] = {"rows": args.ground_rows,
                          "tokens": int(g["attention_mask"].sum()),
-                         **_ab(lm.model, prefill, rounds, max(1, repeats - 2))}
+                         **_ab(lm.model, prefill, rounds, max(1, repeats - 2), variants)}
         print(json.dumps({"ground": res["ground"]}), flush=True)
     text = lm.model.config.get_text_config()
-    res["variants"] = list(VARIANTS)
+    res["variants"] = list(variants)
     if args.no_gemm:
         Path(args.out).write_text(json.dumps(res, indent=2))
         return 0
