@@ -284,6 +284,17 @@ decode_prelude() {  # the wheels, the hour of real footage, the random-weight 7B
     python3 -m chord_core make-tiny-model /tmp/chord-rand-7b --shape 7b --device cuda
   fi
 }
+show_runs() {  # a long_video.py result file: "all" as $2 prints its summary first; then a
+  # line for each run
+  python3 - "$1" "${2:-}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+if sys.argv[2] == "all":
+    print(json.dumps({k: v for k, v in d.items() if k != "runs"}))
+for r in d["runs"]:
+    print(json.dumps(r))
+PY
+}
 if [[ "${1:-}" == decode ]]; then
   {
     t0=$SECONDS
@@ -310,7 +321,7 @@ if [[ "${1:-}" == decode ]]; then
         --clip /tmp/real_hour.mp4 --task both --chunk-s 60 --chapter-s 300 \
         --frames-per-chunk 16 --chunk-tokens 192 --batch-size 16 --warmup \
         --decode-only-fraction 0.1 --out "$OUT/long_video.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video.json')); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode.log"
   exit 0
@@ -340,7 +351,7 @@ if [[ "${1:-}" == decode-vss ]]; then
         --clip $CLIP --task chapters --chunk-s 10 --chapter-s 300 \
         --frames-per-chunk 20 --describe-fps 2 --chunk-tokens 192 --batch-size 16 \
         --decode-only-fraction 0.02 --out "$OUT/long_video_vss.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_vss.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_vss.json" all
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/decode-vss.log"
   exit 0
@@ -358,7 +369,7 @@ if [[ "${1:-}" == ground-batch ]]; then
     timeout 500 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
         --clip /tmp/real_hour.mp4 --task ground --ground-batch 128,256,64 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_batch.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_batch.json')); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_ground_batch.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/ground-batch.log"
   exit 0
@@ -424,7 +435,7 @@ if [[ "${1:-}" == levers-long ]]; then
           --ground-batch 128 --warmup --decode-only-fraction 0.02 \
           --out "$OUT/long_video_ground$tag.json" > /dev/null
       echo "ground $levers:"
-      python3 -c "import json; d=json.load(open('$OUT/long_video_ground$tag.json')); [print(json.dumps(r)) for r in d['runs']]"
+      show_runs "$OUT/long_video_ground$tag.json"
       echo "device s: $((SECONDS - t0))"
     done
     CHORD_FP8=1 CHORD_FUSE=1 timeout $((575 - (SECONDS - t0))) python3 benchmarks/long_video.py \
@@ -432,7 +443,7 @@ if [[ "${1:-}" == levers-long ]]; then
         --task chapters --chunk-s 10 --chapter-s 300 --frames-per-chunk 20 --describe-fps 2 \
         --chunk-tokens 192 --batch-size 16 --decode-only-fraction 0.02 \
         --out "$OUT/long_video_vss_levers.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_vss_levers.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_vss_levers.json" all
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/levers-long.log"
   exit 0
@@ -450,7 +461,7 @@ if [[ "${1:-}" == one-call ]]; then
     timeout 480 python3 benchmarks/long_video.py --device cuda \
         --model $M7 --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,128 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_one.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_one.json')); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_ground_one.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/one-call.log"
   exit 0
@@ -467,14 +478,14 @@ if [[ "${1:-}" == h200-long ]]; then
     timeout 300 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
         --clip /tmp/real_hour.mp4 --task ground --ground-batch 128,256 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_h200.json" > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_ground_h200.json')); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_ground_h200.json"
     echo "device s: $((SECONDS - t0))"
     timeout $((585 - (SECONDS - t0))) python3 benchmarks/long_video.py --device cuda \
         --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task chapters --chunk-s 10 \
         --chapter-s 300 --frames-per-chunk 20 --describe-fps 2 --chunk-tokens 192 \
         --batch-size 16 --decode-only-fraction 0.02 --out "$OUT/long_video_vss_h200.json" \
         > /dev/null
-    python3 -c "import json; d=json.load(open('$OUT/long_video_vss_h200.json')); print(json.dumps({k: v for k, v in d.items() if k != 'runs'})); [print(json.dumps(r)) for r in d['runs']]"
+    show_runs "$OUT/long_video_vss_h200.json" all
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/h200-long.log"
   exit 0
@@ -508,7 +519,7 @@ if [[ "${1:-}" == decode-user ]]; then
           --model /tmp/chord-rand-7b --clip /tmp/real_hour.mp4 --task ground \
           --ground-batch 128 --warmup --decode-only-fraction 0.02 \
           --out "$OUT/long_video_ground.json" > /dev/null
-      python3 -c "import json; d=json.load(open('$OUT/long_video_ground.json')); [print(json.dumps(r)) for r in d['runs']]"
+      show_runs "$OUT/long_video_ground.json"
       echo "device s: $((SECONDS - t0))"
     fi
     if [[ "${2:-}" == then-vss ]]; then  # VSS density in what is left of a 10-minute call

@@ -218,3 +218,21 @@ def test_decode_prelude_is_defined_before_any_entry_calls_it():
     defined = text.index("decode_prelude() {")
     calls = [m.start() for m in re.finditer(r"^\s+decode_prelude\b", text, re.M)]
     assert calls and min(calls) > defined
+
+
+def test_show_runs_prints_the_summary_then_a_line_a_run(tmp_path):
+    """The entries print long_video.py's results through one shell function."""
+    import json
+    import subprocess
+
+    text = SCRIPT.read_text()
+    start = text.index("show_runs() {")
+    body = text[start:text.index("\n}\n", start) + 3]
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({"wall": 1.5, "runs": [{"a": 1}, {"b": 2}]}))
+    out = [subprocess.run(["bash", "-c", body + f'show_runs "{result}" {extra}'],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+           for extra in ("", "all")]
+    assert [json.loads(x) for x in out[0]] == [{"a": 1}, {"b": 2}]
+    assert [json.loads(x) for x in out[1]] == [{"wall": 1.5}, {"a": 1}, {"b": 2}]
+    assert "python3 -c \"import json; d=json.load(open('$OUT/long_video" not in text
