@@ -27,7 +27,8 @@
 #       both levers; VSS density on the half hour with both (carry .whl/av .whl/nvc .devtmp/seg)
 #   bash benchmarks/run_device.sh h200-36   # issue 36 on one H200: tower-ab, then the OFA-VE
 #       loop on photographs and on noise (carry .devtmp/tp .devtmp/photos)
-#   bash benchmarks/run_device.sh one-call   # tower-ab, then the hour grounded at 256 and 128
+#   bash benchmarks/run_device.sh one-call [ground]   # tower-ab (not with ground: the GPU
+#       varlen test then), then the hour grounded at 256 and 128
 #       (carry .devtmp/tp/vocab .whl/av .whl/nvc .devtmp/seg)
 #   bash benchmarks/run_device.sh tower-ab   # issues 36 + 34: the vision attention's varlen
 #       kernel and fused rotary against sessions 10's and 11's defaults (carry .devtmp/tp)
@@ -452,12 +453,18 @@ if [[ "${1:-}" == one-call ]]; then
   # For a session with time for one call (any H100 or H200; carry .devtmp/tp/vocab .whl/av
   # .whl/nvc .devtmp/seg: 56 MB; ≈ 7 minutes with the model built): tower-ab, then the hour
   # grounded at 256 and 128 frames a call (as h200-long) on the same random-weight 7B.
-  # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next
-  bash "$0" tower-ab
+  # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next.
+  # "one-call ground": the GPU varlen test and the grounding alone (tower-ab in its own call)
   M7=/tmp/chord-rand-7b-vocab
+  [[ "${2:-}" == ground ]] || bash "$0" tower-ab
   {
     t0=$SECONDS
     decode_prelude
+    if [[ "${2:-}" == ground ]]; then
+      python3 -m pytest -q -p no:cacheprovider tests/gpu/test_vision_varlen_gpu.py -rs | tail -8
+      [ -f $M7/model.safetensors.index.json ] || python3 -m chord_core make-tiny-model $M7 \
+          --shape 7b --device cuda --vocab "$(realpath .devtmp/tp/vocab/qwen.tiktoken)"
+    fi
     timeout 480 python3 benchmarks/long_video.py --device cuda \
         --model $M7 --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,128 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_one.json" > /dev/null
