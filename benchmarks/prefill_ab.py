@@ -9,12 +9,17 @@ and together, on the two passes issues 34 and 36 are bound by.
 * ``entail``: one 32-pair entailment pass (448×448 images and their statements, as
   ``entailment._prefill`` runs it), the four variants round-robin three times, medians of 5
   each; with how far each variant moved the answers against the default (each row's
-  entailment probability, its label, the last position's logits).
+  entailment probability, its label, the last position's logits). Then the same pass's
+  vision tower alone (``entail_tower``: its time and share of the pass, per variant).
 * ``ground``: one long-clip grounding prefill of ``--ground-rows`` 448×252 frames (the
   long-clip size; the model's forward to the last position), the same way.
 * ``gemm``: one language-model MLP (3,584 → 18,944 gate/up, 18,944 → 3,584 down) at the
   entailment pass's token count, bf16 ``F.linear`` against ``fp8_linear`` (its per-token
   scaling included), TFLOP/s.
+
+Each row also has ``gflop``, the products the pass makes (``pass_flops.py``: the tower's, the
+language model's, the total) and ``tflops``, each variant's median as TFLOP/s of them: how
+far a pass is from the card's roof (the ``gemm`` row's bf16 figure is one MLP's at that roof).
 
 The first fused call compiles its two kernels (a warm-up call before timing takes it).
 Random weights: the agreement figures say how far the numbers moved, not whether a trained
@@ -31,6 +36,7 @@ import sys
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pass_flops
 from bench_common import timed  # also puts the repository on sys.path
 
 
@@ -110,6 +116,15 @@ def _agreement(lm, inputs, variants: tuple[str, ...]) -> dict:
     return out
 
 
+def _roof(row: dict, model, fn, variant: str) -> None:
+    """The pass's products counted (``pass_flops``, under ``variant``: every variant makes
+    the same ones) and each variant's median as TFLOP/s of them, into ``row``."""
+    with _variant(model, variant):
+        flop = pass_flops.count(model, fn)
+    row["gflop"] = {k: round(v / 1e9, 3) for k, v in flop.items()}
+    row["tflops"] = pass_flops.achieved(flop["total"], row["median_s"])
+
+
 def _gemm(tokens: int, device: str, hidden: int, inter: int) -> dict:
     import torch
     import torch.nn.functional as F
@@ -165,7 +180,7 @@ def main() -> int:
     from chord_core.config import ModelConfig
     from chord_core.model import loading as m
 
-    from chord_core.model import fused
+    from chord_core.model import fastvision, fused
 
     lm = Engine(ModelConfig(model=args.model, device=args.device, compile=False, fp8=True,
                             fuse=True)).load()
@@ -189,7 +204,20 @@ def main() -> int:
     res["entail"] = _ab(lm.model, lambda: ent._prefill(lm, inputs), rounds, repeats,
                          variants)
     res["entail"]["agreement"] = _agreement(lm, inputs, variants)
+    _roof(res["entail"], lm.model, lambda: ent._prefill(lm, inputs), variants[0])
     print(json.dumps({"entail": res["entail"]}), flush=True)
+    # the same pass's vision tower alone: its share of the pass, and what each variant moved
+    tower = fastvision.vision_tower(lm.model)
+
+    def tower_pass():
+        return tower(inputs["pixel_values"], inputs["image_grid_thw"])
+
+    res["entail_tower"] = _ab(lm.model, tower_pass, rounds, repeats, variants)
+    res["entail_tower"]["tower_share"] = {
+        v: round(t / res["entail"]["median_s"][v], 3)
+        for v, t in res["entail_tower"]["median_s"].items()}
+    _roof(res["entail_tower"], lm.model, tower_pass, variants[0])
+    print(json.dumps({"entail_tower": res["entail_tower"]}), flush=True)
     if args.ground_rows:
         frames = [rng.integers(0, 255, (252, 448, 3), dtype=np.uint8)
                   for _ in range(args.ground_rows)]
@@ -201,6 +229,7 @@ def main() -> int:
         res["ground"] = {"rows": args.ground_rows,
                          "tokens": int(g["attention_mask"].sum()),
                          **_ab(lm.model, prefill, rounds, max(1, repeats - 2), variants)}
+        _roof(res["ground"], lm.model, prefill, variants[0])
         print(json.dumps({"ground": res["ground"]}), flush=True)
     text = lm.model.config.get_text_config()
     res["variants"] = list(variants)
