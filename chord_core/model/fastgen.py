@@ -62,15 +62,17 @@ _ATTENTION_CLASSES = ("Qwen2_5_VLAttention", "Qwen3VLTextAttention")
 
 def for_model(cfg: Any, model: Any, processor: Any) -> FastDecoder | None:
     """The fast path for a loaded model: grouped vision attention (``fastvision``), the patch
-    embedding as a GEMM (``patch_embed``), aligned vision MLPs (``mlp_align``) and the
-    fast decoder — or None where ``cfg.decoder == "generate"`` asks for plain transformers,
-    or the model/placement is one the decoder does not handle (the log says why)."""
+    embedding as a GEMM (``patch_embed``), aligned vision MLPs (``mlp_align``), the last MLP
+    at the kept position only (``last_mlp``) and the fast decoder — or None where
+    ``cfg.decoder == "generate"`` asks for plain transformers, or the model/placement is one
+    the decoder does not handle (the log says why)."""
     if cfg.decoder != "fast":
         return None
-    from chord_core.model import fastvision, mlp_align, patch_embed
+    from chord_core.model import fastvision, last_mlp, mlp_align, patch_embed
     fastvision.install(model)
     patch_embed.install(model)
     mlp_align.install(model)
+    last_mlp.install(model)
     reason = unsupported_reason(model)
     if reason:
         log.info("decoding with transformers' generate: %s", reason)

@@ -199,7 +199,7 @@ def test_tower_ab_times_the_vision_attention_variants(monkeypatch):
     mod = bench("prefill_ab")
     args = mod.parser().parse_args(cmd[1:])
     assert (args.variants, args.pairs, args.ground_rows) == ("tower", 32, 128)
-    assert mod.SETS["tower"][0] == "unfused" and mod.SETS["tower"][-1] == "now"
+    assert mod.SETS["tower"][0] == "unfused" and mod.SETS["tower"][3:] == ("now", "untrimmed")
 
 
 def test_one_call_runs_the_tower_ab_then_grounds_the_hour():

@@ -27,12 +27,15 @@ def test_the_language_models_products_match_its_shapes(lm, monkeypatch):
     import pass_flops
 
     from chord_core.analysis import entailment as ent
+    from chord_core.model import last_mlp
     from chord_core.model.fastvision import vision_tower
 
     rng = np.random.default_rng(0)
     images = [rng.integers(0, 255, (112, 140, 3), dtype=np.uint8) for _ in range(3)]
     inputs = ent._inputs(lm, images, ["a cat", "two dogs on a mat", "x"])
-    flop = pass_flops.count(lm.model, lambda: ent._prefill(lm, inputs))
+    with last_mlp.disabled(lm.model):  # every position through every product
+        flop = pass_flops.count(lm.model, lambda: ent._prefill(lm, inputs))
+    trimmed = pass_flops.count(lm.model, lambda: ent._prefill(lm, inputs))
 
     text = lm.model.config.get_text_config()
     h, inter, heads = text.hidden_size, text.intermediate_size, text.num_attention_heads
@@ -42,6 +45,8 @@ def test_the_language_models_products_match_its_shapes(lm, monkeypatch):
     per_token = h * (heads * hd) + 2 * h * kv + heads * hd * h + 3 * h * inter
     head = rows * h * text.vocab_size  # logits at the one position kept
     assert flop["language"] == 2 * (rows * length * per_token * text.num_hidden_layers + head)
+    # the last MLP at the kept position only: (length - 1) positions a row fewer
+    assert flop["language"] - trimmed["language"] == 2 * rows * (length - 1) * 3 * h * inter
 
     tower = vision_tower(lm.model)
     alone = pass_flops.count(lm.model, lambda: tower(inputs["pixel_values"],
