@@ -4,9 +4,10 @@ Qwen2.5-VL's vision tower attends within 112-px windows in most layers and withi
 pair in the rest. Without flash-attn installed, transformers runs that as one SDPA call per
 window: a 30-frame 448×252 clip makes ≈ 5,000 calls per forward, a 1036×588 one ≈ 25,000, and
 the GPU waits on Python (the first H200 profile: 0.25 s of prefill per W1 clip against ≈ 0.09 s
-of arithmetic). Here windows of the same length are gathered and attended in ONE SDPA call
-per length — the same function per window (no window sees another), so the outputs match the
-loop's (the tests compare them).
+of arithmetic). Qwen3-VL's tower attends within each frame pair in every layer, one SDPA call
+per frame pair the same way. Here spans of the same length are gathered and attended in ONE
+SDPA call per length — the same function per span (no span sees another), so the outputs
+match the loop's (the tests compare them, for both towers).
 
 On a GPU whose torch has ``torch.nn.attention.varlen`` (2.10 and later: flash attention over
 packed spans), a layer's spans are attended by ONE kernel on the tensors as they are, with the
@@ -33,7 +34,8 @@ from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
 
-_CLASS_NAMES = ("Qwen2_5_VLVisionAttention", "VisionSdpaAttention", "VisionAttention")
+_CLASS_NAMES = ("Qwen2_5_VLVisionAttention", "VisionSdpaAttention", "VisionAttention",
+                "Qwen3VLVisionAttention", "Qwen3VLMoeVisionAttention")
 
 
 def install(model: Any) -> int:

@@ -7,7 +7,7 @@ products (SiLU, the multiply), and every one reads and writes the whole activati
 RMSNorm modules of the model (the language model's, the vision tower's, Qwen3-VL's per-head
 q/k norms) and the SiLU-gated MLPs (``act(gate(x)) * up(x)``, then ``down``) get a forward
 that runs the same arithmetic through ``torch.compile``: one kernel for the norm, one for
-the activation and its multiply. So does Qwen2.5-VL's vision rotary embedding, where
+the activation and its multiply. So does the vision towers' rotary embedding, where
 ``fastvision`` runs the tower's attention (float32 copies of q and k, every layer, on every
 patch: :func:`vision_rope`). The products stay the modules' own (bf16, or FP8 where
 ``CHORD_FP8`` gave them FP8 copies).
@@ -56,9 +56,9 @@ def silu_mul(gate: Any, up: Any) -> Any:
 
 
 def vision_rope(q: Any, k: Any, cos: Any, sin: Any) -> tuple[Any, Any]:
-    """Qwen2.5-VL's vision rotary embedding as its tower computes it (float32, each result
-    back in its input's dtype). Unfused it is ≈ 14 kernels over float32 copies of q and k,
-    every layer, on every patch."""
+    """The vision rotary embedding as both towers (Qwen2.5-VL's, Qwen3-VL's) compute it
+    (float32, each result back in its input's dtype). Unfused it is ≈ 14 kernels over
+    float32 copies of q and k, every layer, on every patch."""
     import torch
 
     def turned(x: Any) -> Any:  # the second half negated, then the first

@@ -41,3 +41,20 @@ def test_varlen_matches_the_grouped_sdpa_on_mixed_windows():
     assert not fastvision._varlen_broken
     want = fastvision.grouped_attention(q, k, v, cu, 80 ** -0.5)
     torch.testing.assert_close(ours, want, rtol=2e-2, atol=2e-2)
+
+
+def test_varlen_matches_the_grouped_sdpa_on_qwen3_frame_pairs():
+    import torch
+
+    from chord_core.model import fastvision
+
+    torch.manual_seed(1)
+    # Qwen3-VL-8B's tower: 16 heads of 72, one span a frame pair (448×256 frames: 448
+    # patches), in every layer
+    cu = torch.arange(0, 9 * 448, 448, device="cuda").to(torch.int32)
+    q, k, v = (torch.randn(int(cu[-1]), 16, 72, device="cuda", dtype=torch.bfloat16)
+               for _ in range(3))
+    ours = fastvision.attend(q, k, v, cu, 72 ** -0.5)
+    assert not fastvision._varlen_broken
+    want = fastvision.grouped_attention(q, k, v, cu, 72 ** -0.5)
+    torch.testing.assert_close(ours, want, rtol=2e-2, atol=2e-2)

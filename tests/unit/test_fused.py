@@ -38,24 +38,20 @@ def test_norms_and_gated_mlps_of_both_towers_are_fused(pair) -> None:
     layer_norms = [mod for mod, kind in fused.targets(fast.model) if kind == "norm"]
     assert text.layers[0].input_layernorm in layer_norms
     ropes = [mod for mod, kind in fused.targets(fast.model) if kind == "rope"]
-    if fast.info.family == "qwen2.5-vl":  # fastvision's attention: its rotary fused too
-        assert len(ropes) == len(fast.model.model.visual.blocks)
-        assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
-        with fused.disabled(fast.model):
-            assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
-        with fused.disabled(fast.model, kinds=("rope",)):  # the rotary alone put back
-            assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
-            assert text.layers[0].input_layernorm.forward.__func__ is fused._norm_forward
-        assert fused.installed(fast.model)
-        assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
-    else:  # Qwen3-VL's tower keeps transformers' attention (fastvision leaves it)
-        assert not ropes
+    # fastvision's attention in both towers (Qwen3-VL's since session 13): its rotary fused
+    assert len(ropes) == len(fast.model.model.visual.blocks)
+    assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+    with fused.disabled(fast.model):
+        assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+    with fused.disabled(fast.model, kinds=("rope",)):  # the rotary alone put back
+        assert not any(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
+        assert text.layers[0].input_layernorm.forward.__func__ is fused._norm_forward
+    assert fused.installed(fast.model)
+    assert all(isinstance(mod._chord_rope, fused._Rope) for mod in ropes)
 
 
 def test_the_vision_tower_runs_its_rotary_fused_and_matches(pair) -> None:
     plain, fast = pair
-    if fast.info.family != "qwen2.5-vl":
-        pytest.skip("Qwen3-VL's tower keeps transformers' attention and rotary")
     rope = next(mod for mod, kind in fused.targets(fast.model) if kind == "rope")._chord_rope
     calls: list[int] = []
     real = rope.fused

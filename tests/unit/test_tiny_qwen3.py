@@ -145,7 +145,10 @@ def test_test_qwen3_loads_as_qwen3_with_relative_coordinates(lm: m.LoadedModel) 
     assert (lm.family, lm.coord_mode) == ("qwen3-vl", "relative1000")
     assert lm.info.to_dict()["coords"] == "relative1000" and lm.info.test_model
     assert isinstance(lm.decoder, fastgen.FastDecoder)
-    assert fastvision.install(lm.model) == 0  # Qwen3-VL's tower: transformers' own attention
+    # Qwen3-VL's tower runs fastvision's attention too (installed at load; again: re-enabled)
+    blocks = fastvision.vision_tower(lm.model).blocks
+    assert all(hasattr(b.attn, "_chord_original") for b in blocks)
+    assert fastvision.install(lm.model) == len(blocks)
     assert fastgen.unsupported_reason(lm.model) is None
 
 

@@ -66,8 +66,11 @@ def test_attend_gives_the_kernel_the_spans_as_they_are(fake):
     assert len(fake.calls) == 1
 
 
-def test_the_tower_calls_the_kernel_once_a_layer_and_agrees_with_the_loop(fake, tiny_model_dir):
-    lm = m.load_model(ModelConfig(model="test", device="cpu"))
+@pytest.mark.parametrize("model,spans", [("test", {64, 576}), ("test-qwen3", {448})],
+                         ids=["qwen2.5-vl", "qwen3-vl"])
+def test_the_tower_calls_the_kernel_once_a_layer_and_agrees_with_the_loop(
+        fake, tiny_model_dir, model, spans):
+    lm = m.load_model(ModelConfig(model=model, device="cpu"))
     rng = np.random.default_rng(3)
     clips = [(rng.integers(0, 255, (4, 252, 448, 3), dtype=np.uint8),
               {"total_num_frames": 4, "fps": 2.0, "frames_indices": list(range(4))}, "a")]
@@ -76,9 +79,10 @@ def test_the_tower_calls_the_kernel_once_a_layer_and_agrees_with_the_loop(fake, 
     ours = video_features(lm, inputs)
     layers = len(fastvision.vision_tower(lm.model).blocks)
     assert len(fake.calls) == layers
-    # 448×252 frames: whole windows of 64 patches and the bottom row's of 16, and in the
-    # full-attention layers one span a frame pair (32 × 18 patches)
-    assert {c["max_q"] for c in fake.calls} == {64, 576}
+    # Qwen2.5-VL, 448×252 frames: whole windows of 64 patches and the bottom row's of 16,
+    # and in the full-attention layers one span a frame pair (32 × 18 patches); Qwen3-VL
+    # attends over each frame pair in every layer (16-px patches, 252 resized to 256: 28 × 16)
+    assert {c["max_q"] for c in fake.calls} == spans
     with fastvision.disabled(lm.model):
         loop = video_features(lm, inputs)
     torch.testing.assert_close(ours, loop, rtol=1e-5, atol=1e-5)
