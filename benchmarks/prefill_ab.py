@@ -49,6 +49,9 @@ SETS = {
     # fused too (this default); "untrimmed" is "now" with every position through the
     # language model's last MLP (session 13: ``last_mlp``, the kept position only)
     "tower": ("unfused", "s11", "s11+varlen", "now", "untrimmed"),
+    # which fused kinds pay (session 13's H100 had session 11's fused norms and activations
+    # slower than none): "rope-only" is "now" with the norms and gated MLPs unfused
+    "kinds": ("now", "rope-only", "unfused"),
 }
 
 
@@ -64,7 +67,9 @@ def _variant(model, name: str):
             stack.enter_context(fp8.disabled(model))
         if name.startswith("s11"):
             stack.enter_context(fused.disabled(model, kinds=("rope",)))
-        elif "fused" not in name and name not in ("now", "untrimmed"):
+        elif name == "rope-only":
+            stack.enter_context(fused.disabled(model, kinds=("norm", "mlp")))
+        elif "fused" not in name and name not in ("now", "untrimmed", "rope-only"):
             stack.enter_context(fused.disabled(model))
         stack.callback(setattr, fastvision, "VARLEN", fastvision.VARLEN)
         fastvision.VARLEN = name not in ("unfused", "s11")

@@ -269,7 +269,7 @@ fi
 #        VSS density: 360 chunks × 20 frames (10 s chunks at 2 fps, ≈ 9k visual tokens each);
 #        the map's progress lines in decode-vss.log give the rate if the call runs out first
 #   run: bash benchmarks/run_device.sh ground-batch carry: the same
-#        the hour's grounding at 128 (the default), 256 and 64 frames a generate call
+#        the hour's grounding at 256 (the default), 512 and 128 frames a generate call
 #   run: bash benchmarks/run_device.sh decode-user  carry: the same
 #        `python -m chord_core chapters hour.mp4` at its defaults from a cold start (fresh
 #        compile cache and store), timed from outside with Chord's GPU sampler (cli_timed.py)
@@ -358,17 +358,18 @@ if [[ "${1:-}" == decode-vss ]]; then
   exit 0
 fi
 if [[ "${1:-}" == ground-batch ]]; then
-  # the hour grounded at 128 (the default, the same-run baseline), 256 and 64 frames a
+  # the hour grounded at 256 (the default, the same-run baseline), 512 and 128 frames a
   # generate call (chunks of at least that many frames, a target of its own each). On an H100
   # (2026-12-07) 32 / 64 / 128 took 117.2 / 92.4 / 81.7 s, generation-bound: a decode step
-  # reads the weights once for all its rows; 128 became the default. 256 needs an H200's room
-  # (an H100 halves it on out-of-memory). The decode-only pass reads 2 % of the jobs.
+  # reads the weights once for all its rows; session 13's H100 took 50.9 s at 256 (72 GB at
+  # its peak) against 52.3 at 128, and 256 became the default. 512 needs an H200's room (an
+  # H100 halves it on out-of-memory). The decode-only pass reads 2 % of the jobs.
   {
     t0=$SECONDS
     decode_prelude model
     echo "device s before the runs: $((SECONDS - t0))"
     timeout 500 python3 benchmarks/long_video.py --device cuda --model /tmp/chord-rand-7b \
-        --clip /tmp/real_hour.mp4 --task ground --ground-batch 128,256,64 --warmup \
+        --clip /tmp/real_hour.mp4 --task ground --ground-batch 256,512,128 --warmup \
         --decode-only-fraction 0.02 --out "$OUT/long_video_ground_batch.json" > /dev/null
     show_runs "$OUT/long_video_ground_batch.json"
     echo "device s: $((SECONDS - t0))"
@@ -476,7 +477,7 @@ fi
 if [[ "${1:-}" == h200-long ]]; then
   # Issue 34's two open rows on the goal's card (one H200; carry .whl/av .whl/nvc .devtmp/seg;
   # ≈ 9 minutes with the model built), at the defaults (CHORD_FUSE on: the workers compile):
-  # the hour grounded at 128 frames a call (the default) and at 256 (an H200 has the room),
+  # the hour grounded at 128 frames a call (the default before session 13) and at 256 (the default now),
   # then VSS density on the whole hour in what is left of the call
   {
     t0=$SECONDS

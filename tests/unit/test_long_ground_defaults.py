@@ -39,7 +39,7 @@ def test_cli_defaults_are_what_the_benchmark_runs(bench, argv):
     sampling, tokens, batch = ground_long_options(cli_args(*argv))
     assert sampling == bench.ground_sampling(b)
     assert (tokens, [batch]) == (b.tokens, b.ground_batch)
-    assert (sampling.ground_max_pixels, tokens, batch) == (112_896, lv.GROUND_LONG_TOKENS, 128)
+    assert (sampling.ground_max_pixels, tokens, batch) == (112_896, lv.GROUND_LONG_TOKENS, 256)
     assert sampling.min_pixels <= sampling.ground_max_pixels
 
 
@@ -51,7 +51,7 @@ def test_the_benchmark_grounds_once_per_batch_each_a_run_of_its_own(bench):
     assert b.ground_batch == [32, 64, 128]
     base = lv.LongVideoSettings()
     chunks = [bench.ground_settings(base, n).ground_chunk_frames for n in b.ground_batch]
-    assert chunks == [128, 128, 128] and base.ground_chunk_frames == lv.GROUND_LONG_BATCH == 128
+    assert chunks == [256, 256, 256] and base.ground_chunk_frames == lv.GROUND_LONG_BATCH == 256
     assert len(set(bench.GROUND_TARGETS)) == len(bench.GROUND_TARGETS)
     for bad in ("0", "a,b", "1,2,3,4,5,6,7"):
         with pytest.raises(SystemExit):
