@@ -30,6 +30,7 @@
 #   bash benchmarks/run_device.sh one-call [ground]   # tower-ab (not with ground: the GPU
 #       varlen test then), then the hour grounded at 256 and 128
 #       (carry .devtmp/tp/vocab .whl/av .whl/nvc .devtmp/seg)
+#   bash benchmarks/run_device.sh fuse-kinds   # which fused kinds pay (carry .devtmp/tp)
 #   bash benchmarks/run_device.sh tower-ab   # issues 36 + 34: the vision attention's varlen
 #       kernel and fused rotary against sessions 10's and 11's defaults (carry .devtmp/tp)
 #   bash benchmarks/run_device.sh h200-long   # issue 34 on one H200: the hour grounded at 128
@@ -148,6 +149,20 @@ if [[ "${1:-}" == tower-ab ]]; then
         --variants tower --no-gemm --out "$OUT/tower_ab.json"
     echo "device s: $((SECONDS - t0))"
   } 2>&1 | grep -v "Loading weights" | tee "$OUT/tower-ab.log"
+  exit 0
+fi
+if [[ "${1:-}" == fuse-kinds ]]; then
+  # Issues 36 and 34 (one H100 or H200; carry .devtmp/tp; ≈ 1 minute with the model built):
+  # which fused kinds pay. On session 13's H100 the norms and gated activations fused without
+  # the rotary were slower than nothing fused, and everything fused the fastest: "now",
+  # "rope-only" (the norms and MLPs unfused) and "unfused", round-robin
+  TP=${TP:-.devtmp/tp}; VOCAB=$(realpath "$TP/vocab/qwen.tiktoken"); M7=/tmp/chord-rand-7b-vocab
+  {
+    [ -f $M7/model.safetensors.index.json ] || \
+        python3 -m chord_core make-tiny-model $M7 --shape 7b --device cuda --vocab "$VOCAB"
+    python3 benchmarks/prefill_ab.py --model $M7 --pairs 32 --ground-rows 128 --rounds 2 \
+        --variants kinds --no-gemm --out "$OUT/kinds_ab.json"
+  } 2>&1 | grep -v "Loading weights" | tee "$OUT/fuse-kinds.log"
   exit 0
 fi
 if [[ "${1:-}" == ofa-gpus ]]; then

@@ -236,3 +236,11 @@ def test_show_runs_prints_the_summary_then_a_line_a_run(tmp_path):
     assert [json.loads(x) for x in out[0]] == [{"a": 1}, {"b": 2}]
     assert [json.loads(x) for x in out[1]] == [{"wall": 1.5}, {"a": 1}, {"b": 2}]
     assert "python3 -c \"import json; d=json.load(open('$OUT/long_video" not in text
+
+
+def test_fuse_kinds_times_the_fused_kinds_apart(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    (cmd,) = [c for c in entry("fuse-kinds") if c[:1] == ["benchmarks/prefill_ab.py"]]
+    args = bench("prefill_ab").parser().parse_args(cmd[1:])
+    assert (args.variants, args.pairs, args.ground_rows, args.rounds) == ("kinds", 32, 128, 2)
+    assert bench("prefill_ab").SETS["kinds"] == ("now", "rope-only", "unfused")
