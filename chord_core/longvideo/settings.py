@@ -36,10 +36,9 @@ LONG_VIDEO_S_DEFAULT = 600.0
 # 256 frames a generate call: a decode step reads the weights once for all its rows, and the
 # hour grounded at 32 / 64 / 128 took 117.2 / 92.4 / 81.7 s on one H100 (2026-12-07,
 # docs/benchmarks.md). Session 13's H100 (the same day, the code of now) took 50.9 s at 256
-# against 52.3 at 128, the 256 run paying an 8.5 s graph compile in its first call: its
-# generate calls summed 32.3 s against 47.4, at 72 GB at its peak. A GPU with less room
-# halves the batch on out-of-memory (``Engine._oom_guard``) and says so in the result's
-# warnings.
+# against 52.3 at 128: its generate calls summed 40.8 s against 47.4, and its jobs waited
+# 10.0 s on NVDEC against 4.7; 72 GB at its peak. A GPU with less room halves the batch on
+# out-of-memory (``Engine._oom_guard``) and says so in the result's warnings.
 GROUND_LONG_MAX_PIXELS = 112_896  # 448×252
 GROUND_LONG_TOKENS = 64
 GROUND_LONG_BATCH = 256
