@@ -470,14 +470,16 @@ if [[ "${1:-}" == one-call ]]; then
   # .whl/nvc .devtmp/seg: 56 MB; ≈ 7 minutes with the model built): tower-ab, then the hour
   # grounded at 256 and 128 frames a call (as h200-long) on the same random-weight 7B.
   # The OFA-VE loop's wheels and photographs do not fit beside these: "h200-36 loop" next.
-  # "one-call ground": the GPU varlen test and the grounding alone (tower-ab in its own call)
+  # "one-call ground": the GPU tests of the varlen kernel and of NVDEC (its sessions on
+  # streams of their own since session 13), then the grounding (tower-ab in its own call)
   M7=/tmp/chord-rand-7b-vocab
   [[ "${2:-}" == ground ]] || bash "$0" tower-ab
   {
     t0=$SECONDS
     decode_prelude
     if [[ "${2:-}" == ground ]]; then
-      python3 -m pytest -q -p no:cacheprovider tests/gpu/test_vision_varlen_gpu.py -rs | tail -8
+      python3 -m pytest -q -p no:cacheprovider tests/gpu/test_vision_varlen_gpu.py \
+          tests/gpu/test_nvdec_reader.py -rs | tail -8
       [ -f $M7/model.safetensors.index.json ] || python3 -m chord_core make-tiny-model $M7 \
           --shape 7b --device cuda --vocab "$(realpath .devtmp/tp/vocab/qwen.tiktoken)"
     fi

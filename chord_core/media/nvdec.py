@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import nullcontext
 from typing import Any, Callable, Sequence
 
 from chord_core.media.reader_types import (
@@ -82,11 +83,69 @@ def _real_factory() -> SessionFactory:
     if not torch.cuda.is_available():
         raise ReaderUnavailable("no CUDA GPU here")
 
+    def own_stream(gpu: int) -> tuple[Any, int]:
+        return torch.cuda.Stream(device=gpu), _primary_context(gpu)  # torch's: non-blocking
+
     def make(name: str, gpu: int) -> Any:
-        return nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
-                                 output_color_type=nvc.OutputColorType.RGB)
+        return open_session(nvc, name, gpu, own_stream)
 
     return make
+
+
+def open_session(nvc: Any, name: str, gpu: int,
+                 own_stream: Callable[[int], tuple[Any, int]]) -> Any:
+    """A ``SimpleDecoder`` of ``name`` on a CUDA stream of its own (:class:`OwnStream`), or,
+    where PyNvVideoCodec refuses the stream, on the default one as before (logged once)."""
+    try:
+        stream, ctx = own_stream(gpu)
+        return OwnStream(nvc.SimpleDecoder(name, gpu_id=gpu, cuda_context=ctx,
+                                           cuda_stream=stream.cuda_stream,
+                                           use_device_memory=True,
+                                           output_color_type=nvc.OutputColorType.RGB), stream)
+    except Exception as exc:  # noqa: BLE001 — tried again on the default stream below
+        refused = f"{type(exc).__name__}: {exc}"
+    session = nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
+                                output_color_type=nvc.OutputColorType.RGB)
+    if not _stream_refused:  # it opens there: the stream was what was refused
+        _stream_refused.append(refused)
+        log.warning("NVDEC sessions on the default CUDA stream, where reads wait behind the "
+                    "model's work (a stream of their own was refused: %s)", refused[:300])
+    return session
+
+
+_stream_refused: list[str] = []
+
+
+def _primary_context(gpu: int) -> int:
+    """The handle of ``gpu``'s primary CUDA context (torch's), for PyNvVideoCodec, which
+    checks that a stream it is given belongs to the context it is given."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    for call, args in (("cuDeviceGet", (ctypes.byref(dev), gpu)),
+                       ("cuDevicePrimaryCtxRetain", (ctypes.byref(ctx), dev))):
+        err = getattr(cuda, call)(*args)
+        if err:
+            raise RuntimeError(f"{call} returned CUDA error {err}")
+    return int(ctx.value or 0)
+
+
+class OwnStream:
+    """A decoder session with a CUDA stream of its own. torch runs the model on the legacy
+    default stream, which waits for, and is waited for by, every blocking stream, so a
+    session on it (PyNvVideoCodec's default) has each batch of frames wait behind the
+    model's queued kernels. That is the likely reason (not measured apart) why the hour
+    grounded at 256 frames a call waited 10 s on decode beside the model, when the whole
+    hour decodes in 20 s alone (one H100, session 13). The frames are converted and resized
+    on the session's stream; the session's thread waits for that stream (not the model's)
+    and marks the frames as used on the default stream before handing them on."""
+
+    def __init__(self, session: Any, stream: Any) -> None:
+        self.session, self.stream = session, stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.session, name)
 
 
 class NvdecReader:
@@ -146,8 +205,14 @@ class NvdecReader:
             if device.type == "cuda":  # a session thread's current device is cuda:0
                 import torch
 
-                with torch.cuda.device(device):
-                    return self._decode(held, wanted, index, req, spent, device), spent
+                own = held.session.stream if isinstance(held.session, OwnStream) else None
+                with torch.cuda.device(device), \
+                        (torch.cuda.stream(own) if own is not None else nullcontext()):
+                    got = self._decode(held, wanted, index, req, spent, device)
+                    if own is not None and got[2] is not None:
+                        own.synchronize()  # this session's work only, not the model's
+                        got[2].record_stream(torch.cuda.default_stream(device))
+                    return got, spent
             return self._decode(held, wanted, index, req, spent, device), spent
 
         ticket = self.pool.submit(key, gops, make, work, count, req.cancel)

@@ -65,6 +65,30 @@ def test_nvdec_frames_stay_on_the_gpu_when_asked(clip):
     assert tuple(got.frames.shape) == (3, 126, 224, 3) and got.frames.dtype == torch.uint8
 
 
+def test_sessions_decode_on_their_own_stream_beside_busy_default_stream_work(clip):
+    """Each session has a CUDA stream of its own (not the legacy default stream the model's
+    work is on), and its frames are right while the default stream is kept busy."""
+    import torch
+
+    from chord_core.media import nvdec
+    from chord_core.media.readers import DefaultReader, ReadRequest
+
+    reader = nvdec.NvdecReader(decoders=2)
+    want = tuple(range(0, clip.frame_count, 9))
+    req = ReadRequest(clip, want, (448, 252), model_device="cuda")
+    a = torch.randn(4096, 4096, device="cuda")
+    for _ in range(20):  # the model's stand-in: queued work on the default stream
+        a = a @ a.T / 4096
+    got = reader.read(req)
+    assert not nvdec._stream_refused
+    sessions = [slot.held.session for f in reader.pool._files.values() for slot in f.slots
+                if slot.held is not None]
+    assert sessions and all(isinstance(s, nvdec.OwnStream) for s in sessions)
+    ref = DefaultReader().read(ReadRequest(clip, want, (448, 252)))
+    diff = np.abs(got.frames.cpu().numpy().astype(np.int16) - ref.frames.astype(np.int16))
+    assert diff.mean() < 6.0
+
+
 def test_the_automatic_choice_is_nvdec_here(clip):
     from chord_core.media.readers import ReadRequest, read_frames_auto
 
