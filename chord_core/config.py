@@ -88,6 +88,8 @@ ENV_VARS = (
     EnvVar("CHORD_DECODE_PROCS", "CPU decode processes of the `cpu-pool` reader (default: the "
            "usable cores, at most 8)", "media.reader_settings"),
     EnvVar("CHORD_NVDEC_DECODERS", "NVDEC sessions per file on a GPU (4)", "media.nvdec"),
+    EnvVar("CHORD_NVDEC_STREAM", "`0`: NVDEC sessions on the default CUDA stream, where reads "
+           "wait behind the model's work (default: a stream of their own)", "media.nvdec"),
     EnvVar("CHORD_DECODE", "`exact` (default) or `fast`: the `cpu-pool` reader skips B-frames "
            "not sampled and H.264's loop filter (≈ 0.6× the CPU; frames ≈ 0.65/255 off)",
            "media.reader_settings"),
@@ -366,6 +368,12 @@ def one_row_graphs(env: Mapping[str, str] | None = None) -> bool:
     """``CHORD_ONE_ROW_GRAPHS``: batch 1 decodes in graphs of its own (default); ``0``: in
     the 2-row graph (see ``fastgen.FastDecoder.min_rows``)."""
     return not _falsy(env_value("CHORD_ONE_ROW_GRAPHS", env))
+
+
+def nvdec_own_stream(env: Mapping[str, str] | None = None) -> bool:
+    """NVDEC sessions decode on a CUDA stream of their own (default); ``CHORD_NVDEC_STREAM=0``
+    keeps PyNvVideoCodec's default stream (a comparison, or a driver that misbehaves)."""
+    return not _falsy(env_value("CHORD_NVDEC_STREAM", env))
 
 
 def read_ahead_mode(env: Mapping[str, str] | None = None) -> bool:

@@ -87,15 +87,21 @@ def _real_factory() -> SessionFactory:
         return torch.cuda.Stream(device=gpu), _primary_context(gpu)  # torch's: non-blocking
 
     def make(name: str, gpu: int) -> Any:
-        return open_session(nvc, name, gpu, own_stream)
+        from chord_core.config import nvdec_own_stream
+
+        return open_session(nvc, name, gpu, own_stream if nvdec_own_stream() else None)
 
     return make
 
 
 def open_session(nvc: Any, name: str, gpu: int,
-                 own_stream: Callable[[int], tuple[Any, int]]) -> Any:
+                 own_stream: Callable[[int], tuple[Any, int]] | None) -> Any:
     """A ``SimpleDecoder`` of ``name`` on a CUDA stream of its own (:class:`OwnStream`), or,
-    where PyNvVideoCodec refuses the stream, on the default one as before (logged once)."""
+    where PyNvVideoCodec refuses the stream, on the default one as before (logged once).
+    ``own_stream`` None (``CHORD_NVDEC_STREAM=0``): the default stream."""
+    if own_stream is None:
+        return nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
+                                 output_color_type=nvc.OutputColorType.RGB)
     try:
         stream, ctx = own_stream(gpu)
         return OwnStream(nvc.SimpleDecoder(name, gpu_id=gpu, cuda_context=ctx,

@@ -64,3 +64,13 @@ def test_a_file_nvdec_cannot_open_raises_its_own_error_and_warns_of_no_stream(ca
             pytest.raises(RuntimeError, match="cudacontext"):
         nvdec.open_session(FakeNvc(refuse_all=True), "bad.mp4", 0, _stream)
     assert "default CUDA stream" not in caplog.text and not nvdec._stream_refused
+
+
+def test_chord_nvdec_stream_0_keeps_the_default_stream(caplog):
+    from chord_core.config import nvdec_own_stream
+
+    assert nvdec_own_stream({}) and not nvdec_own_stream({"CHORD_NVDEC_STREAM": "0"})
+    fake = FakeNvc()
+    s = nvdec.open_session(fake, "a.mp4", 0, None)
+    assert not isinstance(s, nvdec.OwnStream) and "cuda_stream" not in fake.calls[0]
+    assert "default CUDA stream" not in caplog.text
