@@ -89,7 +89,7 @@ def test_names_are_not_capitalised(text: str, want: str) -> None:
 @pytest.mark.parametrize(("task", "duration", "words"), [
     ("describe", 20 * 60.0, "about 20 chunks of about 1 min each, 16 pictures per chunk, and "
                             "merge them into about 4 chapter(s)"),
-    ("ground", 20 * 60.0, "1,200 pictures, one every 1 s, in 10 jobs of up to 128 pictures"),
+    ("ground", 20 * 60.0, "1,200 pictures, one every 1 s, in 5 jobs of up to 256 pictures"),
 ], ids=["chapters", "ground"])
 def test_long_plan_says_what_will_run(task: str, duration: float, words: str) -> None:
     from chord_core.longvideo.settings import LongVideoSettings
