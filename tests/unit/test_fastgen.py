@@ -261,9 +261,14 @@ def test_grouped_vision_attention_hands_unexpected_calls_to_transformers(lm, cap
 def test_warm_up_prepares_every_padded_batch_size(lm, monkeypatch):
     from chord_core.analysis.engine import Engine
 
+    from chord_core.analysis import warmup
+
     asked = []
     monkeypatch.setattr(lm.decoder, "prepare", lambda sizes, max_len, **kw: asked.append(
         ({batch_bucket(b) for b in sizes}, max_len)))
+    # this is about the sizes, not the fit: the host's free pages (page cache excluded) vary
+    # from run to run, and below ≈ 3 GB the fit shortened the 32-row graph (CI, session 13)
+    monkeypatch.setattr(warmup, "_free_bytes", lambda lm: 64 << 30)
     Engine(ModelConfig(model="test", device="cpu", batch_size=32), loaded=lm).warmup()
     # 16: batches of 9–16; every one up to the default visual-token budget's length
     assert asked == [({r}, 32_768) for r in (1, 2, 4, 8, 16, 32)]
