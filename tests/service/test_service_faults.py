@@ -235,8 +235,10 @@ def test_a_full_disk_at_finish_loses_nothing(tmp_path: Path, tiny_model_dir: Pat
         wait_for(lambda: rows(srv.data)[first].get("results") == 1, timeout=30)
         assert rows(srv.data)[first]["state"] == "done"
         assert call(srv, "GET", f"/v1/jobs/{first}")[1]["pending_write"] is False
-        second = submit_ground(srv, clip, 2.0)
-        wait_for(lambda: running_with_progress(srv, second))
+        # the worker is warm now: a second job as short as the first ran through between
+        # two polls once (clean-clone CI, session 13), so it reads 4× the frames
+        second = submit_ground(srv, clip, 8.0)
+        wait_for(lambda: running_with_progress(srv, second), every=0.05)
         filler = fill(small_disk)
         wait_for(lambda: call(srv, "GET", f"/v1/jobs/{second}")[1]["pending_write"])
         srv.proc.kill()  # dies before space returns: the result was only in memory
