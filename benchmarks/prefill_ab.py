@@ -55,24 +55,34 @@ SETS = {
 }
 
 
+_ALL = ("norm", "mlp", "rope")
+# name: (FP8 products on, fused kinds put back to the modules' own, varlen kernel, last MLP
+# trimmed). One table: the names were matched as substrings before, and "fused" is inside
+# "unfused", so that variant ran with every kind fused (sessions 12 and 13).
+VARIANTS = {
+    "default": (False, _ALL, True, True), "fused": (False, (), True, True),
+    "fp8": (True, _ALL, True, True), "fp8+fused": (True, (), True, True),
+    "unfused": (False, _ALL, False, False), "s11": (False, ("rope",), False, False),
+    "s11+varlen": (False, ("rope",), True, False), "now": (False, (), True, True),
+    "untrimmed": (False, (), True, False), "rope-only": (False, ("norm", "mlp"), True, True),
+}
+
+
 @contextmanager
 def _variant(model, name: str):
-    """``model`` (loaded with both levers) with only ``name``'s levers on."""
+    """``model`` (loaded with both levers) with only ``name``'s levers on (``VARIANTS``)."""
     from chord_core.model import fastvision, fp8, fused, last_mlp
 
+    on_fp8, unfused, varlen, trim = VARIANTS[name]
     with ExitStack() as stack:
-        if name in ("unfused", "s11", "s11+varlen", "untrimmed"):
+        if not trim:
             stack.enter_context(last_mlp.disabled(model))
-        if "fp8" not in name:
+        if not on_fp8:
             stack.enter_context(fp8.disabled(model))
-        if name.startswith("s11"):
-            stack.enter_context(fused.disabled(model, kinds=("rope",)))
-        elif name == "rope-only":
-            stack.enter_context(fused.disabled(model, kinds=("norm", "mlp")))
-        elif "fused" not in name and name not in ("now", "untrimmed", "rope-only"):
-            stack.enter_context(fused.disabled(model))
+        if unfused:
+            stack.enter_context(fused.disabled(model, kinds=unfused))
         stack.callback(setattr, fastvision, "VARLEN", fastvision.VARLEN)
-        fastvision.VARLEN = name not in ("unfused", "s11")
+        fastvision.VARLEN = varlen
         yield
 
 

@@ -75,3 +75,33 @@ def test_prefill_ab_reports_the_tower_alone_and_tflops(tmp_path, tiny_model_dir)
         assert res[row]["gflop"]["total"] > 0
     assert res["entail_tower"]["gflop"]["language"] == 0
     assert all(0 < s < 1.5 for s in res["entail_tower"]["tower_share"].values())
+
+
+def test_each_prefill_ab_variant_turns_on_what_its_name_says(lm, monkeypatch):
+    """"unfused" is nothing fused (it once matched "fused" as a substring and ran fused)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import prefill_ab
+
+    from chord_core.config import ModelConfig
+    from chord_core.model import fastvision, fused, last_mlp
+    from chord_core.model import loading as m
+
+    fast = m.load_model(ModelConfig(model="test", device="cpu", fuse=True))
+    assert set(prefill_ab.VARIANTS) >= {v for vs in prefill_ab.SETS.values() for v in vs}
+
+    def state():
+        kinds = {k for mod, k in fused.targets(fast.model)
+                 if (isinstance(mod._chord_rope, fused._Rope) if k == "rope"
+                     else mod.__dict__["forward"] is not mod.__dict__["_chord_unfused"])}
+        trim = fast.model.__dict__["_chord_last_mlp"]["on"]
+        return kinds, fastvision.VARLEN, trim
+
+    with prefill_ab._variant(fast.model, "unfused"):
+        assert state() == (set(), False, False)
+    with prefill_ab._variant(fast.model, "s11"):
+        assert state() == ({"norm", "mlp"}, False, False)
+    with prefill_ab._variant(fast.model, "rope-only"):
+        assert state() == ({"rope"}, True, True)
+    with prefill_ab._variant(fast.model, "now"):
+        assert state() == ({"norm", "mlp", "rope"}, True, True)
+    assert last_mlp.installed(fast.model)
