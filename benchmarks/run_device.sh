@@ -494,8 +494,8 @@ fi
 if [[ "${1:-}" == h200-long ]]; then
   # Issue 34's two open rows on the goal's card (one H200; carry .whl/av .whl/nvc .devtmp/seg;
   # ≈ 9 minutes with the model built), at the defaults (CHORD_FUSE on: the workers compile):
-  # the hour grounded at 128 frames a call (the default before session 13) and at 256 (the default now),
-  # then VSS density on the whole hour in what is left of the call
+  # the hour grounded at 128 frames a call (the default before session 13) and at 256 (the
+  # default now), then VSS density on the whole hour in what is left of the call
   {
     t0=$SECONDS
     decode_prelude model

@@ -99,19 +99,17 @@ def open_session(nvc: Any, name: str, gpu: int,
     """A ``SimpleDecoder`` of ``name`` on a CUDA stream of its own (:class:`OwnStream`), or,
     where PyNvVideoCodec refuses the stream, on the default one as before (logged once).
     ``own_stream`` None (``CHORD_NVDEC_STREAM=0``): the default stream."""
+    same = {"gpu_id": gpu, "use_device_memory": True,
+            "output_color_type": nvc.OutputColorType.RGB}
     if own_stream is None:
-        return nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
-                                 output_color_type=nvc.OutputColorType.RGB)
+        return nvc.SimpleDecoder(name, **same)
     try:
         stream, ctx = own_stream(gpu)
-        return OwnStream(nvc.SimpleDecoder(name, gpu_id=gpu, cuda_context=ctx,
-                                           cuda_stream=stream.cuda_stream,
-                                           use_device_memory=True,
-                                           output_color_type=nvc.OutputColorType.RGB), stream)
+        return OwnStream(nvc.SimpleDecoder(name, cuda_context=ctx,
+                                           cuda_stream=stream.cuda_stream, **same), stream)
     except Exception as exc:  # noqa: BLE001 — tried again on the default stream below
         refused = f"{type(exc).__name__}: {exc}"
-    session = nvc.SimpleDecoder(name, gpu_id=gpu, use_device_memory=True,
-                                output_color_type=nvc.OutputColorType.RGB)
+    session = nvc.SimpleDecoder(name, **same)
     if not _stream_refused:  # it opens there: the stream was what was refused
         _stream_refused.append(refused)
         log.warning("NVDEC sessions on the default CUDA stream, where reads wait behind the "
